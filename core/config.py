@@ -1,0 +1,237 @@
+"""LogConfig: a partition's configuration, with Apache Kafka's topic-level names and defaults.
+
+Values may come as Python values or as strings (from a ``.properties`` file or ``--set``);
+both are parsed and validated the same way, and any problem is a ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from tierlog.errors import ConfigError
+
+LONG_MAX = (1 << 63) - 1
+INT_MAX = (1 << 31) - 1
+
+
+def _parse_bool(key: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ConfigError(key, f"expected true or false, got {raw!r}")
+
+
+def _parse_int(key: str, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ConfigError(key, f"expected an integer, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
+        return int(raw)
+    raise ConfigError(key, f"expected an integer, got {raw!r}")
+
+
+def _parse_float(key: str, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ConfigError(key, f"expected a number, got {raw!r}")
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"expected a number, got {raw!r}") from None
+
+
+def _parse_string(key: str, raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise ConfigError(key, f"expected a string, got {raw!r}")
+    return raw.strip()
+
+
+def _parse_list(key: str, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        items = [part.strip() for part in raw.split(",")]
+    elif isinstance(raw, (list, tuple)):
+        items = [str(part).strip() for part in raw]
+    else:
+        raise ConfigError(key, f"expected a comma-separated list, got {raw!r}")
+    return tuple(item.lower() for item in items if item)
+
+
+_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    "bool": _parse_bool,
+    "int": _parse_int,
+    "long": _parse_int,
+    "double": _parse_float,
+    "string": _parse_string,
+    "list": _parse_list,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One documented configuration key."""
+
+    name: str
+    """Kafka's property name, e.g. ``segment.bytes``."""
+    type: str
+    """One of bool, int, long, double, string, list."""
+    default: Any
+    """Kafka's default value (already parsed)."""
+    doc: str
+    """One line saying what the key controls."""
+    minimum: float | None = None
+    """Smallest legal value for numeric keys."""
+    maximum: float | None = None
+    """Largest legal value for numeric keys."""
+    choices: tuple[str, ...] | None = None
+    """Legal values for string keys (compared lower-cased)."""
+
+    def parse(self, raw: Any) -> Any:
+        value = _PARSERS[self.type](self.name, raw)
+        if self.type in ("int", "long", "double"):
+            upper = self.maximum if self.maximum is not None else (
+                INT_MAX if self.type == "int" else LONG_MAX
+            )
+            if self.minimum is not None and value < self.minimum:
+                raise ConfigError(self.name, f"{value} is below the minimum {self.minimum:g}")
+            if value > upper:
+                raise ConfigError(self.name, f"{value} is above the maximum {upper:g}")
+        if self.choices is not None:
+            items = value if isinstance(value, tuple) else (value,)
+            for item in items:
+                if item.lower() not in self.choices:
+                    raise ConfigError(
+                        self.name, f"{item!r} is not one of {', '.join(self.choices)}"
+                    )
+        return value
+
+
+_COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+
+#: Kafka's topic-level configuration keys, with Kafka's defaults.
+TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
+    key.name: key
+    for key in (
+        ConfigKey("segment.bytes", "int", 1 << 30, "Roll the active segment at this size.", 14),
+        ConfigKey("segment.ms", "long", 604_800_000, "Roll the active segment after this age.", 1),
+        ConfigKey("segment.jitter.ms", "long", 0, "Random jitter subtracted from segment.ms.", 0),
+        ConfigKey("segment.index.bytes", "int", 10 * 1024 * 1024,
+                  "Preallocated size of each offset and time index.", 4),
+        ConfigKey("index.interval.bytes", "int", 4096,
+                  "Bytes of batches between two sparse index entries.", 0),
+        ConfigKey("flush.messages", "long", LONG_MAX,
+                  "Force an fsync after this many messages (default: never).", 1),
+        ConfigKey("flush.ms", "long", LONG_MAX,
+                  "Force an fsync after this many ms (default: never).", 0),
+        ConfigKey("retention.ms", "long", 604_800_000,
+                  "Delete segments older than this (-1: forever).", -1),
+        ConfigKey("retention.bytes", "long", -1,
+                  "Delete old segments beyond this partition size (-1: no limit).", -1),
+        ConfigKey("local.retention.ms", "long", -2,
+                  "Local retention when tiered (-2: use retention.ms).", -2),
+        ConfigKey("local.retention.bytes", "long", -2,
+                  "Local retention by size when tiered (-2: use retention.bytes).", -2),
+        ConfigKey("max.message.bytes", "int", 1_048_588, "Largest record batch accepted.", 0),
+        ConfigKey("message.timestamp.type", "string", "CreateTime",
+                  "CreateTime or LogAppendTime.", choices=("createtime", "logappendtime")),
+        ConfigKey("message.timestamp.before.max.ms", "long", LONG_MAX,
+                  "Reject batches whose timestamp is this far in the past.", 0),
+        ConfigKey("message.timestamp.after.max.ms", "long", LONG_MAX,
+                  "Reject batches whose timestamp is this far in the future.", 0),
+        ConfigKey("compression.type", "string", "producer",
+                  "Final compression of the topic (producer keeps the producer's codec).",
+                  choices=_COMPRESSION_TYPES),
+        ConfigKey("cleanup.policy", "list", ("delete",),
+                  "Comma-separated cleanup policies (delete, compact, or plugins)."),
+        ConfigKey("delete.retention.ms", "long", 86_400_000,
+                  "How long tombstones are kept after compaction.", 0),
+        ConfigKey("min.compaction.lag.ms", "long", 0,
+                  "Minimum age before a record may be compacted.", 0),
+        ConfigKey("max.compaction.lag.ms", "long", LONG_MAX,
+                  "Maximum time a record stays uncompacted.", 1),
+        ConfigKey("min.cleanable.dirty.ratio", "double", 0.5,
+                  "Dirty ratio that makes a log eligible for cleaning.", 0, 1),
+        ConfigKey("file.delete.delay.ms", "long", 60_000,
+                  "Delay before a .deleted file is removed.", 0),
+        ConfigKey("preallocate", "bool", False, "Preallocate segment files at roll."),
+        ConfigKey("remote.storage.enable", "bool", False, "Tier this topic's closed segments."),
+        ConfigKey("min.insync.replicas", "int", 1, "Accepted for compatibility.", 1),
+        ConfigKey("unclean.leader.election.enable", "bool", False,
+                  "Accepted for compatibility."),
+        ConfigKey("message.downconversion.enable", "bool", True, "Accepted for compatibility."),
+        ConfigKey("record.validation", "string", "crc",
+                  "crc (trust the batch CRC) or full (also walk every record).",
+                  choices=("crc", "full")),
+    )
+})
+
+
+class LogConfig(Mapping[str, Any]):
+    """An immutable, validated set of topic-level settings.
+
+    ``LogConfig({"segment.bytes": 1 << 20})`` overrides Kafka's defaults; unknown keys and
+    bad values raise :class:`~tierlog.errors.ConfigError` naming the key. Read a value as
+    ``config["segment.bytes"]`` or ``config.segment_bytes``.
+    """
+
+    __slots__ = ("_values", "_overrides")
+
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
+        overrides = dict(overrides or {})
+        values = {name: key.default for name, key in TOPIC_CONFIG_KEYS.items()}
+        parsed: dict[str, Any] = {}
+        for name, raw in overrides.items():
+            key = TOPIC_CONFIG_KEYS.get(name)
+            if key is None:
+                raise ConfigError(name, "unknown topic configuration key")
+            parsed[name] = key.parse(raw)
+        values.update(parsed)
+        self._values: Mapping[str, Any] = MappingProxyType(values)
+        self._overrides: Mapping[str, Any] = MappingProxyType(parsed)
+        self._check_consistency()
+
+    def _check_consistency(self) -> None:
+        if self["segment.jitter.ms"] > self["segment.ms"]:
+            raise ConfigError("segment.jitter.ms", "must not exceed segment.ms")
+        if self["segment.index.bytes"] < 12:
+            raise ConfigError("segment.index.bytes", "must hold at least one time index entry")
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise ConfigError(name, "unknown topic configuration key") from None
+
+    def __getattr__(self, attr: str) -> Any:
+        name = attr.replace("_", ".")
+        if name in TOPIC_CONFIG_KEYS:
+            return self._values[name]
+        raise AttributeError(attr)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"LogConfig({dict(self._overrides)!r})"
+
+    @property
+    def overrides(self) -> Mapping[str, Any]:
+        """Only the keys set explicitly (what a topic persists as its overrides)."""
+        return self._overrides
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
+        """A new config with these keys changed on top of this one's overrides."""
+        return LogConfig({**self._overrides, **overrides})
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return self["message.timestamp.type"].lower() == "logappendtime"

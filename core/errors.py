@@ -1,0 +1,134 @@
+"""The tierlog exception tree: one class per failure mode, all under TierlogError.
+
+Each class also inherits the builtin a Python caller would naturally catch
+(ValueError for bad input, OSError for storage trouble, IndexError for offsets).
+"""
+
+from __future__ import annotations
+
+
+class TierlogError(Exception):
+    """Root of every error tierlog raises on purpose."""
+
+
+# --- configuration and names ---------------------------------------------------------
+
+
+class ConfigError(TierlogError, ValueError):
+    """A configuration key is unknown or its value is invalid; names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class InvalidTopicError(TierlogError, ValueError):
+    """A topic name is illegal (characters, length, '.' or '..')."""
+
+
+# --- records -------------------------------------------------------------------------
+
+
+class CorruptRecordError(TierlogError, ValueError):
+    """Record batch bytes fail a check: CRC, sizes, record count, framing."""
+
+
+class TruncatedBatchError(CorruptRecordError):
+    """A batch ends before its declared length (a torn write or a cut buffer)."""
+
+
+class UnsupportedMagicError(CorruptRecordError):
+    """A batch has a magic byte other than 2 (only v2 record batches are supported)."""
+
+
+class UnsupportedCompressionError(TierlogError, ValueError):
+    """A compression codec id or name that Kafka does not define."""
+
+
+class RecordBatchTooLargeError(TierlogError, ValueError):
+    """A batch is larger than max.message.bytes (or the segment size)."""
+
+
+class InvalidTimestampError(TierlogError, ValueError):
+    """A batch timestamp is invalid for the topic's timestamp settings."""
+
+
+class InvalidRecordError(TierlogError, ValueError):
+    """A batch is well formed but not acceptable for this log (e.g. control batch from a client)."""
+
+
+class OffsetsOutOfOrderError(TierlogError, ValueError):
+    """Appended batches with offsets already assigned do not increase past the log end."""
+
+
+# --- log -----------------------------------------------------------------------------
+
+
+class OffsetOutOfRangeError(TierlogError, IndexError):
+    """A requested offset is below the log start offset or above the log end offset."""
+
+
+class CorruptIndexError(TierlogError):
+    """An index file fails its sanity check."""
+
+
+class IndexOffsetOverflowError(TierlogError, ValueError):
+    """An offset does not fit the 4-byte relative offset of a segment's index."""
+
+
+class CorruptSnapshotError(TierlogError):
+    """A producer-state snapshot fails its CRC or is malformed."""
+
+
+class CorruptCheckpointError(TierlogError):
+    """A text checkpoint file is malformed."""
+
+
+class LogClosedError(TierlogError, RuntimeError):
+    """An operation was attempted on a closed log."""
+
+
+class LogDirectoryError(TierlogError, OSError):
+    """A log or partition directory is missing, unreadable or not a partition directory."""
+
+
+# --- producer state ------------------------------------------------------------------
+
+
+class OutOfOrderSequenceError(TierlogError, ValueError):
+    """An idempotent producer's batch sequence does not follow the last one."""
+
+
+class ProducerFencedError(TierlogError, ValueError):
+    """A batch comes from a producer epoch older than the one already seen."""
+
+
+class InvalidTxnStateError(TierlogError, ValueError):
+    """A transaction marker or transactional batch does not fit the producer's state."""
+
+
+# --- plugins and remote storage ------------------------------------------------------
+
+
+class PluginError(TierlogError):
+    """A plugin failed to load or a named plugin does not exist."""
+
+
+class RemoteStorageError(TierlogError, OSError):
+    """The remote tier failed an operation."""
+
+
+class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
+    """A remote object (segment or index) does not exist."""
+
+
+class IndexFullError(TierlogError, ValueError):
+    """An append to an offset or time index with no free slot (the segment should have rolled)."""
+
+
+class InvalidIndexOffsetError(TierlogError, ValueError):
+    """An index append that goes backwards (offset, timestamp or aborted-txn last offset)."""
+
+
+class TransactionCoordinatorFencedError(TierlogError, ValueError):
+    """A transaction marker carries a coordinator epoch older than the one already seen."""

@@ -1,0 +1,1 @@
+"""Built-in tierlog plugins (remote storage backends)."""

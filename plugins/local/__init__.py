@@ -1,0 +1,1 @@
+"""Remote tier on a local or NFS directory."""

@@ -1,0 +1,1 @@
+"""Remote tier on S3 or MinIO through s3fs."""
