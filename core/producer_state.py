@@ -1,0 +1,607 @@
+"""Idempotent and transactional producer state (Kafka's ProducerStateManager and friends).
+
+Validates producer epochs and sequences of appends, tracks open transactions for the last
+stable offset, and persists the state as ``<offset>.snapshot`` files (see producer_snapshot).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import types
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierlog import filenames
+from tierlog.errors import (
+    CorruptSnapshotError,
+    InvalidTxnStateError,
+    LogDirectoryError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    TransactionCoordinatorFencedError,
+)
+from tierlog.producer_snapshot import SnapshotEntry, read_snapshot, write_snapshot
+
+log = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+INT32_MAX = (1 << 31) - 1
+#: How many recent batches per producer are kept for duplicate detection (Kafka's value).
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+#: Control record types of the end-transaction markers.
+ABORT_MARKER, COMMIT_MARKER = 0, 1
+
+#: Kafka's AppendOrigin. Only client appends are sequence-checked; replicated appends were
+#: validated by the leader, so a stale epoch there is only logged.
+CLIENT, COORDINATOR, REPLICATION = "client", "coordinator", "replication"
+APPEND_ORIGINS = frozenset({CLIENT, COORDINATOR, REPLICATION, "raft_leader"})
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past the int32 maximum to 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """``sequence - decrement``, wrapping below 0 to the int32 maximum."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """What is remembered of one appended batch (its sequence and offset ranges)."""
+
+    last_seq: int
+    last_offset: int
+    #: ``last_offset - first_offset`` (equal to the sequence span of the batch).
+    offset_delta: int
+    #: The batch's max timestamp.
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a COMMIT/ABORT marker at ``last_offset`` (inclusive range)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    """An open (or completed but not yet replicated) transaction of one producer."""
+
+    producer_id: int
+    first_offset: int
+    #: The marker's offset once the transaction completed.
+    last_offset: int | None = None
+
+
+class ProducerStateEntry:
+    """One producer's state: epoch, coordinator epoch, last timestamp, the first offset of its
+    open transaction, and the metadata of its last ``NUM_BATCHES_TO_RETAIN`` batches (oldest
+    first). Not thread-safe."""
+
+    __slots__ = ("producer_id", "producer_epoch", "coordinator_epoch", "last_timestamp",
+                 "current_txn_first_offset", "_batches")
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        coordinator_epoch: int = -1,
+        last_timestamp: int = NO_TIMESTAMP,
+        current_txn_first_offset: int | None = None,
+        batch: BatchMetadata | None = None,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self._batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        if batch is not None:
+            self._batches.append(batch)
+
+    @property
+    def batch_metadata(self) -> tuple[BatchMetadata, ...]:
+        return tuple(self._batches)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no batch of the current epoch is remembered."""
+        return not self._batches
+
+    @property
+    def first_seq(self) -> int:
+        return self._batches[0].first_seq if self._batches else NO_SEQUENCE
+
+    @property
+    def last_seq(self) -> int:
+        return self._batches[-1].last_seq if self._batches else NO_SEQUENCE
+
+    @property
+    def first_data_offset(self) -> int:
+        return self._batches[0].first_offset if self._batches else -1
+
+    @property
+    def last_data_offset(self) -> int:
+        return self._batches[-1].last_offset if self._batches else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._batches[-1].offset_delta if self._batches else 0
+
+    def maybe_update_producer_epoch(self, producer_epoch: int) -> bool:
+        """Switch to ``producer_epoch``, forgetting the old epoch's batches; True if it changed."""
+        if self.producer_epoch == producer_epoch:
+            return False
+        self._batches.clear()
+        self.producer_epoch = producer_epoch
+        return True
+
+    def add_batch(
+        self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int,
+        timestamp: int,
+    ) -> None:
+        self.maybe_update_producer_epoch(producer_epoch)
+        self._batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def update(self, newer: ProducerStateEntry) -> None:
+        """Take over ``newer``'s state (what one append produced), keeping recent batches."""
+        self.maybe_update_producer_epoch(newer.producer_epoch)
+        self._batches.extend(newer._batches)
+        self.coordinator_epoch = newer.coordinator_epoch
+        self.current_txn_first_offset = newer.current_txn_first_offset
+        self.last_timestamp = newer.last_timestamp
+
+    def end_transaction(self, producer_epoch: int, coordinator_epoch: int, timestamp: int) -> None:
+        """Apply an end-transaction marker: no transaction is open any more."""
+        self.maybe_update_producer_epoch(producer_epoch)
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = None
+        self.last_timestamp = timestamp
+
+    def find_duplicate_batch(
+        self, producer_epoch: int, first_seq: int, last_seq: int
+    ) -> BatchMetadata | None:
+        """The remembered batch of this epoch with exactly this sequence range, if any."""
+        if producer_epoch != self.producer_epoch:
+            return None
+        for batch in self._batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+    def to_snapshot_entry(self) -> SnapshotEntry:
+        txn = self.current_txn_first_offset
+        return SnapshotEntry(
+            self.producer_id, self.producer_epoch, self.last_seq, self.last_data_offset,
+            self.last_offset_delta, self.last_timestamp, self.coordinator_epoch,
+            -1 if txn is None else txn,
+        )
+
+    @classmethod
+    def from_snapshot_entry(cls, e: SnapshotEntry) -> ProducerStateEntry:
+        batch = None
+        if e.last_offset >= 0:
+            batch = BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp)
+        txn = e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+        return cls(e.producer_id, e.producer_epoch, e.coordinator_epoch, e.timestamp, txn, batch)
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateEntry(producer_id={self.producer_id}, epoch={self.producer_epoch}, "
+            f"txn_first_offset={self.current_txn_first_offset}, "
+            f"coordinator_epoch={self.coordinator_epoch}, last_timestamp={self.last_timestamp}, "
+            f"batches={list(self._batches)})"
+        )
+
+
+class ProducerAppendInfo:
+    """Validates one producer's batches of one append against its state before the append,
+    accumulating the new state and the transactions started. Kafka's ``ProducerAppendInfo``
+    (legacy transaction markers: a marker's epoch may equal the current one).
+    Not thread-safe."""
+
+    def __init__(
+        self, producer_id: int, current: ProducerStateEntry, origin: str, where: str
+    ) -> None:
+        if origin not in APPEND_ORIGINS:
+            raise ValueError(f"unknown append origin {origin!r}; expected one of "
+                             f"{sorted(APPEND_ORIGINS)}")
+        self.producer_id = producer_id
+        self.origin = origin
+        self._where = where
+        self._current = current
+        self._updated = ProducerStateEntry(
+            producer_id, current.producer_epoch, current.coordinator_epoch,
+            current.last_timestamp, current.current_txn_first_offset,
+        )
+        self._transactions: list[TxnMetadata] = []
+
+    @property
+    def started_transactions(self) -> list[TxnMetadata]:
+        return list(self._transactions)
+
+    def to_entry(self) -> ProducerStateEntry:
+        """The producer's state after the batches appended so far."""
+        return self._updated
+
+    def _context(self, offset: int) -> str:
+        return f"producer {self.producer_id} at offset {offset} in {self._where}"
+
+    def _check_producer_epoch(self, producer_epoch: int, offset: int) -> None:
+        current = self._updated.producer_epoch
+        if producer_epoch < current:
+            message = (f"epoch of {self._context(offset)} is {producer_epoch}, older than the "
+                       f"last seen epoch {current}")
+            if self.origin == REPLICATION:
+                log.warning("%s", message)
+            else:
+                raise ProducerFencedError(message)
+
+    def _check_sequence(self, producer_epoch: int, first_seq: int, offset: int) -> None:
+        updated, current = self._updated, self._current
+        if producer_epoch != updated.producer_epoch:
+            # A new epoch must restart at sequence 0, unless the producer has no epoch yet.
+            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"invalid sequence for new epoch {producer_epoch} of {self._context(offset)}:"
+                    f" {first_seq} (must be 0; current epoch {updated.producer_epoch})"
+                )
+            return
+        if not updated.is_empty:
+            last_seq = updated.last_seq
+        elif producer_epoch == current.producer_epoch:
+            last_seq = current.last_seq
+        else:
+            last_seq = NO_SEQUENCE
+        # Without a current epoch (its batches were all deleted) any sequence is accepted.
+        if current.producer_epoch != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"out of order sequence for {self._context(offset)}: {first_seq} "
+                f"(incoming), {last_seq} (current end sequence)"
+            )
+
+    def append_data_batch(
+        self,
+        producer_epoch: int,
+        first_seq: int,
+        last_seq: int,
+        last_timestamp: int,
+        first_offset: int,
+        last_offset: int,
+        is_transactional: bool,
+    ) -> None:
+        """Validate and record a data batch (header fields of the batch, offsets assigned).
+
+        Raises ProducerFencedError (older epoch, not for replication), OutOfOrderSequenceError
+        (client appends only) or InvalidTxnStateError (a non-transactional batch while a
+        transaction is open).
+        """
+        self._check_producer_epoch(producer_epoch, first_offset)
+        if self.origin == CLIENT:
+            self._check_sequence(producer_epoch, first_seq, first_offset)
+        updated = self._updated
+        updated.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset,
+                          last_timestamp)
+        if updated.current_txn_first_offset is not None:
+            if not is_transactional:
+                raise InvalidTxnStateError(
+                    f"expected a transactional write from {self._context(first_offset)}: its "
+                    f"transaction from offset {updated.current_txn_first_offset} is open"
+                )
+        elif is_transactional:
+            updated.current_txn_first_offset = first_offset
+            self._transactions.append(TxnMetadata(self.producer_id, first_offset))
+
+    def append_end_txn_marker(
+        self,
+        control_type: int,
+        producer_epoch: int,
+        offset: int,
+        timestamp: int,
+        coordinator_epoch: int,
+    ) -> CompletedTxn | None:
+        """Validate and record a COMMIT (1) or ABORT (0) marker at ``offset``.
+
+        Returns the completed transaction, or None when no transaction was open (an empty
+        transaction changes neither the last stable offset nor the transaction index).
+        Raises ProducerFencedError or TransactionCoordinatorFencedError (not for replication).
+        """
+        if control_type not in (ABORT_MARKER, COMMIT_MARKER):
+            raise ValueError(f"control type {control_type} is not an end-transaction marker")
+        self._check_producer_epoch(producer_epoch, offset)
+        updated = self._updated
+        if updated.coordinator_epoch > coordinator_epoch:
+            message = (f"coordinator epoch {coordinator_epoch} of the marker of "
+                       f"{self._context(offset)} is older than {updated.coordinator_epoch}")
+            if self.origin == REPLICATION:
+                log.info("%s", message)
+            else:
+                raise TransactionCoordinatorFencedError(message)
+        completed = None
+        if updated.current_txn_first_offset is not None:
+            completed = CompletedTxn(self.producer_id, updated.current_txn_first_offset, offset,
+                                     control_type == ABORT_MARKER)
+        updated.end_transaction(producer_epoch, coordinator_epoch, timestamp)
+        return completed
+
+
+class ProducerStateManager:
+    """Maps producer ids to their state after the last append, and open transactions by first
+    offset; snapshots the map to ``<map end offset, 20 digits>.snapshot`` (format in
+    ``producer_snapshot``).
+
+    Producers expire after ``max_producer_id_expiration_ms`` without a write, unless they
+    have a transaction open. Not thread-safe: the owning Log calls it under its lock.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        max_producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        *,
+        time_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
+        self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing_txns: dict[int, TxnMetadata] = {}  # keyed by first offset
+        self._unreplicated_txns: dict[int, TxnMetadata] = {}  # completed, marker above the HW
+        self._snapshots: dict[int, Path] = self._scan_snapshots()
+        self._last_map_offset = 0
+        self._last_snap_offset = 0
+
+    # -- producers -----------------------------------------------------------------------
+
+    @property
+    def active_producers(self) -> Mapping[int, ProducerStateEntry]:
+        """A read-only view of the producers by id."""
+        return types.MappingProxyType(self._producers)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def find_duplicate_batch(
+        self, producer_id: int, epoch: int, first_seq: int, last_seq: int
+    ) -> BatchMetadata | None:
+        """The batch already appended with this producer, epoch and sequence range (among the
+        producer's last ``NUM_BATCHES_TO_RETAIN``), or None."""
+        entry = self._producers.get(producer_id)
+        return None if entry is None else entry.find_duplicate_batch(epoch, first_seq, last_seq)
+
+    def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
+        """Start validating an append of ``producer_id`` (``origin``: one of APPEND_ORIGINS)."""
+        current = self._producers.get(producer_id) or ProducerStateEntry(producer_id)
+        return ProducerAppendInfo(producer_id, current, origin, self.log_dir.name)
+
+    def update(self, append_info: ProducerAppendInfo) -> None:
+        """Apply a validated append's producer state and the transactions it started."""
+        if append_info.producer_id == NO_PRODUCER_ID:
+            raise ValueError(f"invalid producer id {NO_PRODUCER_ID} passed to update in "
+                             f"{self.log_dir}")
+        updated = append_info.to_entry()
+        current = self._producers.get(append_info.producer_id)
+        if current is not None:
+            current.update(updated)
+        else:
+            self._producers[append_info.producer_id] = updated
+        for txn in append_info.started_transactions:
+            self._ongoing_txns[txn.first_offset] = txn
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        """Forget producers idle for ``max_producer_id_expiration_ms`` with no open transaction."""
+        now = self._time_ms() if now_ms is None else now_ms
+        expired = [pid for pid, e in self._producers.items() if self._is_expired(now, e)]
+        for pid in expired:
+            del self._producers[pid]
+
+    def _is_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
+        return (entry.current_txn_first_offset is None
+                and now_ms - entry.last_timestamp >= self.max_producer_id_expiration_ms)
+
+    # -- offsets and transactions --------------------------------------------------------
+
+    @property
+    def map_end_offset(self) -> int:
+        """The offset up to which (exclusive) the log has been applied to this state."""
+        return self._last_map_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self._last_map_offset = offset
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest transaction not yet committed or aborted."""
+        return min(self._ongoing_txns, default=None)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction that is open or whose marker is not
+        yet below the high watermark (see ``on_high_watermark_updated``), or None."""
+        return min(self._ongoing_txns.keys() | self._unreplicated_txns.keys(), default=None)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is now below the high watermark."""
+        self._remove_unreplicated_txns(high_watermark)
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        for first in [f for f, t in self._unreplicated_txns.items()
+                      if t.last_offset is not None and t.last_offset < offset]:
+            del self._unreplicated_txns[first]
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is done (for its aborted-transaction index entry): the
+        first offset of the earliest other producer's open transaction, else just after the
+        marker. Call before ``complete_txn``."""
+        pid = completed.producer_id
+        others = [f for f, t in self._ongoing_txns.items() if t.producer_id != pid]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Mark a transaction complete; it stays unstable until the high watermark passes it."""
+        txn = self._ongoing_txns.pop(completed.first_offset, None)
+        if txn is None:
+            raise ValueError(f"cannot complete transaction {completed} in {self.log_dir}: "
+                             f"it was not started")
+        txn.last_offset = completed.last_offset
+        self._unreplicated_txns[completed.first_offset] = txn
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Drop completed transactions before the new log start; the map starts there at least."""
+        self._remove_unreplicated_txns(log_start_offset)
+        self._last_map_offset = max(self._last_map_offset, log_start_offset)
+        latest = self.latest_snapshot_offset
+        self._last_snap_offset = log_start_offset if latest is None else latest
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def _scan_snapshots(self) -> dict[int, Path]:
+        found: dict[int, Path] = {}
+        if not self.log_dir.is_dir():
+            return found
+        for path in self.log_dir.iterdir():
+            if not path.name.endswith(filenames.SNAPSHOT_SUFFIX) or not path.is_file():
+                continue
+            try:
+                found[filenames.offset_from_filename(path.name)] = path
+            except LogDirectoryError:
+                log.warning("ignoring %s: not named by a 20-digit offset", path)
+        return found
+
+    def snapshot_files(self) -> list[Path]:
+        """The snapshot files known to this manager, oldest first."""
+        return [self._snapshots[o] for o in sorted(self._snapshots)]
+
+    def fetch_snapshot(self, offset: int) -> Path | None:
+        """The snapshot file taken at exactly ``offset``, if any."""
+        return self._snapshots.get(offset)
+
+    @property
+    def latest_snapshot_offset(self) -> int | None:
+        return max(self._snapshots, default=None)
+
+    @property
+    def oldest_snapshot_offset(self) -> int | None:
+        return min(self._snapshots, default=None)
+
+    def take_snapshot(self) -> Path | None:
+        """Write a snapshot at the map end offset unless one was already taken there (or
+        later); returns the new file, or None."""
+        if self._last_map_offset <= self._last_snap_offset:
+            return None
+        path = filenames.snapshot_file(self.log_dir, self._last_map_offset)
+        start = time.monotonic()
+        write_snapshot(path, (self._producers[pid].to_snapshot_entry()
+                              for pid in sorted(self._producers)))
+        log.info("wrote producer snapshot %s with %d producer ids in %.1f ms", path,
+                 len(self._producers), (time.monotonic() - start) * 1000)
+        self._snapshots[self._last_map_offset] = path
+        self._last_snap_offset = self._last_map_offset
+        return path
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Delete the snapshot files taken below ``offset``."""
+        for snap in [o for o in self._snapshots if o < offset]:
+            self._remove_and_delete_snapshot(snap)
+
+    def remove_stray_snapshots(self, segment_base_offsets: Collection[int]) -> None:
+        """Rescan the directory and delete snapshots that match no segment base offset, except
+        the newest stray one when it lies above every segment (a clean shutdown's snapshot)."""
+        self._snapshots = self._scan_snapshots()
+        bases = set(segment_base_offsets)
+        strays = sorted(o for o in self._snapshots if o not in bases)
+        keep = strays[-1] if strays and (not bases or strays[-1] > max(bases)) else None
+        for stray in strays:
+            if stray != keep:
+                self._remove_and_delete_snapshot(stray)
+
+    def _remove_and_delete_snapshot(self, offset: int) -> None:
+        path = self._snapshots.pop(offset, None)
+        if path is not None:
+            path.unlink(missing_ok=True)
+            log.info("deleted producer state snapshot %s", path)
+
+    def _load_from_snapshot(self, log_start_offset: int, current_time_ms: int) -> None:
+        """Load the newest readable snapshot; corrupt (or vanished) ones are dropped in turn."""
+        for offset in sorted(self._snapshots, reverse=True):
+            path = self._snapshots[offset]
+            try:
+                entries = read_snapshot(path)
+            except (CorruptSnapshotError, FileNotFoundError) as e:
+                log.warning("failed to load producer snapshot %s: %s", path, e)
+                self._remove_and_delete_snapshot(offset)
+                continue
+            log.info("loaded producer state from snapshot %s", path)
+            for snapshot_entry in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(snapshot_entry)
+                if self._is_expired(current_time_ms, entry):
+                    continue
+                self._producers[entry.producer_id] = entry
+                if entry.current_txn_first_offset is not None:
+                    self._ongoing_txns[entry.current_txn_first_offset] = TxnMetadata(
+                        entry.producer_id, entry.current_txn_first_offset)
+            self._last_snap_offset = self._last_map_offset = offset
+            return
+        self._last_snap_offset = self._last_map_offset = log_start_offset
+
+    def truncate_and_reload(
+        self, log_start_offset: int, log_end_offset: int, current_time_ms: int
+    ) -> None:
+        """Delete snapshots outside ``(log_start_offset, log_end_offset]`` and, unless the map
+        already ends at ``log_end_offset``, reload from the newest valid snapshot left (or
+        start empty at ``log_start_offset``); the caller replays the log from ``map_end_offset``.
+        """
+        for offset in [o for o in self._snapshots
+                       if o > log_end_offset or o <= log_start_offset]:
+            self._remove_and_delete_snapshot(offset)
+        if log_end_offset != self._last_map_offset:
+            self._producers.clear()
+            self._ongoing_txns.clear()
+            # The log end is assumed to be at or below the high watermark.
+            self._unreplicated_txns.clear()
+            self._load_from_snapshot(log_start_offset, current_time_ms)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget every producer and transaction, delete every snapshot; the map starts at
+        ``offset``."""
+        self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
+        for snap in list(self._snapshots):
+            self._remove_and_delete_snapshot(snap)
+        self._last_snap_offset = 0
+        self._last_map_offset = offset
+
+    def __repr__(self) -> str:
+        return (f"ProducerStateManager({self.log_dir.name}, producers={len(self._producers)}, "
+                f"map_end={self._last_map_offset}, snapshots={sorted(self._snapshots)})")
