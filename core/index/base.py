@@ -1,0 +1,351 @@
+"""AbstractIndex: the memory-mapped, preallocated file under the offset and time indexes.
+
+Owns the mmap, the entry count, resize/trim/flush/close, relative offsets and the
+cache-friendly binary search (Kafka's warm/cold split) shared by both index types.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import mmap
+import os
+import struct
+from abc import ABC, abstractmethod
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import ClassVar
+
+from tierlog.errors import IndexOffsetOverflowError
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = (1 << 31) - 1
+# The last WARM_SECTION_BYTES of an index are searched first: appends and in-sync lookups
+# touch only those pages, so they stay in the page cache (Kafka's choice of 8 KiB).
+WARM_SECTION_BYTES = 8192
+# Entries decoded per struct call when a sanity check walks the whole file.
+CHECK_CHUNK_ENTRIES = 4096
+# Every FENCE_STRIDE-th key is kept in memory (once a cold lookup needs it) so cold
+# lookups bisect a short list in C, then at most FENCE_STRIDE entries of the file.
+FENCE_STRIDE = 1024
+
+# unpack_from(buffer, offset) -> (value,)
+UnpackFrom = Callable[[object, int], tuple[int, ...]]
+
+
+@lru_cache(maxsize=16)
+def _chunk_struct(entry_format: str, count: int) -> struct.Struct:
+    return struct.Struct(">" + entry_format * count)
+
+
+class AbstractIndex(ABC):
+    """A file of fixed-size, big-endian entries, memory-mapped and preallocated.
+
+    A new (or empty) file is grown to ``max_index_size`` rounded down to a multiple of
+    ``entry_size`` so appends write into the mapping; ``trim_to_valid_size`` (on roll and
+    close) cuts it back to ``entries * entry_size``. An existing file is trusted as Kafka
+    does: ``entries = length // entry_size``, so an untrimmed file counts its zero tail
+    as entries and ``sanity_check`` must reject it; the owner grows the active segment's
+    index back with ``resize``. Not thread-safe: the owning segment serialises access.
+    """
+
+    entry_size: ClassVar[int]
+    # struct codes of one entry (after ">"), used by the whole-file sanity checks
+    entry_format: ClassVar[str]
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = -1,
+        writable: bool = True,
+    ) -> None:
+        self._path = Path(path)
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._warm_entries = WARM_SECTION_BYTES // self.entry_size
+        self._mm: mmap.mmap | None = None
+        self._fence: list[int] = []
+        self._closed = False
+        self._length = 0
+        self._open()
+        self._max_entries = self._length // self.entry_size
+        self._load_last_entry()
+        log.debug("loaded index %s: entries=%d max_entries=%d length=%d", self._path,
+                  self._entries, self._max_entries, self._length)
+
+    def _open(self) -> None:
+        if not self._writable:
+            fd = os.open(self._path, os.O_RDONLY)
+        else:
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            self._entries = length // self.entry_size
+            if length == 0 and self._writable and self._max_index_size >= 0:
+                if self._max_index_size < self.entry_size:
+                    raise ValueError(f"{self._path}: invalid max index size {self._max_index_size}"
+                                     f" (an entry takes {self.entry_size} bytes)")
+                length = self._round_down(self._max_index_size)
+                os.ftruncate(fd, length)
+            self._map(fd, length)
+        finally:
+            os.close(fd)
+
+    def _map(self, fd: int, length: int) -> None:
+        # mmap refuses zero bytes: an empty index simply has no mapping.
+        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+        self._mm = mmap.mmap(fd, length, access=access) if length else None
+        self._length = length
+
+    def _round_down(self, size: int) -> int:
+        return max(size, 0) // self.entry_size * self.entry_size
+
+    # -- facts -----------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def length(self) -> int:
+        """Bytes of the file (and of its mapping), preallocated slots included."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes used by entries."""
+        return self._entries * self.entry_size
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        """``offset - base_offset``; raises IndexOffsetOverflowError outside [0, 2^31-1]."""
+        relative = offset - self._base_offset
+        if relative < 0 or relative > INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"offset {offset} does not fit a 4-byte offset relative to base offset "
+                f"{self._base_offset} of index {self._path}"
+            )
+        return relative
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self._base_offset <= INT32_MAX
+
+    # -- abstract --------------------------------------------------------------------
+
+    @abstractmethod
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError (naming the file) if the index is obviously broken."""
+
+    @abstractmethod
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+
+    @abstractmethod
+    def _load_last_entry(self) -> None:
+        """Refresh the cached last entry after the entry count changed."""
+
+    # -- file management -------------------------------------------------------------
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file and mapping to ``new_size`` rounded down to whole entries.
+
+        Returns False when the length is already that. Entries beyond the new size are
+        dropped. Used to trim on roll/close and to grow the active segment's index.
+        """
+        rounded = self._round_down(new_size)
+        if rounded == self._length:
+            return False
+        self._check_writable()
+        self._unmap()
+        fd = os.open(self._path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, rounded)
+            self._map(fd, rounded)
+        finally:
+            os.close(fd)
+        self._closed = False
+        self._max_entries = rounded // self.entry_size
+        if self._entries > self._max_entries:
+            self._truncate_to_entries(self._max_entries)
+        log.debug("resized index %s to %d bytes", self._path, rounded)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated tail so the file holds exactly its entries."""
+        if self._writable and not self._closed:
+            self.resize(self.size_in_bytes)
+
+    def reset(self) -> None:
+        """Remove every entry and preallocate the file to ``max_index_size`` again."""
+        self._truncate_to_entries(0)
+        self.resize(self._max_index_size)
+
+    def flush(self) -> None:
+        """Write the mapping's dirty pages and fsync the file."""
+        if not self._writable or self._closed:
+            return
+        if self._mm is not None:
+            self._mm.flush()
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Trim to the valid entries, then unmap. Idempotent."""
+        self.trim_to_valid_size()
+        self._unmap()
+
+    def delete_if_exists(self) -> bool:
+        """Unmap (without trimming) and delete the file; False if it did not exist."""
+        self._unmap()
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        """Atomically rename the file; the mapping stays valid."""
+        target = Path(new_path)
+        os.replace(self._path, target)
+        self._path = target
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        self._closed = True
+
+    def _check_writable(self) -> None:
+        if not self._writable:
+            raise io.UnsupportedOperation(f"index {self._path} was opened read-only")
+
+    def _buffer(self) -> mmap.mmap:
+        """The mapping, for reading entries that are known to exist."""
+        if self._mm is None:
+            raise ValueError(f"index {self._path} is closed")
+        return self._mm
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        del self._fence[(entries + FENCE_STRIDE - 1) // FENCE_STRIDE:]
+        self._load_last_entry()
+        log.debug("truncated index %s to %d entries", self._path, entries)
+
+    def _slot_of(self, n: int) -> int:
+        """Byte position of entry ``n``; IndexError unless 0 <= n < entries."""
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"entry {n} requested from index {self._path} of {self._entries}"
+                             " entries")
+        return n * self.entry_size
+
+    # -- search ----------------------------------------------------------------------
+
+    def _largest_lower_bound_slot(self, target: int, unpack: UnpackFrom, field: int) -> int:
+        """Slot of the largest entry whose field (at byte ``field`` of the entry, read with
+        ``unpack``) is <= ``target``; -1 if every entry is larger or there is none.
+
+        Kafka's split: the warm tail (the last 8 KiB, where appends and in-sync reads go)
+        is searched alone when the target is in it; an older target searches the cold
+        head. Searches on the lookup key (field 0) start the cold search from the fence.
+        """
+        entries = self._entries
+        if entries == 0:
+            return -1
+        mm = self._mm
+        if mm is None:
+            raise ValueError(f"index {self._path} is closed")
+        size = self.entry_size
+        first_hot = entries - 1 - self._warm_entries
+        if first_hot < 0:
+            first_hot = 0
+        hot_key = unpack(mm, first_hot * size + field)[0]
+        if hot_key < target:
+            lo, hi = first_hot, entries
+        elif hot_key == target:
+            return first_hot
+        elif unpack(mm, field)[0] > target:
+            return -1
+        elif field == 0:
+            lo, hi = self._fence_bracket(target, unpack, first_hot)
+        else:
+            lo, hi = 0, first_hot
+        # Invariant: field(lo) <= target and (hi == entries or field(hi) > target).
+        while hi - lo > 1:
+            mid = (lo + hi) >> 1
+            if unpack(mm, mid * size + field)[0] > target:
+                hi = mid
+            else:
+                lo = mid
+        return lo
+
+    def _fence_bracket(self, target: int, unpack: UnpackFrom, first_hot: int) -> tuple[int, int]:
+        """(lo, hi) around ``target`` in the cold head, with field 0 of lo <= target <
+        field 0 of hi, found by bisecting the fence (the key of every FENCE_STRIDE-th
+        entry, read lazily once): a cold lookup then costs what one in a small index does.
+        """
+        fence = self._fence
+        needed = first_hot // FENCE_STRIDE + 1
+        if len(fence) < needed:
+            mm, stride = self._mm, FENCE_STRIDE * self.entry_size
+            fence.extend(unpack(mm, i * stride)[0] for i in range(len(fence), needed))
+        block = bisect_right(fence, target, 0, needed) - 1
+        lo = block * FENCE_STRIDE
+        return lo, min(lo + FENCE_STRIDE, first_hot)
+
+    def _smallest_upper_bound_slot(self, target: int, unpack: UnpackFrom, field: int) -> int:
+        """Slot of the smallest entry whose field is >= ``target``; -1 if there is none."""
+        slot = self._largest_lower_bound_slot(target, unpack, field)
+        if slot < 0:
+            return 0 if self._entries else -1
+        if unpack(self._mm, slot * self.entry_size + field)[0] == target:
+            return slot
+        return slot + 1 if slot + 1 < self._entries else -1
+
+    def _fields_in_chunks(self) -> Iterator[tuple[int, ...]]:
+        """Every entry's fields, flat (``entry_format`` repeated), a chunk of entries at once.
+
+        Keeps whole-file checks of a 10 MiB index fast without decoding it all into memory.
+        """
+        if self._entries == 0:
+            return
+        mm = self._buffer()
+        full, rest = divmod(self._entries, CHECK_CHUNK_ENTRIES)
+        chunk = _chunk_struct(self.entry_format, CHECK_CHUNK_ENTRIES)
+        for i in range(full):
+            yield chunk.unpack_from(mm, i * chunk.size)
+        if rest:
+            yield _chunk_struct(self.entry_format, rest).unpack_from(mm, full * chunk.size)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, "
+                f"entries={self._entries})")

@@ -1,0 +1,148 @@
+"""OffsetIndex: the sparse ``.index`` of a segment, offset -> position in the ``.log``.
+
+Lookups return the largest indexed offset <= the target; the caller scans the log from there.
+"""
+
+from __future__ import annotations
+
+import struct
+from itertools import islice
+from operator import le, lt
+from typing import NamedTuple
+
+from tierlog.errors import CorruptIndexError, IndexFullError, InvalidIndexOffsetError
+from tierlog.index.base import INT32_MAX, AbstractIndex
+
+_ENTRY = struct.Struct(">ii")
+_INT32 = struct.Struct(">i").unpack_from
+_OFFSET_FIELD = 0
+_POSITION_FIELD = 4
+
+
+class OffsetPosition(NamedTuple):
+    """An absolute offset and the byte position in the ``.log`` of the batch that holds it."""
+
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """Entries of ``relativeOffset int32 | position int32`` (8 bytes, big-endian).
+
+    ``relativeOffset = offset - base_offset``; offsets strictly increase and positions
+    never decrease. Not thread-safe: the owning segment serialises access.
+    """
+
+    entry_size = _ENTRY.size
+    entry_format = "ii"
+
+    def _load_last_entry(self) -> None:
+        if self._entries == 0:
+            self._last_offset = self._base_offset
+        else:
+            mm = self._buffer()
+            self._last_offset = self._base_offset + _INT32(mm, (self._entries - 1) * 8)[0]
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry; ``base_offset`` when the index is empty."""
+        return self._last_offset
+
+    def entry(self, n: int) -> OffsetPosition:
+        relative, position = _ENTRY.unpack_from(self._buffer(), self._slot_of(n))
+        return OffsetPosition(self._base_offset + relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= ``target_offset``, or
+        ``(base_offset, 0)`` when every entry is larger or the index is empty."""
+        base = self._base_offset
+        slot = self._largest_lower_bound_slot(target_offset - base, _INT32, _OFFSET_FIELD)
+        if slot < 0:
+            return OffsetPosition(base, 0)
+        relative, position = _ENTRY.unpack_from(self._mm, slot * 8)
+        return OffsetPosition(base + relative, position)
+
+    def fetch_upper_bound_offset(
+        self, fetch_position: OffsetPosition, fetch_size: int
+    ) -> OffsetPosition | None:
+        """The first entry at or beyond ``fetch_position.position + fetch_size``: an offset
+        surely outside a fetch of that size (not necessarily the smallest such). None if
+        no entry lies that far."""
+        slot = self._smallest_upper_bound_slot(
+            fetch_position.position + fetch_size, _INT32, _POSITION_FIELD
+        )
+        return None if slot < 0 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``offset -> position``; the offset must be above ``last_offset``.
+
+        Raises IndexFullError, InvalidIndexOffsetError (offset not increasing) or
+        IndexOffsetOverflowError (offset outside the 4-byte relative range).
+        """
+        self._check_writable()
+        if self._entries >= self._max_entries:
+            raise IndexFullError(f"offset index {self._path} is full ({self._entries} entries)")
+        if self._entries and offset <= self._last_offset:
+            raise InvalidIndexOffsetError(
+                f"offset {offset} appended to slot {self._entries} of offset index {self._path}"
+                f" is not above the last offset {self._last_offset}"
+            )
+        if position < 0 or position > INT32_MAX:
+            raise ValueError(f"position {position} for offset {offset} does not fit the 4-byte"
+                             f" position of offset index {self._path}")
+        relative = self.relative_offset(offset)
+        _ENTRY.pack_into(self._mm, self._entries * 8, relative, position)
+        self._entries += 1
+        self._last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        relative = offset - self._base_offset
+        slot = self._largest_lower_bound_slot(relative, _INT32, _OFFSET_FIELD)
+        if slot < 0:
+            new_entries = 0
+        elif _INT32(self._mm, slot * 8)[0] == relative:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def sanity_check(self) -> None:
+        """Check the length, and that every entry's offset is >= the base offset and
+        strictly above the previous one and positions never decrease: an untrimmed
+        (zero-tailed) or non-monotonic file fails."""
+        if self._length % self.entry_size:
+            raise CorruptIndexError(f"offset index {self._path} is corrupt: {self._length} bytes"
+                                    f" is not a multiple of {self.entry_size}")
+        prev_relative, prev_position, start = -1, 0, 0
+        for fields in self._fields_in_chunks():
+            relatives, positions = fields[0::2], fields[1::2]
+            if not (
+                prev_relative < relatives[0]
+                and all(map(lt, relatives, islice(relatives, 1, None)))
+                and prev_position <= positions[0]
+                and all(map(le, positions, islice(positions, 1, None)))
+            ):
+                self._raise_first_disorder(start, prev_relative, prev_position, fields)
+            prev_relative, prev_position = relatives[-1], positions[-1]
+            start += len(relatives)
+
+    def _raise_first_disorder(
+        self, start: int, prev_relative: int, prev_position: int, fields: tuple[int, ...]
+    ) -> None:
+        base = self._base_offset
+        for i in range(0, len(fields), 2):
+            relative, position = fields[i], fields[i + 1]
+            slot = start + i // 2
+            if relative < 0:
+                problem = f"offset {base + relative} is below the base offset {base}"
+            elif relative <= prev_relative:
+                problem = (f"offset {base + relative} is not above the previous entry's offset"
+                           f" {base + prev_relative} (zeroed or non-monotonic index)")
+            elif position < prev_position:
+                problem = f"position {position} is below the previous entry's {prev_position}"
+            else:
+                prev_relative, prev_position = relative, position
+                continue
+            raise CorruptIndexError(f"offset index {self._path} is corrupt: entry {slot} of "
+                                    f"{self._entries}: {problem}")

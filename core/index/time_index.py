@@ -1,0 +1,153 @@
+"""TimeIndex: the sparse ``.timeindex`` of a segment, max timestamp so far -> offset.
+
+An entry (T, O) means no record before offset O has a timestamp above T.
+"""
+
+from __future__ import annotations
+
+import struct
+from itertools import islice
+from operator import le, lt
+from typing import NamedTuple
+
+from tierlog.errors import CorruptIndexError, IndexFullError, InvalidIndexOffsetError
+from tierlog.index.base import AbstractIndex
+
+NO_TIMESTAMP = -1
+_ENTRY = struct.Struct(">qi")
+_INT64 = struct.Struct(">q").unpack_from
+_INT32 = struct.Struct(">i").unpack_from
+_TIMESTAMP_FIELD = 0
+_OFFSET_FIELD = 8
+
+
+class TimestampOffset(NamedTuple):
+    """A timestamp and the offset of the record it was seen at."""
+
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """Entries of ``timestamp int64 | relativeOffset int32`` (12 bytes, big-endian).
+
+    Timestamps strictly increase (an entry is only appended for a larger timestamp) and
+    offsets never decrease. The last slot is kept for the entry written when the segment
+    rolls, so ``is_full`` is true one slot early. Not thread-safe: the owning segment
+    serialises access.
+    """
+
+    entry_size = _ENTRY.size
+    entry_format = "qi"
+
+    def _load_last_entry(self) -> None:
+        if self._entries == 0:
+            self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        else:
+            self._last_entry = self.entry(self._entries - 1)
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry; ``(-1, base_offset)`` when the index is empty."""
+        return self._last_entry
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries - 1
+
+    def entry(self, n: int) -> TimestampOffset:
+        timestamp, relative = _ENTRY.unpack_from(self._buffer(), self._slot_of(n))
+        return TimestampOffset(timestamp, self._base_offset + relative)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= ``target_timestamp``, or
+        ``(-1, base_offset)`` when every entry is later or the index is empty."""
+        slot = self._largest_lower_bound_slot(target_timestamp, _INT64, _TIMESTAMP_FIELD)
+        if slot < 0:
+            return TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * 12)
+        return TimestampOffset(timestamp, self._base_offset + relative)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append ``(timestamp, offset)`` if ``timestamp`` is above the last entry's.
+
+        An offset or timestamp below the last entry's raises InvalidIndexOffsetError; an
+        equal one is ignored (closing or rolling repeats the last entry). The roll/close
+        entry passes ``skip_full_check`` to use the reserved last slot.
+        """
+        self._check_writable()
+        if not skip_full_check and self.is_full():
+            raise IndexFullError(f"time index {self._path} is full ({self._entries} entries)")
+        last = self._last_entry
+        if self._entries:
+            if offset < last.offset:
+                raise InvalidIndexOffsetError(
+                    f"offset {offset} appended to slot {self._entries} of time index "
+                    f"{self._path} is below the last offset {last.offset}"
+                )
+            if timestamp < last.timestamp:
+                raise InvalidIndexOffsetError(
+                    f"timestamp {timestamp} appended to slot {self._entries} of time index "
+                    f"{self._path} is below the last timestamp {last.timestamp}"
+                )
+        if timestamp <= last.timestamp:
+            return
+        if self._entries >= self._max_entries:
+            raise IndexFullError(f"time index {self._path} has no slot left for the entry "
+                                 f"({timestamp}, {offset})")
+        _ENTRY.pack_into(self._mm, self._entries * 12, timestamp, self.relative_offset(offset))
+        self._entries += 1
+        self._last_entry = TimestampOffset(timestamp, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        relative = offset - self._base_offset
+        slot = self._largest_lower_bound_slot(relative, _INT32, _OFFSET_FIELD)
+        if slot >= 0 and _INT32(self._mm, slot * 12 + _OFFSET_FIELD)[0] == relative:
+            # Offsets may repeat: drop the whole run equal to `offset`.
+            while slot > 0 and _INT32(self._mm, (slot - 1) * 12 + _OFFSET_FIELD)[0] == relative:
+                slot -= 1
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
+
+    def sanity_check(self) -> None:
+        """Check the length, that timestamps strictly increase from >= 0, and that offsets
+        start at or above the base offset and never decrease: an untrimmed (zero-tailed)
+        or non-monotonic file fails."""
+        if self._length % self.entry_size:
+            raise CorruptIndexError(f"time index {self._path} is corrupt: {self._length} bytes"
+                                    f" is not a multiple of {self.entry_size}")
+        prev_timestamp, prev_relative, start = NO_TIMESTAMP, 0, 0
+        for fields in self._fields_in_chunks():
+            timestamps, relatives = fields[0::2], fields[1::2]
+            if not (
+                prev_timestamp < timestamps[0]
+                and all(map(lt, timestamps, islice(timestamps, 1, None)))
+                and prev_relative <= relatives[0]
+                and all(map(le, relatives, islice(relatives, 1, None)))
+            ):
+                self._raise_first_disorder(start, prev_timestamp, prev_relative, fields)
+            prev_timestamp, prev_relative = timestamps[-1], relatives[-1]
+            start += len(timestamps)
+
+    def _raise_first_disorder(
+        self, start: int, prev_timestamp: int, prev_relative: int, fields: tuple[int, ...]
+    ) -> None:
+        base = self._base_offset
+        for i in range(0, len(fields), 2):
+            timestamp, relative = fields[i], fields[i + 1]
+            slot = start + i // 2
+            if timestamp <= prev_timestamp:
+                problem = (f"timestamp {timestamp} is not above the previous entry's "
+                           f"{prev_timestamp} (zeroed or non-monotonic index)")
+            elif relative < 0:
+                problem = f"offset {base + relative} is below the base offset {base}"
+            elif relative < prev_relative:
+                problem = (f"offset {base + relative} is below the previous entry's offset "
+                           f"{base + prev_relative}")
+            else:
+                prev_timestamp, prev_relative = timestamp, relative
+                continue
+            raise CorruptIndexError(f"time index {self._path} is corrupt: entry {slot} of "
+                                    f"{self._entries}: {problem}")

@@ -1,0 +1,119 @@
+"""ManagerConfig: broker-level settings of a LogManager, plus the default topic configuration.
+
+One flat dict, as a Kafka ``server.properties``: broker keys (``log.flush.scheduler.interval.ms``),
+topic defaults by topic name (``segment.bytes``) or broker synonym (``log.segment.bytes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from tierlog.config import LONG_MAX, TOPIC_CONFIG_KEYS, ConfigKey, LogConfig
+from tierlog.errors import ConfigError
+
+#: Prefix of the options handed to the remote tier's filesystem (fsspec storage options).
+REMOTE_STORAGE_OPTIONS_PREFIX = "remote.storage.options."
+
+#: Kafka's broker-level names for topic defaults.
+BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType({
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.local.retention.ms": "local.retention.ms",
+    "log.local.retention.bytes": "local.retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.preallocate": "preallocate",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "compression.type": "compression.type",
+})
+
+BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
+    key.name: key
+    for key in (
+        ConfigKey("num.recovery.threads.per.data.dir", "int", 1,
+                  "Threads per log dir that load and recover partitions.", 1),
+        ConfigKey("num.partitions", "int", 1, "Partitions of a topic created without a count.", 1),
+        ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX,
+                  "How often logs are checked for flush.ms (default: never).", 1),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60_000,
+                  "How often the recovery point checkpoint is written.", 0),
+        ConfigKey("log.flush.start.offset.checkpoint.interval.ms", "int", 60_000,
+                  "How often the log start offset checkpoint is written.", 0),
+        ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5_000,
+                  "How often high watermarks are checkpointed.", 1),
+        ConfigKey("log.retention.check.interval.ms", "long", 300_000,
+                  "How often retention is enforced.", 1),
+        ConfigKey("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
+        ConfigKey("log.cleaner.backoff.ms", "long", 15_000,
+                  "Sleep between cleaner runs when there is nothing to clean.", 0),
+        ConfigKey("log.cleaner.dedupe.buffer.size", "long", 128 * 1024 * 1024,
+                  "Memory for the cleaner's offset map.", 1024),
+        ConfigKey("producer.id.expiration.ms", "int", 86_400_000,
+                  "Idle producer ids are forgotten after this long.", 1),
+        ConfigKey("auto.high.watermark", "bool", True,
+                  "Advance the high watermark to the log end on every append (one replica)."),
+        ConfigKey("remote.log.storage.system.enable", "bool", True,
+                  "Allow topics to enable tiered storage."),
+        ConfigKey("remote.storage.manager", "string", "local",
+                  "Name of the RemoteStorageManager plugin (local, s3, ...)."),
+        ConfigKey("remote.storage.url", "string", "",
+                  "fsspec URL of the remote tier (file:///srv/tier, s3://bucket/prefix)."),
+        ConfigKey("remote.log.manager.task.interval.ms", "long", 30_000,
+                  "How often tiering (copy, local and remote retention) runs.", 1),
+        ConfigKey("remote.log.manager.thread.pool.size", "int", 2,
+                  "Threads that copy segments to the remote tier.", 1),
+        ConfigKey("remote.log.reader.threads", "int", 2,
+                  "Threads that serve reads from the remote tier.", 1),
+        ConfigKey("remote.log.index.file.cache.total.size.bytes", "long", 1 << 30,
+                  "Disk budget of the cache of remote indexes.", 1),
+    )
+})
+
+
+class ManagerConfig:
+    """Broker settings, topic defaults and remote storage options, split from one dict.
+
+    Unknown keys raise ConfigError naming the key; ``remote.storage.options.*`` keys are
+    passed through to the remote tier's filesystem untouched.
+    """
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        broker: dict[str, Any] = {n: k.default for n, k in BROKER_CONFIG_KEYS.items()}
+        topic: dict[str, Any] = {}
+        options: dict[str, Any] = {}
+        for name, raw in (values or {}).items():
+            if name.startswith(REMOTE_STORAGE_OPTIONS_PREFIX):
+                option = name[len(REMOTE_STORAGE_OPTIONS_PREFIX):]
+                if not option:
+                    raise ConfigError(name, "an option name must follow the prefix")
+                options[option] = raw
+            elif name in BROKER_CONFIG_KEYS:
+                broker[name] = BROKER_CONFIG_KEYS[name].parse(raw)
+            elif name in TOPIC_CONFIG_KEYS:
+                topic[name] = raw
+            elif name in BROKER_SYNONYMS:
+                topic.setdefault(BROKER_SYNONYMS[name], raw)
+            else:
+                raise ConfigError(name, "unknown configuration key")
+        self.broker: Mapping[str, Any] = MappingProxyType(broker)
+        self.topic_defaults = LogConfig(topic)
+        self.remote_storage_options: Mapping[str, Any] = MappingProxyType(options)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.broker:
+            return self.broker[name]
+        return self.topic_defaults[name]

@@ -1,0 +1,667 @@
+/* tierlog.records._speedups: the C accelerator of the per-record codec of v2 record batches.
+ *
+ * decode_records() and encode_records() mirror core/records/_codec_py.py: the same bytes out and
+ * the same exception types on bad input. Every read is checked against the end of the record or
+ * of the data, so hostile bytes can only raise CorruptRecordError. Single-phase module; the GIL
+ * is held throughout.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h> /* PyMemberDef, T_OBJECT_EX, READONLY */
+#include <stdint.h>
+#include <string.h>
+
+/* Longest encodings Kafka allows: an int32 varint and an int64 varlong. */
+#define VARINT_MAX_BYTES 5
+#define VARLONG_MAX_BYTES 10
+/* Smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
+ * headerCount of one byte each. Bounds how many records a byte range can hold. */
+#define MIN_RECORD_SIZE 7
+/* The varint of -1, written for a null key or value. */
+#define NULL_LENGTH_BYTE 0x01
+
+/* Imported once at module init and kept for the life of the process. */
+static PyObject *record_type;   /* tierlog.records.record.Record */
+static PyObject *corrupt_error; /* tierlog.errors.CorruptRecordError */
+
+/* The Record slots. When every slot is a plain writable object member, decode stores straight
+ * into the instance (fast_slots); otherwise it falls back to setattr. */
+enum { F_OFFSET, F_TIMESTAMP, F_KEY, F_VALUE, F_HEADERS, N_FIELDS };
+static const char *const field_names[N_FIELDS] = {"offset", "timestamp", "key", "value", "headers"};
+static PyObject *field_str[N_FIELDS];
+static Py_ssize_t field_offset[N_FIELDS];
+static int fast_slots;
+
+/* --- Decoding ------------------------------------------------------------------------------ */
+
+/* Raises CorruptRecordError("record <index> at byte <pos>: <detail>"); always returns NULL. */
+static PyObject *
+corrupt(Py_ssize_t index, Py_ssize_t pos, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *detail = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (detail != NULL) {
+        PyErr_Format(corrupt_error, "record %zd at byte %zd: %U", index, pos, detail);
+        Py_DECREF(detail);
+    }
+    return NULL;
+}
+
+enum { VARINT_OK, VARINT_TRUNCATED, VARINT_TOO_LONG, VARINT_OVERFLOW };
+
+/* Decodes the zigzag varint at *pos, reading no byte at or past `limit`. */
+static inline int
+scan_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes, int64_t *out)
+{
+    Py_ssize_t p = *pos;
+    uint64_t raw = 0;
+    for (int n = 0; n < max_bytes; n++, p++) {
+        if (p >= limit)
+            return VARINT_TRUNCATED;
+        uint64_t b = buf[p];
+        raw |= (b & 0x7F) << (7 * n);
+        if (b < 0x80) {
+            /* The last byte may only carry the bits that fit int32 / int64. */
+            if (max_bytes == VARINT_MAX_BYTES ? raw > UINT32_MAX : (n == 9 && b > 1))
+                return VARINT_OVERFLOW;
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            *pos = p + 1;
+            return VARINT_OK;
+        }
+    }
+    return VARINT_TOO_LONG;
+}
+
+/* scan_varint() that raises CorruptRecordError on failure; returns 0 or -1. */
+static inline int
+read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
+            Py_ssize_t index, int64_t *out)
+{
+    int rc = scan_varint(buf, pos, limit, max_bytes, out);
+    if (rc == VARINT_OK)
+        return 0;
+    if (rc == VARINT_TRUNCATED)
+        corrupt(index, *pos, "varint runs past the end of its data");
+    else if (rc == VARINT_TOO_LONG)
+        corrupt(index, *pos, "varint longer than %d bytes", max_bytes);
+    else
+        corrupt(index, *pos, "varint overflows its integer type");
+    return -1;
+}
+
+/* Reads a length varint (-1 = null) whose bytes must end by rec_end; returns 0 or -1. */
+static int
+read_length(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
+            const char *what, int64_t *n)
+{
+    Py_ssize_t start = *pos;
+    if (read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, n) < 0)
+        return -1;
+    if (*n < -1)
+        corrupt(index, start, "%s length %lld is below -1", what, (long long)*n);
+    else if (*n > rec_end - *pos)
+        corrupt(index, start, "%s length %lld runs past the record end", what, (long long)*n);
+    else
+        return 0;
+    return -1;
+}
+
+/* Reads a `length | bytes` field: a new reference to bytes, or to None for length -1. */
+static PyObject *
+read_nullable_bytes(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
+                    const char *what)
+{
+    int64_t n;
+    if (read_length(buf, pos, rec_end, index, what, &n) < 0)
+        return NULL;
+    if (n == -1)
+        return Py_NewRef(Py_None);
+    *pos += (Py_ssize_t)n;
+    return PyBytes_FromStringAndSize((const char *)buf + *pos - n, (Py_ssize_t)n);
+}
+
+/* Reads a record's header count and headers: a new tuple of (str, bytes | None) pairs. */
+static PyObject *
+read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index)
+{
+    int64_t count, n;
+    if (read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, &count) < 0)
+        return NULL;
+    if (count == 0)
+        return PyTuple_New(0);
+    /* Each header takes at least two bytes (its two lengths): never allocate past the data. */
+    if (count < 0 || count > (rec_end - *pos) / 2)
+        return corrupt(index, *pos, "header count %lld does not fit the record", (long long)count);
+    PyObject *headers = PyTuple_New((Py_ssize_t)count);
+    if (headers == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < (Py_ssize_t)count; k++) {
+        Py_ssize_t key_start = *pos;
+        PyObject *key, *value, *pair;
+        if (read_length(buf, pos, rec_end, index, "header key", &n) < 0)
+            goto fail;
+        if (n == -1) {
+            corrupt(index, key_start, "header key is null");
+            goto fail;
+        }
+        key = PyUnicode_DecodeUTF8((const char *)buf + *pos, (Py_ssize_t)n, NULL);
+        if (key == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                corrupt(index, key_start, "header key is not UTF-8");
+            }
+            goto fail;
+        }
+        *pos += (Py_ssize_t)n;
+        value = read_nullable_bytes(buf, pos, rec_end, index, "header value");
+        pair = value == NULL ? NULL : PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(key);
+            Py_XDECREF(value);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyTuple_SET_ITEM(headers, k, pair);
+    }
+    return headers;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
+/* base + delta as a Python int, exact even where the int64 sum would overflow. */
+static PyObject *
+long_from_sum(int64_t base, int64_t delta)
+{
+    if ((delta > 0 && base > INT64_MAX - delta) || (delta < 0 && base < INT64_MIN - delta)) {
+        PyObject *a = PyLong_FromLongLong(base), *b = PyLong_FromLongLong(delta), *sum = NULL;
+        if (a != NULL && b != NULL)
+            sum = PyNumber_Add(a, b);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return sum;
+    }
+    return PyLong_FromLongLong(base + delta);
+}
+
+/* A new Record holding `values` (in field order). Consumes the references, even on failure. */
+static PyObject *
+new_record(PyObject *values[N_FIELDS])
+{
+    PyTypeObject *type = (PyTypeObject *)record_type;
+    PyObject *record = type->tp_alloc(type, 0);
+    for (int f = 0; f < N_FIELDS; f++) {
+        if (record != NULL && fast_slots) {
+            /* tp_alloc zero-fills the instance, so the slot is empty: store the reference. */
+            *(PyObject **)((char *)record + field_offset[f]) = values[f];
+            continue;
+        }
+        if (record != NULL && PyObject_SetAttr(record, field_str[f], values[f]) < 0)
+            Py_CLEAR(record);
+        Py_DECREF(values[f]);
+    }
+    return record;
+}
+
+/* Decodes the record at *pos (record number `index`) that must end by `end`. */
+static PyObject *
+decode_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index,
+           int64_t base_offset, int64_t base_timestamp)
+{
+    PyObject *values[N_FIELDS] = {NULL};
+    Py_ssize_t start = *pos;
+    int64_t length, ts_delta, offset_delta;
+
+    if (read_varint(buf, pos, end, VARINT_MAX_BYTES, index, &length) < 0)
+        return NULL;
+    if (length < 0)
+        return corrupt(index, start, "negative record length %lld", (long long)length);
+    if (length > end - *pos)
+        return corrupt(index, start, "record length %lld runs past the data end", (long long)length);
+    Py_ssize_t body = *pos, rec_end = *pos + (Py_ssize_t)length;
+    if (*pos >= rec_end)
+        return corrupt(index, start, "record ends before its attributes");
+    (*pos)++; /* attributes: Kafka defines no record-level attribute */
+    if (read_varint(buf, pos, rec_end, VARLONG_MAX_BYTES, index, &ts_delta) < 0 ||
+        read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, &offset_delta) < 0 ||
+        (values[F_KEY] = read_nullable_bytes(buf, pos, rec_end, index, "key")) == NULL ||
+        (values[F_VALUE] = read_nullable_bytes(buf, pos, rec_end, index, "value")) == NULL ||
+        (values[F_HEADERS] = read_headers(buf, pos, rec_end, index)) == NULL)
+        goto fail;
+    if (*pos != rec_end) {
+        corrupt(index, start, "record length %lld differs from the %zd bytes read",
+                (long long)length, *pos - body);
+        goto fail;
+    }
+    values[F_OFFSET] = long_from_sum(base_offset, offset_delta);
+    if (values[F_OFFSET] == NULL)
+        goto fail;
+    values[F_TIMESTAMP] = long_from_sum(base_timestamp, ts_delta);
+    if (values[F_TIMESTAMP] == NULL)
+        goto fail;
+    return new_record(values);
+fail:
+    for (int f = 0; f < N_FIELDS; f++)
+        Py_XDECREF(values[f]);
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_records_doc,
+"decode_records(data, position, end, count, base_offset, base_timestamp) -> list[Record]\n\n"
+"Decode `count` uncompressed v2 records from data[position:end] (any buffer).\n"
+"Raises CorruptRecordError naming the record index and byte position on bad framing.");
+
+static PyObject *
+decode_records(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "position", "end", "count", "base_offset", "base_timestamp",
+                             NULL};
+    PyObject *data, *list = NULL;
+    Py_ssize_t position, end, count;
+    long long base_offset, base_timestamp;
+    Py_buffer view;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OnnnLL:decode_records", kwlist, &data,
+                                     &position, &end, &count, &base_offset, &base_timestamp))
+        return NULL;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (position < 0 || position > end || end > view.len) {
+        PyErr_Format(PyExc_ValueError, "records range [%zd, %zd) is outside a buffer of %zd bytes",
+                     position, end, view.len);
+        goto done;
+    }
+    if (count < 0) {
+        corrupt(0, position, "negative record count %zd", count);
+        goto done;
+    }
+    /* No more than (end - position) / MIN_RECORD_SIZE records fit: a hostile count cannot make
+     * us allocate more than the data justifies. */
+    Py_ssize_t capacity = (end - position) / MIN_RECORD_SIZE;
+    if (count < capacity)
+        capacity = count;
+    list = PyList_New(capacity);
+    if (list == NULL)
+        goto done;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t pos = position;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (pos >= end || i >= capacity) {
+            corrupt(i, pos, "only %zd of %zd records fit the data", i, count);
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyObject *record = decode_one(buf, &pos, end, i, base_offset, base_timestamp);
+        if (record == NULL) {
+            Py_CLEAR(list); /* unfilled items are NULL, which list dealloc skips */
+            goto done;
+        }
+        PyList_SET_ITEM(list, i, record);
+    }
+    if (pos != end) {
+        corrupt(count, pos, "%zd bytes remain after %zd records", end - pos, count);
+        Py_CLEAR(list);
+    }
+done:
+    PyBuffer_Release(&view);
+    return list;
+}
+
+/* --- Encoding ------------------------------------------------------------------------------ */
+
+/* The output: a bytes object over-allocated as records are appended, trimmed at the end. */
+typedef struct {
+    PyObject *bytes;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} writer;
+
+/* Makes room for `extra` more bytes; returns a pointer to the first free byte, or NULL. */
+static uint8_t *
+writer_reserve(writer *w, Py_ssize_t extra)
+{
+    if (extra > w->cap - w->len) {
+        if (extra > PY_SSIZE_T_MAX / 2 - w->len) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        Py_ssize_t cap = w->len + extra;
+        if (cap < w->cap * 2)
+            cap = w->cap * 2;
+        if (_PyBytes_Resize(&w->bytes, cap) < 0) /* frees and clears w->bytes on failure */
+            return NULL;
+        w->cap = cap;
+    }
+    return (uint8_t *)PyBytes_AS_STRING(w->bytes) + w->len;
+}
+
+/* Marks everything up to p (a pointer into the writer's buffer) as written. */
+static inline void
+writer_commit(writer *w, const uint8_t *p)
+{
+    w->len = p - (const uint8_t *)PyBytes_AS_STRING(w->bytes);
+}
+
+/* Writes the zigzag varint of `value` at p; returns the next free byte. */
+static inline uint8_t *
+put_varint(uint8_t *p, int64_t value)
+{
+    uint64_t raw = ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+    while (raw >= 0x80) {
+        *p++ = (uint8_t)(raw | 0x80);
+        raw >>= 7;
+    }
+    *p++ = (uint8_t)raw;
+    return p;
+}
+
+static int
+write_byte(writer *w, uint8_t byte)
+{
+    uint8_t *p = writer_reserve(w, 1);
+    if (p == NULL)
+        return -1;
+    *p = byte;
+    writer_commit(w, p + 1);
+    return 0;
+}
+
+/* Appends `length varint | data`; the length must fit int32. */
+static int
+write_sized(writer *w, const char *data, Py_ssize_t len, Py_ssize_t index, const char *what)
+{
+    if (len > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "record %zd: %s length %zd does not fit int32", index,
+                     what, len);
+        return -1;
+    }
+    uint8_t *p = writer_reserve(w, VARINT_MAX_BYTES + len);
+    if (p == NULL)
+        return -1;
+    p = put_varint(p, len);
+    memcpy(p, data, (size_t)len);
+    writer_commit(w, p + len);
+    return 0;
+}
+
+/* Appends a key or value: bytes, bytearray, memoryview (its raw bytes) or None (length -1). */
+static int
+write_nullable(writer *w, PyObject *obj, Py_ssize_t index, const char *what)
+{
+    if (obj == Py_None)
+        return write_byte(w, NULL_LENGTH_BYTE);
+    if (PyBytes_Check(obj))
+        return write_sized(w, PyBytes_AS_STRING(obj), PyBytes_GET_SIZE(obj), index, what);
+    /* No Python code runs between reading a bytearray's pointer and copying from it. */
+    if (PyByteArray_Check(obj))
+        return write_sized(w, PyByteArray_AS_STRING(obj), PyByteArray_GET_SIZE(obj), index, what);
+    if (PyMemoryView_Check(obj)) {
+        /* A copy, as the Python codec makes: a memoryview may be strided or of wider items. */
+        PyObject *copy = PyBytes_FromObject(obj);
+        if (copy == NULL)
+            return -1;
+        int rc = write_sized(w, PyBytes_AS_STRING(copy), PyBytes_GET_SIZE(copy), index, what);
+        Py_DECREF(copy);
+        return rc;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "record %zd: %s must be bytes, bytearray, memoryview or None, not %.100s", index,
+                 what, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* An int that fits int64, else TypeError/ValueError naming `what`, prefixed with the record
+ * index when index >= 0 (the Python codec's messages). */
+static int
+as_int64(PyObject *obj, const char *what, Py_ssize_t index, int64_t *out)
+{
+    int overflow = 0;
+    if (PyLong_Check(obj) && (*out = PyLong_AsLongLongAndOverflow(obj, &overflow), !overflow))
+        return 0;
+    char prefix[48] = "";
+    if (index >= 0)
+        PyOS_snprintf(prefix, sizeof prefix, "record %zd: ", index);
+    if (overflow)
+        PyErr_Format(PyExc_ValueError, "%s%s %R does not fit int64", prefix, what, obj);
+    else
+        PyErr_Format(PyExc_TypeError, "%s%s must be an int, not %.100s", prefix, what,
+                     Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* Appends a record's header count and its (str key, nullable bytes value) pairs. */
+static int
+write_headers(writer *w, PyObject *headers, Py_ssize_t index)
+{
+    int nonempty = PyObject_IsTrue(headers); /* as the Python codec: () and None mean none */
+    if (nonempty <= 0)
+        return nonempty < 0 ? -1 : write_byte(w, 0);
+    PyObject *seq = PySequence_Fast(headers, "headers must be an iterable of (key, value) pairs");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    uint8_t *p = writer_reserve(w, VARINT_MAX_BYTES);
+    if (p == NULL)
+        goto fail;
+    writer_commit(w, put_varint(p, count));
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, k);
+        if (!(PyTuple_CheckExact(pair) || PyList_CheckExact(pair)) ||
+            PySequence_Fast_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_TypeError, "record %zd: header %R is not a (key, value) pair",
+                         index, pair);
+            goto fail;
+        }
+        PyObject *key = PySequence_Fast_GET_ITEM(pair, 0);
+        if (!PyUnicode_Check(key)) {
+            PyErr_Format(PyExc_TypeError, "record %zd: header key must be str, not %.100s", index,
+                         Py_TYPE(key)->tp_name);
+            goto fail;
+        }
+        Py_ssize_t key_len;
+        const char *key_utf8 = PyUnicode_AsUTF8AndSize(key, &key_len);
+        if (key_utf8 == NULL || write_sized(w, key_utf8, key_len, index, "header key") < 0 ||
+            write_nullable(w, PySequence_Fast_GET_ITEM(pair, 1), index, "header value") < 0)
+            goto fail;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* A record field as a new reference: straight from the slot for an exact Record. */
+static PyObject *
+get_field(PyObject *record, int f)
+{
+    if (fast_slots && Py_IS_TYPE(record, (PyTypeObject *)record_type)) {
+        PyObject *value = *(PyObject **)((char *)record + field_offset[f]);
+        if (value == NULL)
+            PyErr_Format(PyExc_AttributeError, "Record has no attribute '%s'", field_names[f]);
+        return Py_XNewRef(value);
+    }
+    return PyObject_GetAttr(record, field_str[f]);
+}
+
+/* Appends the key, value or headers field of `record`. */
+static int
+write_field(writer *w, PyObject *record, int f, Py_ssize_t index)
+{
+    PyObject *obj = get_field(record, f);
+    if (obj == NULL)
+        return -1;
+    int rc = f == F_HEADERS ? write_headers(w, obj, index)
+                            : write_nullable(w, obj, index, field_names[f]);
+    Py_DECREF(obj);
+    return rc;
+}
+
+/* Appends record number `index`; *max_timestamp tracks the largest timestamp. */
+static int
+encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp, int64_t now_ms,
+           int64_t *max_timestamp)
+{
+    int64_t timestamp;
+    PyObject *obj = get_field(record, F_TIMESTAMP);
+    if (obj == NULL)
+        return -1;
+    int rc = obj == Py_None ? (timestamp = now_ms, 0)
+                            : as_int64(obj, "timestamp", index, &timestamp);
+    Py_DECREF(obj);
+    if (rc < 0)
+        return -1;
+    if (timestamp > *max_timestamp)
+        *max_timestamp = timestamp;
+    if ((base_timestamp < 0 && timestamp > INT64_MAX + base_timestamp) ||
+        (base_timestamp > 0 && timestamp < INT64_MIN + base_timestamp)) {
+        PyErr_Format(PyExc_ValueError, "record %zd: timestamp delta %lld - %lld does not fit int64",
+                     index, (long long)timestamp, (long long)base_timestamp);
+        return -1;
+    }
+    if (index > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "record %zd: offset delta does not fit int32", index);
+        return -1;
+    }
+    /* The length comes first but is known last: leave room for its longest varint, write the
+     * body, then put the length in front of it and close the gap. */
+    Py_ssize_t start = w->len, body = start + VARINT_MAX_BYTES;
+    uint8_t *p = writer_reserve(w, VARINT_MAX_BYTES + 1 + VARLONG_MAX_BYTES + VARINT_MAX_BYTES);
+    if (p == NULL)
+        return -1;
+    p += VARINT_MAX_BYTES;
+    *p++ = 0; /* attributes */
+    p = put_varint(p, timestamp - base_timestamp);
+    writer_commit(w, put_varint(p, index));
+    if (write_field(w, record, F_KEY, index) < 0 || write_field(w, record, F_VALUE, index) < 0 ||
+        write_field(w, record, F_HEADERS, index) < 0)
+        return -1;
+    Py_ssize_t size = w->len - body;
+    if (size > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "record %zd: record size %zd does not fit int32", index,
+                     size);
+        return -1;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(w->bytes);
+    uint8_t *after_length = put_varint(out + start, size);
+    memmove(after_length, out + body, (size_t)size);
+    writer_commit(w, after_length + size);
+    return 0;
+}
+
+PyDoc_STRVAR(encode_records_doc,
+"encode_records(records, base_timestamp, now_ms) -> tuple[bytes, int]\n\n"
+"Encode the records section of a batch: (bytes, max timestamp, or -1 when empty).\n"
+"offsetDelta is each record's index; a None timestamp becomes now_ms.");
+
+static PyObject *
+encode_records(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"records", "base_timestamp", "now_ms", NULL};
+    PyObject *records, *base_obj, *now_obj;
+    int64_t base_timestamp, now_ms, max_timestamp = -1;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:encode_records", kwlist, &records,
+                                     &base_obj, &now_obj) ||
+        as_int64(base_obj, "base_timestamp", -1, &base_timestamp) < 0 ||
+        as_int64(now_obj, "now_ms", -1, &now_ms) < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(records, "records must be a sequence of Record");
+    if (seq == NULL)
+        return NULL;
+    /* A guess of ~128 bytes a record; the writer doubles when it is short. */
+    Py_ssize_t guess = PySequence_Fast_GET_SIZE(seq) * 128 + 64;
+    writer w = {PyBytes_FromStringAndSize(NULL, guess), 0, guess};
+    if (w.bytes == NULL)
+        goto fail;
+    /* Re-read the size and item each time: a property on a Record subclass could mutate a list. */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *record = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int rc = encode_one(&w, record, i, base_timestamp, now_ms, &max_timestamp);
+        Py_DECREF(record);
+        if (rc < 0)
+            goto fail;
+    }
+    Py_DECREF(seq);
+    if (_PyBytes_Resize(&w.bytes, w.len) < 0)
+        return NULL;
+    PyObject *result = Py_BuildValue("(OL)", w.bytes, (long long)max_timestamp);
+    Py_DECREF(w.bytes);
+    return result;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(w.bytes);
+    return NULL;
+}
+
+/* --- Module -------------------------------------------------------------------------------- */
+
+/* Imports Record and CorruptRecordError and locates Record's slots. */
+static int
+load_types(void)
+{
+    PyObject *mod = PyImport_ImportModule("tierlog.records.record");
+    if (mod == NULL)
+        return -1;
+    record_type = PyObject_GetAttrString(mod, "Record");
+    Py_DECREF(mod);
+    if (record_type == NULL)
+        return -1;
+    if (!PyType_Check(record_type)) {
+        PyErr_SetString(PyExc_TypeError, "tierlog.records.record.Record is not a class");
+        return -1;
+    }
+    mod = PyImport_ImportModule("tierlog.errors");
+    if (mod == NULL)
+        return -1;
+    corrupt_error = PyObject_GetAttrString(mod, "CorruptRecordError");
+    Py_DECREF(mod);
+    if (corrupt_error == NULL)
+        return -1;
+    fast_slots = 1;
+    for (int f = 0; f < N_FIELDS; f++) {
+        field_str[f] = PyUnicode_InternFromString(field_names[f]);
+        if (field_str[f] == NULL)
+            return -1;
+        PyObject *descr = PyObject_GetAttr(record_type, field_str[f]);
+        if (descr == NULL)
+            return -1;
+        field_offset[f] = -1;
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+                field_offset[f] = member->offset;
+        }
+        Py_DECREF(descr);
+        if (field_offset[f] < 0)
+            fast_slots = 0;
+    }
+    return 0;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_VARARGS | METH_KEYWORDS,
+     decode_records_doc},
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_VARARGS | METH_KEYWORDS,
+     encode_records_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "_speedups",
+    "C accelerator of tierlog's per-record codec for v2 record batches.",
+    -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if (load_types() < 0)
+        return NULL;
+    return PyModule_Create(&module_def);
+}

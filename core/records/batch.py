@@ -1,0 +1,372 @@
+"""RecordBatch: a zero-copy view of one v2 record batch inside a buffer, the batch walker, and
+the in-place header patchers (base offset, leader epoch, log append time) the log uses.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from crc32c import crc32c
+
+from tierlog.errors import CorruptRecordError, TruncatedBatchError, UnsupportedMagicError
+from tierlog.records._codec import decode_records
+from tierlog.records.compression import NONE, ZSTD, codec_name, decompress
+from tierlog.records.control import ControlRecord, decode_control_record
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from tierlog.records.record import Record
+
+# --- header layout -----------------------------------------------------------------------
+BASE_OFFSET = 0
+LENGTH = 8
+PARTITION_LEADER_EPOCH = 12
+MAGIC = 16
+CRC = 17
+ATTRIBUTES = 21
+LAST_OFFSET_DELTA = 23
+BASE_TIMESTAMP = 27
+MAX_TIMESTAMP = 35
+PRODUCER_ID = 43
+PRODUCER_EPOCH = 51
+BASE_SEQUENCE = 53
+RECORDS_COUNT = 57
+HEADER_SIZE = 61
+#: baseOffset and batchLength: the bytes before what batchLength counts.
+LOG_OVERHEAD = 12
+#: The smallest legal batchLength: a header with no records.
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+#: The only magic (record format version) supported.
+CURRENT_MAGIC = 2
+
+#: Bytes 0..21: baseOffset, batchLength, partitionLeaderEpoch, magic, crc (outside the CRC).
+HEADER_PREFIX = struct.Struct(">qiibI")
+#: Bytes 21..61, covered by the CRC: attributes, lastOffsetDelta, baseTimestamp,
+#: maxTimestamp, producerId, producerEpoch, baseSequence, recordCount.
+HEADER_CRC_COVERED = struct.Struct(">hiqqqhii")
+#: The whole 61-byte header, ">qiibIhiqqqhii".
+HEADER = struct.Struct(HEADER_PREFIX.format + HEADER_CRC_COVERED.format[1:])
+
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_LENGTH_EPOCH_MAGIC = struct.Struct(">iib")
+
+# --- attributes ----------------------------------------------------------------------------
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_SEQUENCE = -1
+_INT32_MAX = 0x7FFFFFFF
+
+
+def _field(index: int, doc: str) -> Any:
+    return property(lambda self: self._header[index], doc=doc)
+
+
+class RecordBatch:
+    """A read-only view of one v2 record batch at ``position`` in ``buffer`` (no copy).
+
+    The 61-byte header (see FORMATS.md) is parsed once, on construction: batchLength
+    must be at least 49 and the magic 2, and the buffer must hold the whole batch
+    (``header_only=True`` needs just the header; the body methods then raise
+    TruncatedBatchError). The buffer is any bytes-like object: bytes, bytearray,
+    memoryview or mmap. The view keeps the buffer, not a copy; later changes to its
+    bytes show through ``view()``, ``records()`` and the CRC but not the parsed header.
+    Instances are immutable and safe to share between threads if the buffer is.
+    """
+
+    __slots__ = ("_buffer", "_position", "_header", "_complete")
+
+    def __init__(self, buffer: Buffer, position: int = 0, *, header_only: bool = False) -> None:
+        available = len(buffer) - position  # type: ignore[arg-type]
+        if position < 0 or available < 0:
+            raise ValueError(f"position {position} is outside a buffer of {len(buffer)} bytes")  # type: ignore[arg-type]
+        if available < HEADER_SIZE:
+            _check_short_header(buffer, position, available)
+        header = HEADER.unpack_from(buffer, position)
+        if header[3] != CURRENT_MAGIC:
+            raise _bad_magic(header[0], position, header[3])
+        size = header[1] + LOG_OVERHEAD
+        if header[1] < MIN_BATCH_LENGTH:
+            raise _short_length(header[0], position, header[1])
+        if size > available and not header_only:
+            raise TruncatedBatchError(
+                f"batch at position {position} (offset {header[0]}) declares {size} bytes "
+                f"but only {available} are available"
+            )
+        self._buffer = buffer
+        self._position = position
+        self._header = header
+        self._complete = size <= available
+
+    base_offset: int = _field(0, "Offset of the first record (patched by the log on append).")
+    batch_length: int = _field(1, "Bytes after the batchLength field (size_in_bytes - 12).")
+    partition_leader_epoch: int = _field(2, "Leader epoch stamped by the log (outside the CRC).")
+    magic: int = _field(3, "Record format version; always 2 here.")
+    crc: int = _field(4, "Stored CRC-32C of bytes 21..end.")
+    attributes: int = _field(5, "Attribute bits: codec, timestamp type, txn, control, horizon.")
+    last_offset_delta: int = _field(6, "last_offset - base_offset (kept by compaction).")
+    base_timestamp: int = _field(7, "First record's timestamp, or the delete horizon (bit 6).")
+    max_timestamp: int = _field(8, "Largest record timestamp, or the log append time.")
+    producer_id: int = _field(9, "Idempotent/transactional producer id, -1 for none.")
+    producer_epoch: int = _field(10, "Producer epoch, -1 for none.")
+    base_sequence: int = _field(11, "Sequence number of the first record, -1 for none.")
+    record_count: int = _field(12, "Number of records the header declares.")
+
+    @property
+    def position(self) -> int:
+        """Byte position of the batch in its buffer."""
+        return self._position
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._header[1] + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self._header[0] + self._header[6]
+
+    @property
+    def next_offset(self) -> int:
+        return self._header[0] + self._header[6] + 1
+
+    @property
+    def compression(self) -> int:
+        return self._header[5] & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """CREATE_TIME (0) or LOG_APPEND_TIME (1)."""
+        return LOG_APPEND_TIME if self._header[5] & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._header[5] & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self._header[5] & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self._header[5] & DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When compaction may drop this batch's tombstones and markers (baseTimestamp), or None."""
+        return self._header[7] if self._header[5] & DELETE_HORIZON_MASK else None
+
+    @property
+    def last_sequence(self) -> int:
+        """base_sequence + last_offset_delta, wrapping past int32 max to 0 as Kafka does."""
+        base, delta = self._header[11], self._header[6]
+        if base == NO_SEQUENCE:
+            return NO_SEQUENCE
+        if base > _INT32_MAX - delta:
+            return delta - (_INT32_MAX - base) - 1
+        return base + delta
+
+    # -- bytes --------------------------------------------------------------------------
+
+    def view(self) -> memoryview:
+        """The batch's bytes as a memoryview of the underlying buffer (no copy)."""
+        self._require_body()
+        return memoryview(self._buffer)[self._position:self._position + self.size_in_bytes]
+
+    def compute_crc(self) -> int:
+        """CRC-32C of bytes 21..end, computed on the buffer in place."""
+        self._require_body()
+        start = self._position + ATTRIBUTES
+        with memoryview(self._buffer) as whole, whole[start:self._position + self.size_in_bytes] as covered:
+            return crc32c(covered)
+
+    def is_valid(self) -> bool:
+        """True when the stored CRC matches the bytes."""
+        return self._header[4] == self.compute_crc()
+
+    def ensure_valid(self) -> None:
+        """Raise CorruptRecordError unless the CRC matches and the counts are sane.
+
+        Beyond the CRC: the record count is not negative, lastOffsetDelta is not negative,
+        and a non-empty batch has no more records than its offset range (compaction may
+        leave fewer, never more).
+        """
+        stored, computed = self._header[4], self.compute_crc()
+        if stored != computed:
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset} (position {self._position}) is corrupt: "
+                f"stored crc {stored:#010x} != computed crc {computed:#010x}"
+            )
+        count, delta = self._header[12], self._header[6]
+        if count < 0:
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset} has a negative record count {count}"
+            )
+        if delta < 0:
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset} has a negative lastOffsetDelta {delta}"
+            )
+        if count > delta + 1:
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset} declares {count} records but its "
+                f"lastOffsetDelta {delta} spans only {delta + 1} offsets"
+            )
+
+    # -- records ------------------------------------------------------------------------
+
+    def records(self) -> list[Record]:
+        """Decode every record (decompressing first when needed); offsets are absolute.
+
+        In a LogAppendTime batch every record carries the batch's max_timestamp. Raises
+        CorruptRecordError when the records do not fill the batch exactly.
+        """
+        self._require_body()
+        header = self._header
+        count = header[12]
+        base_offset = header[0]
+        if count <= 0:
+            if count < 0:
+                raise CorruptRecordError(
+                    f"batch at offset {base_offset} has a negative record count {count}"
+                )
+            return []
+        start = self._position + HEADER_SIZE
+        end = self._position + header[1] + LOG_OVERHEAD
+        codec = header[5] & COMPRESSION_MASK
+        if codec > ZSTD:
+            raise CorruptRecordError(f"{self._where()} has unknown compression codec id {codec}")
+        try:
+            if codec == NONE:
+                records = decode_records(self._buffer, start, end, count, base_offset, header[7])
+            else:
+                with memoryview(self._buffer) as whole, whole[start:end] as section:
+                    data = decompress(codec, section)
+                records = decode_records(data, 0, len(data), count, base_offset, header[7])
+        except CorruptRecordError as e:
+            codec_note = f" ({codec_name(codec)})" if codec != NONE else ""
+            raise type(e)(f"{self._where()}{codec_note}: {e}") from e
+        if header[5] & TIMESTAMP_TYPE_MASK:
+            log_append_time = header[8]
+            for record in records:
+                record.timestamp = log_append_time
+        return records
+
+    def control_record(self) -> ControlRecord | None:
+        """The control record of a control batch (None for data or empty batches)."""
+        if not self._header[5] & CONTROL_MASK:
+            return None
+        records = self.records()
+        if not records:
+            return None
+        try:
+            return decode_control_record(records[0].key, records[0].value)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"control batch at offset {self.base_offset}: {e}") from e
+
+    def _where(self) -> str:
+        return f"batch at offset {self.base_offset} (position {self._position})"
+
+    def _require_body(self) -> None:
+        if not self._complete:
+            raise TruncatedBatchError(
+                f"batch at position {self._position} (offset {self.base_offset}) was read "
+                f"header-only; its {self.size_in_bytes} bytes are not in the buffer"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(offsets=[{self.base_offset}, {self.last_offset}], "
+            f"count={self.record_count}, size={self.size_in_bytes}, "
+            f"compression={self.compression}, timestamp_type={self.timestamp_type}, "
+            f"producer=({self.producer_id}, {self.producer_epoch}, {self.base_sequence}), "
+            f"transactional={self.is_transactional}, control={self.is_control}, "
+            f"crc={self.crc:#010x}, position={self._position})"
+        )
+
+
+def _check_short_header(buffer: Buffer, position: int, available: int) -> None:
+    """Name what is wrong with a buffer too short for a header: bad magic, bad length or a cut."""
+    if available > MAGIC:
+        length, _epoch, magic = _LENGTH_EPOCH_MAGIC.unpack_from(buffer, position + LENGTH)
+        base_offset = _INT64.unpack_from(buffer, position)[0]
+        if magic != CURRENT_MAGIC:
+            raise _bad_magic(base_offset, position, magic)
+        if length < MIN_BATCH_LENGTH:
+            raise _short_length(base_offset, position, length)
+    raise TruncatedBatchError(
+        f"only {available} bytes at position {position}; a batch header needs {HEADER_SIZE}"
+    )
+
+
+def _bad_magic(base_offset: int, position: int, magic: int) -> UnsupportedMagicError:
+    return UnsupportedMagicError(
+        f"batch at position {position} (offset {base_offset}) has magic {magic}; only "
+        f"v{CURRENT_MAGIC} record batches are supported"
+    )
+
+
+def _short_length(base_offset: int, position: int, length: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"batch at position {position} (offset {base_offset}) has batchLength {length}, "
+        f"less than the {MIN_BATCH_LENGTH}-byte minimum"
+    )
+
+
+def iter_batches(
+    buffer: Buffer, position: int = 0, end: int | None = None, *, strict: bool = False
+) -> Iterator[RecordBatch]:
+    """Walk the batches in ``buffer[position:end]`` as zero-copy RecordBatch views.
+
+    A trailing partial batch (as in a fetch response cut at its max bytes) ends the walk
+    quietly, or raises TruncatedBatchError when ``strict``. A batch with a bad magic or
+    batchLength raises wherever it is. ``end`` defaults to (and is capped at) the
+    buffer's length.
+    """
+    if end is not None and end < len(buffer):  # type: ignore[arg-type]
+        buffer = memoryview(buffer)[:end]
+    limit = len(buffer)  # type: ignore[arg-type]
+    while position < limit:
+        try:
+            batch = RecordBatch(buffer, position)
+        except TruncatedBatchError:
+            if strict:
+                raise
+            return
+        yield batch
+        position += batch.size_in_bytes
+
+
+# --- in-place patchers -------------------------------------------------------------------
+
+
+def set_base_offset(buf: Buffer, position: int, offset: int) -> None:
+    """Write baseOffset of the batch at ``position`` (outside the CRC: no recompute)."""
+    _INT64.pack_into(buf, position + BASE_OFFSET, offset)
+
+
+def set_partition_leader_epoch(buf: Buffer, position: int, epoch: int) -> None:
+    """Write partitionLeaderEpoch of the batch at ``position`` (outside the CRC)."""
+    _INT32.pack_into(buf, position + PARTITION_LEADER_EPOCH, epoch)
+
+
+def set_log_append_time(buf: Buffer, position: int, timestamp: int) -> None:
+    """Mark the batch LogAppendTime with maxTimestamp ``timestamp`` and rewrite its CRC.
+
+    Other attribute bits are kept. Nothing is written when the batch already says so.
+    """
+    batch = RecordBatch(buf, position)
+    if batch.timestamp_type == LOG_APPEND_TIME and batch.max_timestamp == timestamp:
+        return
+    _INT16.pack_into(buf, position + ATTRIBUTES, batch.attributes | TIMESTAMP_TYPE_MASK)
+    _INT64.pack_into(buf, position + MAX_TIMESTAMP, timestamp)
+    _UINT32.pack_into(buf, position + CRC, batch.compute_crc())

@@ -1,0 +1,188 @@
+"""Record batch compression: codec ids and names, and each codec framed as Kafka's Java client frames it.
+
+Every codec runs on cramjam; snappy and lz4 framing is written here so the bytes match Kafka's.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+import cramjam
+
+from tierlog.errors import CorruptRecordError, UnsupportedCompressionError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+NONE = 0
+GZIP = 1
+SNAPPY = 2
+LZ4 = 3
+ZSTD = 4
+
+#: Kafka's `compression.type` names, by codec id (also the attribute bits 0-2 of a batch).
+CODEC_NAMES = {"none": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+_NAMES_BY_ID = {value: name for name, value in CODEC_NAMES.items()}
+_ALIASES = {**CODEC_NAMES, "uncompressed": NONE}
+
+#: Kafka's default zstd level (KIP-390); cramjam's own default is higher and slower.
+ZSTD_DEFAULT_LEVEL = 3
+#: Kafka's default lz4 level: at this level Kafka uses the fast compressor, else the HC one.
+LZ4_DEFAULT_LEVEL = 9
+#: liblz4 frame level of its fast (non-HC) compressor.
+LZ4_FAST_LEVEL = 1
+
+# xerial snappy-java stream: 8-byte magic, int32 version 1, int32 compatible version 1,
+# then `int32 length | raw snappy block` for each 32 KiB of input.
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+XERIAL_BLOCK_SIZE = 32 * 1024
+_INT32_BE = struct.Struct(">i")
+
+# LZ4 frame as Kafka writes it: magic, FLG 0x60 (version 1, independent blocks, no
+# checksums), BD 0x40 (64 KiB blocks), header checksum = (xxh32(FLG BD) >> 8) & 0xFF.
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+LZ4_FLG = 0x60
+LZ4_BD = 0x40
+LZ4_FRAME_HEADER = LZ4_MAGIC + bytes((LZ4_FLG, LZ4_BD, 0x82))
+LZ4_END_MARK = b"\x00\x00\x00\x00"
+_LZ4_FLG_VERSION_MASK = 0xC0
+_LZ4_FLG_VERSION_1 = 0x40
+_LZ4_FLG_INDEPENDENT = 0x20
+_LZ4_FLG_BLOCK_CHECKSUM = 0x10
+_LZ4_FLG_CONTENT_SIZE = 0x08
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_UINT32_LE = struct.Struct("<I")
+
+
+def codec_id(codec: int | str) -> int:
+    """The codec id of an id or a name (any case; "uncompressed" is none)."""
+    if isinstance(codec, str):
+        found = _ALIASES.get(codec.strip().lower())
+        if found is None:
+            raise UnsupportedCompressionError(
+                f"unknown compression codec {codec!r} (expected one of "
+                f"{', '.join(_ALIASES)})"
+            )
+        return found
+    if isinstance(codec, int) and not isinstance(codec, bool) and codec in _NAMES_BY_ID:
+        return codec
+    raise UnsupportedCompressionError(
+        f"unknown compression codec id {codec!r} (Kafka defines 0-4: "
+        f"{', '.join(f'{i}={n}' for i, n in _NAMES_BY_ID.items())})"
+    )
+
+
+def codec_name(codec: int) -> str:
+    """Kafka's name for a codec id ("none", "gzip", "snappy", "lz4", "zstd")."""
+    return _NAMES_BY_ID[codec_id(codec)]
+
+
+def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
+    """Compress ``data`` with ``codec``, framed exactly as Kafka's Java producer frames it."""
+    codec = codec_id(codec)
+    try:
+        if codec == GZIP:
+            return bytes(cramjam.gzip.compress(data, level=level))
+        if codec == SNAPPY:
+            return _xerial_compress(memoryview(data))
+        if codec == LZ4:
+            return _lz4_frame_compress(data, level)
+        if codec == ZSTD:
+            return bytes(cramjam.zstd.compress(
+                data, level=ZSTD_DEFAULT_LEVEL if level is None else level))
+    except cramjam.CompressionError as e:
+        raise ValueError(f"{codec_name(codec)} compression failed (level {level}): {e}") from e
+    return bytes(data)
+
+
+def decompress(codec: int, data: Buffer) -> bytes:
+    """Decompress one batch's records section; bad input raises CorruptRecordError."""
+    codec = codec_id(codec)
+    try:
+        if codec == GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == SNAPPY:
+            return _xerial_decompress(memoryview(data))
+        if codec == LZ4:
+            return _lz4_frame_decompress(memoryview(data))
+        if codec == ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+    except cramjam.DecompressionError as e:
+        raise CorruptRecordError(f"invalid {codec_name(codec)} data: {e}") from e
+    return bytes(data)
+
+
+def _xerial_compress(view: memoryview) -> bytes:
+    parts: list[Buffer] = [XERIAL_HEADER]
+    for start in range(0, len(view), XERIAL_BLOCK_SIZE):
+        block = cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE])
+        parts.append(_INT32_BE.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _xerial_decompress(view: memoryview) -> bytes:
+    """A xerial stream, or (as Kafka's reader also accepts) one bare raw snappy block."""
+    if view[:len(XERIAL_MAGIC)] != XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(view))
+    total = len(view)
+    if total < len(XERIAL_HEADER):
+        raise CorruptRecordError(f"snappy: xerial header cut short ({total} bytes)")
+    parts = []
+    position = len(XERIAL_HEADER)
+    while position < total:
+        if position + _INT32_BE.size > total:
+            raise CorruptRecordError(f"snappy: xerial block length cut short at byte {position}")
+        (length,) = _INT32_BE.unpack_from(view, position)
+        position += _INT32_BE.size
+        if length < 0 or position + length > total:
+            raise CorruptRecordError(
+                f"snappy: xerial block at byte {position - 4} declares {length} bytes but "
+                f"{total - position} remain"
+            )
+        parts.append(cramjam.snappy.decompress_raw(view[position:position + length]))
+        position += length
+    return b"".join(parts)
+
+
+def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
+    """liblz4 (through cramjam) compresses; its frame is re-emitted with Kafka's header.
+
+    cramjam always adds block checksums, which Kafka does not write: they are dropped
+    and the blocks copied once into the output. Its streaming compressor takes only
+    ``bytes``, so other buffers are copied once on the way in.
+    """
+    if level is None or level == LZ4_DEFAULT_LEVEL:
+        level = LZ4_FAST_LEVEL
+    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    compressor.compress(data if isinstance(data, bytes) else bytes(data))
+    frame = memoryview(compressor.finish())
+    flg = frame[4]
+    checksum_size = 4 if flg & _LZ4_FLG_BLOCK_CHECKSUM else 0
+    parts: list[Buffer] = [LZ4_FRAME_HEADER]
+    position = 7 + (8 if flg & _LZ4_FLG_CONTENT_SIZE else 0)
+    while True:
+        (word,) = _UINT32_LE.unpack_from(frame, position)
+        if word == 0:
+            break
+        end = position + 4 + (word & ~_LZ4_UNCOMPRESSED_BLOCK)
+        parts.append(frame[position:end])
+        position = end + checksum_size
+    parts.append(LZ4_END_MARK)
+    return b"".join(parts)
+
+
+def _lz4_frame_decompress(view: memoryview) -> bytes:
+    """An LZ4 frame; checksums are verified, dependent (linked) blocks are refused as Kafka does."""
+    if len(view) < 7 or view[:4] != LZ4_MAGIC:
+        raise CorruptRecordError(f"lz4: not an LZ4 frame (starts {bytes(view[:4]).hex()})")
+    flg = view[4]
+    if flg & _LZ4_FLG_VERSION_MASK != _LZ4_FLG_VERSION_1:
+        raise CorruptRecordError(f"lz4: unsupported frame version (FLG {flg:#04x})")
+    if not flg & _LZ4_FLG_INDEPENDENT:
+        raise CorruptRecordError(
+            f"lz4: frame with dependent blocks (FLG {flg:#04x}); Kafka requires independent blocks"
+        )
+    return bytes(cramjam.lz4.decompress(view))

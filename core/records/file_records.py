@@ -1,0 +1,390 @@
+"""FileRecords: a segment's ``.log`` file of v2 batches, and FileSlice, a byte range of it.
+
+Appends are positional writes of whole batches; reads hand out slices that are sent with
+``os.sendfile`` (zero-copy) or read once into memory and walked with zero-copy batch views.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from tierlog.errors import CorruptRecordError, LogClosedError, TruncatedBatchError
+from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_batches
+from tierlog.records.record import Record
+
+log = logging.getLogger(__name__)
+
+_OFFSET_AND_SIZE = struct.Struct(">qi")
+#: Bytes read per call when walking a file batch by batch.
+SCAN_CHUNK_BYTES = 1 << 20
+#: Bytes a single os.sendfile call is asked to send.
+_SENDFILE_CHUNK = 1 << 30
+
+
+class LogOffsetPosition(NamedTuple):
+    """Where a batch is: its last offset, its byte position in the file and its size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class TimestampAndOffset(NamedTuple):
+    """The first record at or after a timestamp: its timestamp and offset."""
+
+    timestamp: int
+    offset: int
+
+
+class Records(Protocol):
+    """What a read returns: batches as bytes, locally a file slice, remotely memory."""
+
+    def size_in_bytes(self) -> int: ...
+
+    def batches(self) -> Iterator[RecordBatch]: ...
+
+    def records(self) -> Iterator[Record]: ...
+
+    def to_bytes(self) -> bytes: ...
+
+    def write_to(self, destination: socket.socket | int) -> int: ...
+
+
+def _fileno(destination: socket.socket | int) -> int:
+    return destination if isinstance(destination, int) else destination.fileno()
+
+
+class MemoryRecords:
+    """Batches held in memory (a remote fetch, a builder's output): the Records interface over bytes."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self, buffer: bytes | bytearray | memoryview) -> None:
+        self._buffer = buffer
+
+    def size_in_bytes(self) -> int:
+        return len(self._buffer)
+
+    def batches(self) -> Iterator[RecordBatch]:
+        return iter_batches(self._buffer)
+
+    def records(self) -> Iterator[Record]:
+        for batch in iter_batches(self._buffer):
+            yield from batch.records()
+
+    def to_bytes(self) -> bytes:
+        return bytes(self._buffer)
+
+    def write_to(self, destination: socket.socket | int) -> int:
+        """Send every byte; returns the number of bytes sent."""
+        view = memoryview(self._buffer)
+        if isinstance(destination, socket.socket):
+            destination.sendall(view)
+            return len(view)
+        sent = 0
+        while sent < len(view):
+            sent += os.write(destination, view[sent:])
+        return sent
+
+
+class FileSlice:
+    """A byte range ``[position, position + size)`` of a ``.log`` file.
+
+    Holds the file's descriptor, so it is valid while the segment is open. ``write_to``
+    sends the range with ``os.sendfile``: the bytes never enter Python.
+    """
+
+    __slots__ = ("_file", "position", "size")
+
+    def __init__(self, file: FileRecords, position: int, size: int) -> None:
+        self._file = file
+        self.position = position
+        self.size = size
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def size_in_bytes(self) -> int:
+        return self.size
+
+    def to_bytes(self) -> bytes:
+        return self._file.read_bytes(self.position, self.size)
+
+    def batches(self) -> Iterator[RecordBatch]:
+        """Zero-copy views of the complete batches in the slice (read into memory once)."""
+        return iter_batches(self.to_bytes())
+
+    def records(self) -> Iterator[Record]:
+        for batch in self.batches():
+            yield from batch.records()
+
+    def write_to(self, destination: socket.socket | int) -> int:
+        """Send the slice to a socket or file descriptor with os.sendfile; returns bytes sent."""
+        out_fd = _fileno(destination)
+        in_fd = self._file.fileno()
+        offset, remaining = self.position, self.size
+        while remaining > 0:
+            try:
+                sent = os.sendfile(out_fd, in_fd, offset, min(remaining, _SENDFILE_CHUNK))
+            except BlockingIOError:
+                _wait_writable(out_fd)
+                continue
+            if sent == 0:
+                break  # the file is shorter than the slice (truncated underneath us)
+            offset += sent
+            remaining -= sent
+        return self.size - remaining
+
+    def __repr__(self) -> str:
+        return f"FileSlice({self.path.name}, position={self.position}, size={self.size})"
+
+
+def _wait_writable(fd: int) -> None:
+    import select
+
+    select.select([], [fd], [])
+
+
+class FileRecords:
+    """The ``.log`` file of one segment: v2 batches back to back.
+
+    ``size`` is the number of valid bytes (a preallocated file is longer on disk until it is
+    trimmed on close). Appends write at ``size`` with ``os.pwrite``/``os.pwritev``; reads use
+    ``os.pread`` and never move a file pointer, so they may run while an append is written.
+    Not thread-safe for concurrent appends: the owning Log serialises them.
+    """
+
+    def __init__(self, path: Path, fd: int, size: int, preallocated: bool) -> None:
+        self._path = path
+        self._fd = fd
+        self._size = size
+        self._preallocated = preallocated
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        mutable: bool = True,
+        preallocate_bytes: int = 0,
+    ) -> FileRecords:
+        """Open (creating if needed) a ``.log`` file.
+
+        ``preallocate_bytes`` > 0 extends a new, empty file to that size up front (Kafka's
+        ``preallocate``); its valid size is then found by recovery, or is 0 for a new file.
+        """
+        path = Path(path)
+        flags = (os.O_RDWR | os.O_CREAT) if mutable else os.O_RDONLY
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        size = os.fstat(fd).st_size
+        preallocated = False
+        if mutable and preallocate_bytes > 0 and size == 0:
+            os.ftruncate(fd, preallocate_bytes)
+            preallocated = True
+        return cls(path, fd, size, preallocated)
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    def fileno(self) -> int:
+        if self._fd < 0:
+            raise LogClosedError(f"{self._path} is closed")
+        return self._fd
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Append whole batches; returns the number of bytes written."""
+        return self.append_pieces((data,))
+
+    def append_pieces(self, pieces: Sequence[bytes | bytearray | memoryview]) -> int:
+        """Append the concatenation of ``pieces`` with one positional vectored write."""
+        fd = self.fileno()
+        total = sum(len(piece) for piece in pieces)
+        written = os.pwritev(fd, pieces, self._size)
+        if written != total:
+            self._finish_short_write(fd, pieces, written)
+        self._size += total
+        return total
+
+    def _finish_short_write(
+        self, fd: int, pieces: Sequence[bytes | bytearray | memoryview], written: int
+    ) -> None:
+        """Write the rest after a short write (a full disk raises OSError from os.pwrite)."""
+        rest = memoryview(b"".join(pieces))[written:]
+        position = self._size + written
+        while rest:
+            n = os.pwrite(fd, rest, position)
+            rest = rest[n:]
+            position += n
+
+    def flush(self) -> None:
+        """fsync the file's data."""
+        os.fsync(self.fileno())
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes; returns how many bytes were removed."""
+        if size < 0 or size > self._size:
+            raise ValueError(f"cannot truncate {self._path} of {self._size} bytes to {size}")
+        removed = self._size - size
+        if removed or self._preallocated:
+            os.ftruncate(self.fileno(), size)
+            self._preallocated = False
+        self._size = size
+        return removed
+
+    def trim(self) -> None:
+        """Give back the unused preallocated tail of the file."""
+        if self._preallocated and self._fd >= 0:
+            os.ftruncate(self._fd, self._size)
+            self._preallocated = False
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.trim()
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self._path, path)
+        self._path = path
+
+    def delete_if_exists(self) -> bool:
+        self.close()
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        """Read ``size`` bytes at ``position`` (fewer only if the file is shorter)."""
+        return os.pread(self.fileno(), size, position)
+
+    def slice(self, position: int, size: int) -> FileSlice:
+        end = min(self._size, position + size)
+        return FileSlice(self, position, max(0, end - position))
+
+    def read_header(self, position: int) -> RecordBatch | None:
+        """The header of the batch at ``position`` (as a RecordBatch over 61 bytes), or None at the end."""
+        if position + HEADER_SIZE > self._size:
+            return None
+        return RecordBatch(os.pread(self.fileno(), HEADER_SIZE, position), 0, header_only=True)
+
+    def headers_from(self, position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        """(position, header) of every batch from ``position``, reading only 61 bytes each.
+
+        Stops at the end of the valid bytes; raises CorruptRecordError/TruncatedBatchError for
+        a batch whose header is damaged or which runs past the end of the file.
+        """
+        size = self._size
+        fd = self.fileno()
+        while position + LOG_OVERHEAD <= size:
+            header = os.pread(fd, HEADER_SIZE, position)
+            if len(header) < HEADER_SIZE:
+                raise TruncatedBatchError(
+                    f"{self._path}: batch at position {position} is cut off by the end of the file"
+                )
+            batch = RecordBatch(header, 0, header_only=True)
+            if position + batch.size_in_bytes > size:
+                raise TruncatedBatchError(
+                    f"{self._path}: batch at position {position} (offset {batch.base_offset}) "
+                    f"declares {batch.size_in_bytes} bytes but only {size - position} remain"
+                )
+            yield position, batch
+            position += batch.size_in_bytes
+        if position != size:
+            raise TruncatedBatchError(
+                f"{self._path}: {size - position} trailing bytes at position {position}"
+            )
+
+    def batches_from(
+        self, position: int = 0, end: int | None = None, chunk_bytes: int = SCAN_CHUNK_BYTES
+    ) -> Iterator[tuple[int, RecordBatch]]:
+        """(position, batch) of every whole batch in ``[position, end)``, read in big chunks.
+
+        The batches are zero-copy views into each chunk. A batch larger than the chunk is
+        read on its own. Raises TruncatedBatchError if the range ends inside a batch.
+        """
+        end = self._size if end is None else min(end, self._size)
+        fd = self.fileno()
+        while position < end:
+            chunk = os.pread(fd, min(chunk_bytes, end - position), position)
+            consumed = 0
+            for batch in iter_batches(chunk):
+                yield position + batch.position, batch
+                consumed = batch.position + batch.size_in_bytes
+            if consumed == 0:
+                if len(chunk) >= LOG_OVERHEAD:
+                    needed = _OFFSET_AND_SIZE.unpack_from(chunk, 0)[1] + LOG_OVERHEAD
+                    if needed > len(chunk) and position + needed <= end:
+                        big = os.pread(fd, needed, position)
+                        batch = RecordBatch(big, 0)
+                        yield position, batch
+                        position += needed
+                        continue
+                raise TruncatedBatchError(
+                    f"{self._path}: incomplete batch at position {position} "
+                    f"({end - position} bytes before the end)"
+                )
+            position += consumed
+
+    def search_for_offset_with_size(
+        self, target_offset: int, starting_position: int
+    ) -> LogOffsetPosition | None:
+        """The first batch at or after ``starting_position`` whose last offset >= target."""
+        for position, header in self.headers_from(starting_position):
+            last_offset = header.last_offset
+            if last_offset >= target_offset:
+                return LogOffsetPosition(last_offset, position, header.size_in_bytes)
+        return None
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record with timestamp >= target and offset >= ``starting_offset``."""
+        for position, header in self.headers_from(starting_position):
+            if header.max_timestamp < target_timestamp:
+                continue
+            batch = RecordBatch(self.read_bytes(position, header.size_in_bytes))
+            for record in batch.records():
+                if record.timestamp >= target_timestamp and record.offset >= starting_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+
+    def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:
+        """The largest batch max timestamp after a position, with the last offset of that batch."""
+        best = TimestampAndOffset(-1, -1)
+        for _, header in self.headers_from(starting_position):
+            if header.max_timestamp > best.timestamp:
+                best = TimestampAndOffset(header.max_timestamp, header.last_offset)
+        return best
+
+    def __repr__(self) -> str:
+        return f"FileRecords({self._path}, size={self._size})"
+
+
+__all__ = [
+    "CorruptRecordError",
+    "FileRecords",
+    "FileSlice",
+    "LogOffsetPosition",
+    "MemoryRecords",
+    "Records",
+    "TimestampAndOffset",
+]

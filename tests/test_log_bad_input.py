@@ -1,0 +1,132 @@
+"""Bad input: each malformed append raises a named tierlog error and leaves the log exactly as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import pytest
+
+from tierlog import Log, Record
+from tierlog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTopicError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    TruncatedBatchError,
+    UnsupportedMagicError,
+)
+from tierlog.records import build_batch, build_control_batch
+
+
+def _snapshot(directory):
+    """Name, size and content hash of every file: 'exactly as it was'."""
+    return {
+        p.name: (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(directory.iterdir())
+    }
+
+
+@pytest.fixture
+def log(tmp_path, clock):
+    with Log.open(tmp_path / "orders-0", {"max.message.bytes": 4096}, time_ms=clock) as log:
+        log.append_records([Record(key=b"a", value=b"1"), Record(key=b"b", value=b"2")])
+        yield log
+
+
+def _good_batch(n=3, **kwargs):
+    return bytearray(build_batch([Record(key=b"k%d" % i, value=b"v" * 10) for i in range(n)],
+                                 **kwargs))
+
+
+def _assert_rejected(log, data, error, match, **kwargs):
+    before = _snapshot(log.directory)
+    leo = log.log_end_offset
+    with pytest.raises(error, match=match):
+        log.append(bytes(data), **kwargs)
+    assert log.log_end_offset == leo
+    assert _snapshot(log.directory) == before
+    # The log still works afterwards.
+    assert log.append(bytes(_good_batch())).first_offset == leo
+
+
+def test_corrupt_crc_names_the_batch(log):
+    data = _good_batch()
+    data[-1] ^= 0xFF
+    _assert_rejected(log, data, CorruptRecordError, "(?i)stored crc")
+
+
+def test_truncated_batch(log):
+    data = _good_batch()
+    for cut in (1, 12, 60, 61, len(data) - 1):
+        _assert_rejected(log, data[:cut], (TruncatedBatchError, CorruptRecordError), "")
+
+
+def test_wrong_magic(log):
+    data = _good_batch()
+    data[16] = 1
+    _assert_rejected(log, data, UnsupportedMagicError, "magic")
+
+
+def test_batch_length_disagreeing_with_its_records(log):
+    data = _good_batch()
+    length = struct.unpack_from(">i", data, 8)[0]
+    longer = data + b"\x00" * 8
+    struct.pack_into(">i", longer, 8, length + 8)
+    _assert_rejected(log, longer, CorruptRecordError, "")
+    shorter = bytearray(data)
+    struct.pack_into(">i", shorter, 8, length - 8)
+    _assert_rejected(log, shorter, CorruptRecordError, "")
+
+
+def test_last_offset_delta_disagreeing_with_record_count(log):
+    data = _good_batch()
+    struct.pack_into(">i", data, 23, 7)  # lastOffsetDelta; the CRC covers it, so fix the CRC
+    import crc32c
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    _assert_rejected(log, data, CorruptRecordError, "lastOffsetDelta 7 disagrees")
+
+
+def test_oversized_batch(log):
+    data = bytearray(build_batch([Record(value=b"x" * 5000)]))
+    _assert_rejected(log, data, RecordBatchTooLargeError, "max.message.bytes")
+
+
+def test_non_increasing_offsets_for_follower_appends(log):
+    stale = _good_batch(base_offset=0)
+    _assert_rejected(log, stale, OffsetsOutOfOrderError, "offset 0", assign_offsets=False)
+    two = _good_batch(base_offset=10) + _good_batch(base_offset=11)
+    _assert_rejected(log, two, OffsetsOutOfOrderError, "offset 11", assign_offsets=False)
+
+
+def test_a_bad_second_batch_rejects_the_whole_append(log):
+    bad = _good_batch()
+    bad[-1] ^= 1
+    _assert_rejected(log, _good_batch() + bad, CorruptRecordError, "(?i)stored crc")
+
+
+def test_control_batch_from_a_client_is_rejected(log):
+    marker = build_control_batch(1, producer_id=5, producer_epoch=0)
+    _assert_rejected(log, marker, InvalidRecordError, "control")
+
+
+def test_trailing_garbage(log):
+    _assert_rejected(log, _good_batch() + b"\x01\x02\x03", TruncatedBatchError, "trailing")
+
+
+def test_empty_append(log):
+    _assert_rejected(log, b"", InvalidRecordError, "zero bytes")
+
+
+@pytest.mark.parametrize("topic", ["../x", "..", ".", "a/b", "", "x" * 250, "bad name", "t\x00"])
+def test_illegal_topic_names(tmp_path, topic):
+    with pytest.raises(InvalidTopicError):
+        Log.for_partition(tmp_path / "logs", topic, 0)
+    assert not (tmp_path / "x-0").exists()
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
+
+
+def test_directory_that_is_not_a_partition_dir(tmp_path):
+    with pytest.raises(Exception, match="partition directory"):
+        Log.open(tmp_path / "no_partition_suffix")
