@@ -4,9 +4,10 @@ the in-place header patchers (base offset, leader epoch, log append time) the lo
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from crc32c import crc32c
 
@@ -16,9 +17,10 @@ from tierlog.records.compression import NONE, ZSTD, codec_name, decompress
 from tierlog.records.control import ControlRecord, decode_control_record
 
 if TYPE_CHECKING:
-    from typing_extensions import Buffer
-
     from tierlog.records.record import Record
+
+#: What a batch view can sit on: any bytes-like object with a length.
+ByteBuffer: TypeAlias = bytes | bytearray | memoryview | mmap.mmap
 
 # --- header layout -----------------------------------------------------------------------
 BASE_OFFSET = 0
@@ -85,12 +87,19 @@ class RecordBatch:
     Instances are immutable and safe to share between threads if the buffer is.
     """
 
-    __slots__ = ("_buffer", "_position", "_header", "_complete")
+    __slots__ = ("_buffer", "_complete", "_header", "_position")
+    _buffer: ByteBuffer
+    _complete: bool
+    _header: tuple[int, ...]
+    _position: int
 
-    def __init__(self, buffer: Buffer, position: int = 0, *, header_only: bool = False) -> None:
-        available = len(buffer) - position  # type: ignore[arg-type]
+    def __init__(
+        self, buffer: ByteBuffer, position: int = 0, *, header_only: bool = False
+    ) -> None:
+        total = len(buffer)
+        available = total - position
         if position < 0 or available < 0:
-            raise ValueError(f"position {position} is outside a buffer of {len(buffer)} bytes")  # type: ignore[arg-type]
+            raise ValueError(f"position {position} is outside a buffer of {total} bytes")
         if available < HEADER_SIZE:
             _check_short_header(buffer, position, available)
         header = HEADER.unpack_from(buffer, position)
@@ -187,7 +196,8 @@ class RecordBatch:
         """CRC-32C of bytes 21..end, computed on the buffer in place."""
         self._require_body()
         start = self._position + ATTRIBUTES
-        with memoryview(self._buffer) as whole, whole[start:self._position + self.size_in_bytes] as covered:
+        end = self._position + self.size_in_bytes
+        with memoryview(self._buffer) as whole, whole[start:end] as covered:
             return crc32c(covered)
 
     def is_valid(self) -> bool:
@@ -294,7 +304,7 @@ class RecordBatch:
         )
 
 
-def _check_short_header(buffer: Buffer, position: int, available: int) -> None:
+def _check_short_header(buffer: ByteBuffer, position: int, available: int) -> None:
     """Name what is wrong with a buffer too short for a header: bad magic, bad length or a cut."""
     if available > MAGIC:
         length, _epoch, magic = _LENGTH_EPOCH_MAGIC.unpack_from(buffer, position + LENGTH)
@@ -323,18 +333,19 @@ def _short_length(base_offset: int, position: int, length: int) -> CorruptRecord
 
 
 def iter_batches(
-    buffer: Buffer, position: int = 0, end: int | None = None, *, strict: bool = False
+    buffer: ByteBuffer, position: int = 0, end: int | None = None, *, strict: bool = False
 ) -> Iterator[RecordBatch]:
     """Walk the batches in ``buffer[position:end]`` as zero-copy RecordBatch views.
 
     A trailing partial batch (as in a fetch response cut at its max bytes) ends the walk
     quietly, or raises TruncatedBatchError when ``strict``. A batch with a bad magic or
     batchLength raises wherever it is. ``end`` defaults to (and is capped at) the
-    buffer's length.
+    buffer's length; an ``end`` short of it makes the batches hold a memoryview of the
+    buffer (an mmap then cannot close while they live).
     """
-    if end is not None and end < len(buffer):  # type: ignore[arg-type]
+    if end is not None and end < len(buffer):
         buffer = memoryview(buffer)[:end]
-    limit = len(buffer)  # type: ignore[arg-type]
+    limit = len(buffer)
     while position < limit:
         try:
             batch = RecordBatch(buffer, position)
@@ -349,17 +360,17 @@ def iter_batches(
 # --- in-place patchers -------------------------------------------------------------------
 
 
-def set_base_offset(buf: Buffer, position: int, offset: int) -> None:
+def set_base_offset(buf: ByteBuffer, position: int, offset: int) -> None:
     """Write baseOffset of the batch at ``position`` (outside the CRC: no recompute)."""
     _INT64.pack_into(buf, position + BASE_OFFSET, offset)
 
 
-def set_partition_leader_epoch(buf: Buffer, position: int, epoch: int) -> None:
+def set_partition_leader_epoch(buf: ByteBuffer, position: int, epoch: int) -> None:
     """Write partitionLeaderEpoch of the batch at ``position`` (outside the CRC)."""
     _INT32.pack_into(buf, position + PARTITION_LEADER_EPOCH, epoch)
 
 
-def set_log_append_time(buf: Buffer, position: int, timestamp: int) -> None:
+def set_log_append_time(buf: ByteBuffer, position: int, timestamp: int) -> None:
     """Mark the batch LogAppendTime with maxTimestamp ``timestamp`` and rewrite its CRC.
 
     Other attribute bits are kept. Nothing is written when the batch already says so.

@@ -1,6 +1,6 @@
-"""Record batch compression: codec ids and names, and each codec framed as Kafka's Java client frames it.
+"""Record batch compression: codec ids and names, each codec framed as Kafka's Java client does.
 
-Every codec runs on cramjam; snappy and lz4 framing is written here so the bytes match Kafka's.
+Every codec runs on cramjam; the snappy and lz4 framing is written here to match Kafka's bytes.
 """
 
 from __future__ import annotations
