@@ -1,7 +1,7 @@
 """AbstractIndex: the memory-mapped, preallocated file under the offset and time indexes.
 
 Owns the mmap, the entry count, resize/trim/flush/close, relative offsets and the
-cache-friendly binary search (Kafka's warm/cold split) shared by both index types.
+binary search (Kafka's warm/cold split) shared by both index types.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import mmap
 import os
 import struct
 from abc import ABC, abstractmethod
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -28,9 +29,10 @@ INT32_MAX = (1 << 31) - 1
 WARM_SECTION_BYTES = 8192
 # Entries decoded per struct call when a sanity check walks the whole file.
 CHECK_CHUNK_ENTRIES = 4096
-# Every FENCE_STRIDE-th key is kept in memory (once a cold lookup needs it) so cold
-# lookups bisect a short list in C, then at most FENCE_STRIDE entries of the file.
-FENCE_STRIDE = 1024
+# Every FENCE_STRIDE-th key is kept in memory (read once a cold lookup needs it): a cold
+# lookup bisects that array in C, then at most FENCE_STRIDE entries of the mapping, so it
+# costs about what a lookup in a small index does (Python pays per probe, not per page).
+FENCE_STRIDE = 256
 
 # unpack_from(buffer, offset) -> (value,)
 UnpackFrom = Callable[[object, int], tuple[int, ...]]
@@ -69,7 +71,7 @@ class AbstractIndex(ABC):
         self._writable = writable
         self._warm_entries = WARM_SECTION_BYTES // self.entry_size
         self._mm: mmap.mmap | None = None
-        self._fence: list[int] = []
+        self._fence = array("q")
         self._closed = False
         self._length = 0
         self._open()
@@ -179,18 +181,21 @@ class AbstractIndex(ABC):
         Returns False when the length is already that. Entries beyond the new size are
         dropped. Used to trim on roll/close and to grow the active segment's index.
         """
+        if self._closed:
+            raise ValueError(f"index {self._path} is closed")
         rounded = self._round_down(new_size)
         if rounded == self._length:
             return False
         self._check_writable()
-        self._unmap()
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
         fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, rounded)
             self._map(fd, rounded)
         finally:
             os.close(fd)
-        self._closed = False
         self._max_entries = rounded // self.entry_size
         if self._entries > self._max_entries:
             self._truncate_to_entries(self._max_entries)

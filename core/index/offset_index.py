@@ -14,6 +14,7 @@ from tierlog.errors import CorruptIndexError, IndexFullError, InvalidIndexOffset
 from tierlog.index.base import INT32_MAX, AbstractIndex
 
 _ENTRY = struct.Struct(">ii")
+_SIZE = _ENTRY.size
 _INT32 = struct.Struct(">i").unpack_from
 _OFFSET_FIELD = 0
 _POSITION_FIELD = 4
@@ -33,7 +34,7 @@ class OffsetIndex(AbstractIndex):
     never decrease. Not thread-safe: the owning segment serialises access.
     """
 
-    entry_size = _ENTRY.size
+    entry_size = _SIZE
     entry_format = "ii"
 
     def _load_last_entry(self) -> None:
@@ -41,7 +42,7 @@ class OffsetIndex(AbstractIndex):
             self._last_offset = self._base_offset
         else:
             mm = self._buffer()
-            self._last_offset = self._base_offset + _INT32(mm, (self._entries - 1) * 8)[0]
+            self._last_offset = self._base_offset + _INT32(mm, (self._entries - 1) * _SIZE)[0]
 
     @property
     def last_offset(self) -> int:
@@ -59,7 +60,7 @@ class OffsetIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_offset - base, _INT32, _OFFSET_FIELD)
         if slot < 0:
             return OffsetPosition(base, 0)
-        relative, position = _ENTRY.unpack_from(self._mm, slot * 8)
+        relative, position = _ENTRY.unpack_from(self._mm, slot * _SIZE)
         return OffsetPosition(base + relative, position)
 
     def fetch_upper_bound_offset(
@@ -91,7 +92,7 @@ class OffsetIndex(AbstractIndex):
             raise ValueError(f"position {position} for offset {offset} does not fit the 4-byte"
                              f" position of offset index {self._path}")
         relative = self.relative_offset(offset)
-        _ENTRY.pack_into(self._mm, self._entries * 8, relative, position)
+        _ENTRY.pack_into(self._mm, self._entries * _SIZE, relative, position)
         self._entries += 1
         self._last_offset = offset
 
@@ -101,7 +102,7 @@ class OffsetIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(relative, _INT32, _OFFSET_FIELD)
         if slot < 0:
             new_entries = 0
-        elif _INT32(self._mm, slot * 8)[0] == relative:
+        elif _INT32(self._mm, slot * _SIZE)[0] == relative:
             new_entries = slot
         else:
             new_entries = slot + 1

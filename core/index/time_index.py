@@ -15,6 +15,7 @@ from tierlog.index.base import AbstractIndex
 
 NO_TIMESTAMP = -1
 _ENTRY = struct.Struct(">qi")
+_SIZE = _ENTRY.size
 _INT64 = struct.Struct(">q").unpack_from
 _INT32 = struct.Struct(">i").unpack_from
 _TIMESTAMP_FIELD = 0
@@ -37,7 +38,7 @@ class TimeIndex(AbstractIndex):
     serialises access.
     """
 
-    entry_size = _ENTRY.size
+    entry_size = _SIZE
     entry_format = "qi"
 
     def _load_last_entry(self) -> None:
@@ -64,7 +65,7 @@ class TimeIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_timestamp, _INT64, _TIMESTAMP_FIELD)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * 12)
+        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * _SIZE)
         return TimestampOffset(timestamp, self._base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
@@ -74,7 +75,6 @@ class TimeIndex(AbstractIndex):
         equal one is ignored (closing or rolling repeats the last entry). The roll/close
         entry passes ``skip_full_check`` to use the reserved last slot.
         """
-        self._check_writable()
         if not skip_full_check and self.is_full():
             raise IndexFullError(f"time index {self._path} is full ({self._entries} entries)")
         last = self._last_entry
@@ -91,10 +91,11 @@ class TimeIndex(AbstractIndex):
                 )
         if timestamp <= last.timestamp:
             return
+        self._check_writable()
         if self._entries >= self._max_entries:
             raise IndexFullError(f"time index {self._path} has no slot left for the entry "
                                  f"({timestamp}, {offset})")
-        _ENTRY.pack_into(self._mm, self._entries * 12, timestamp, self.relative_offset(offset))
+        _ENTRY.pack_into(self._mm, self._entries * _SIZE, timestamp, self.relative_offset(offset))
         self._entries += 1
         self._last_entry = TimestampOffset(timestamp, offset)
 
@@ -102,9 +103,9 @@ class TimeIndex(AbstractIndex):
         """Remove every entry whose offset is >= ``offset``."""
         relative = offset - self._base_offset
         slot = self._largest_lower_bound_slot(relative, _INT32, _OFFSET_FIELD)
-        if slot >= 0 and _INT32(self._mm, slot * 12 + _OFFSET_FIELD)[0] == relative:
+        if slot >= 0 and _INT32(self._mm, slot * _SIZE + _OFFSET_FIELD)[0] == relative:
             # Offsets may repeat: drop the whole run equal to `offset`.
-            while slot > 0 and _INT32(self._mm, (slot - 1) * 12 + _OFFSET_FIELD)[0] == relative:
+            while slot > 0 and _INT32(self._mm, (slot - 1) * _SIZE + _OFFSET_FIELD)[0] == relative:
                 slot -= 1
             new_entries = slot
         else:

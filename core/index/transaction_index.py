@@ -66,7 +66,7 @@ class TransactionIndex:
         self._start_offset = start_offset
         self._dirty = False
         self._last_offset: int | None = None
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._path, os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             self._size = os.fstat(fd).st_size
             if self._size >= ENTRY_SIZE:
@@ -168,7 +168,9 @@ class TransactionIndex:
     def all_aborted_txns(self) -> list[AbortedTxn]:
         return [txn for _, txn in self._entries_with_positions()]
 
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)``.
 
         ``is_complete`` is True once an entry's last stable offset reaches the upper bound:
@@ -190,9 +192,10 @@ class TransactionIndex:
             raise CorruptIndexError(f"transaction index {self._path} is corrupt: {len(data)} "
                                     f"bytes is not a multiple of {ENTRY_SIZE}")
         previous: int | None = None
+        start = self._start_offset
         for position, txn in self._decode(data):
             if txn.last_offset < self._start_offset:
-                problem = f"its last offset is below the segment's start offset {self._start_offset}"
+                problem = f"its last offset is below the segment's start offset {start}"
             elif txn.first_offset > txn.last_offset:
                 problem = "its first offset is above its last offset"
             elif previous is not None and txn.last_offset <= previous:
