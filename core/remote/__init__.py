@@ -1,0 +1,50 @@
+"""Tiered storage (KIP-405): the RemoteStorageManager contract, segment metadata and its
+lifecycle, the fsspec storage manager and the metadata manager kept in the tier.
+
+Segment ids and topic ids use Kafka's ``Uuid`` text form (22 URL-safe base64 characters).
+"""
+
+from __future__ import annotations
+
+from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
+from tierlog.remote.integrity import validate_fetched_batches
+from tierlog.remote.manifest import (
+    PartitionManifest,
+    list_remote_partitions,
+    read_partition_manifest,
+)
+from tierlog.remote.metadata import RemoteLogMetadataManager
+from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.storage import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemoteStorageManager,
+    TopicIdPartition,
+    is_valid_transition,
+)
+from tierlog.remote.tier import RemoteTier, RequestStats
+
+__all__ = [
+    "FsspecRemoteStorageManager",
+    "IndexType",
+    "LogSegmentData",
+    "PartitionManifest",
+    "RemoteLogMetadataCache",
+    "RemoteLogMetadataManager",
+    "RemoteLogSegmentId",
+    "RemoteLogSegmentMetadata",
+    "RemoteLogSegmentMetadataUpdate",
+    "RemoteLogSegmentState",
+    "RemoteStorageManager",
+    "RemoteTier",
+    "RequestStats",
+    "TopicIdPartition",
+    "is_valid_transition",
+    "list_remote_partitions",
+    "read_partition_manifest",
+    "validate_fetched_batches",
+]

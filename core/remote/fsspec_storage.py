@@ -1,0 +1,143 @@
+"""FsspecRemoteStorageManager: the one RemoteStorageManager, over any fsspec filesystem.
+
+Plugins only build and tune the filesystem (see ``tierlog.plugins.local`` and ``.s3``).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+import fsspec
+
+from tierlog.errors import RemoteStorageError
+from tierlog.remote.layout import (
+    SEGMENT_OBJECT_SUFFIXES,
+    SEGMENT_SUFFIX,
+    partition_dir_name,
+    segment_file_prefix,
+)
+from tierlog.remote.storage import IndexType, LogSegmentData, RemoteLogSegmentMetadata
+from tierlog.remote.tier import RemoteTier, RequestStats
+
+log = logging.getLogger(__name__)
+
+
+class FsspecRemoteStorageManager:
+    """Kafka's RemoteStorageManager contract over an fsspec filesystem.
+
+    Objects of a segment, as Kafka's test RSM lays them out::
+
+        <root>/<topic>-<partition>-<topicId>/<20-digit startOffset>-<uuid>.log
+                                                ... .index .timeindex .txnindex .snapshot
+                                                ... .leader_epoch_checkpoint
+
+    The ``.log`` is uploaded from its local path by ``fs.put_file`` (streamed), the small
+    objects with ``fs.pipe_file``/``fs.put_file``; publication is atomic (see RemoteTier).
+    Each fetch is one ranged GET. ``stats`` counts the requests. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        *,
+        put_options: Mapping[str, Any] | None = None,
+        get_options: Mapping[str, Any] | None = None,
+        rename_on_publish: bool | None = None,
+    ) -> None:
+        self.tier = RemoteTier(fs, root, put_options=put_options, get_options=get_options,
+                               rename_on_publish=rename_on_publish)
+        self._closed = threading.Event()
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        return self.tier.fs
+
+    @property
+    def root(self) -> str:
+        return self.tier.root
+
+    @property
+    def stats(self) -> RequestStats:
+        return self.tier.stats
+
+    def __repr__(self) -> str:
+        return f"FsspecRemoteStorageManager({self.tier!r})"
+
+    def object_path(self, metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
+        """The full path of one of the segment's objects (``suffix`` such as ``.log``)."""
+        return self.tier.path(partition_dir_name(metadata.topic_id_partition),
+                              segment_file_prefix(metadata) + suffix)
+
+    # -- RemoteStorageManager -------------------------------------------------------------
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+    ) -> bytes | None:
+        """Upload the ``.log`` first, then the indexes, the producer snapshot and the
+        leader-epoch checkpoint; a retry overwrites. No custom metadata is returned."""
+        self._check_open()
+        files: list[tuple[str, os.PathLike[str]]] = [
+            (SEGMENT_SUFFIX, segment_data.log_segment),
+            (IndexType.OFFSET.suffix, segment_data.offset_index),
+            (IndexType.TIMESTAMP.suffix, segment_data.time_index),
+            (IndexType.PRODUCER_SNAPSHOT.suffix, segment_data.producer_snapshot_index),
+        ]
+        if segment_data.transaction_index is not None:
+            files.append((IndexType.TRANSACTION.suffix, segment_data.transaction_index))
+        for _, local_path in files:
+            if not os.path.isfile(local_path):
+                raise RemoteStorageError(
+                    f"cannot copy segment {metadata.remote_log_segment_id}: local file "
+                    f"{os.fspath(local_path)} does not exist"
+                )
+        for suffix, local_path in files:
+            self.tier.put_file(local_path, self.object_path(metadata, suffix))
+        self.tier.put_bytes(segment_data.leader_epoch_index,
+                            self.object_path(metadata, IndexType.LEADER_EPOCH.suffix))
+        log.debug("copied segment %s (%d bytes) to %s", metadata.remote_log_segment_id,
+                  metadata.segment_size_in_bytes, self.object_path(metadata, SEGMENT_SUFFIX))
+        return None
+
+    def fetch_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, start_position: int,
+        end_position: int | None = None,
+    ) -> BinaryIO:
+        """``[start_position, end_position]``, both inclusive, in one ranged GET. A start at or
+        past the segment size (from the metadata) gives an empty stream without a request."""
+        self._check_open()
+        if start_position < 0:
+            raise ValueError(f"start position {start_position} is negative")
+        if end_position is not None and end_position < start_position:
+            raise ValueError(
+                f"end position {end_position} is before start position {start_position}"
+            )
+        if start_position >= metadata.segment_size_in_bytes:
+            return io.BytesIO(b"")
+        end = None if end_position is None else end_position + 1
+        path = self.object_path(metadata, SEGMENT_SUFFIX)
+        return io.BytesIO(self.tier.get_bytes(path, start_position, end))
+
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
+        """One GET of the whole index object; RemoteResourceNotFoundError when it is absent."""
+        self._check_open()
+        return io.BytesIO(self.tier.get_bytes(self.object_path(metadata, index_type.suffix)))
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Delete every object of the segment; absent ones are skipped silently."""
+        self._check_open()
+        for suffix in SEGMENT_OBJECT_SUFFIXES:
+            self.tier.delete(self.object_path(metadata, suffix))
+        log.debug("deleted segment %s", metadata.remote_log_segment_id)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise RemoteStorageError(f"{self!r} is closed")

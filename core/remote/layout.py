@@ -1,0 +1,73 @@
+"""Object names in the remote tier, as Kafka's test RemoteStorageManager lays them out, plus
+tierlog's metadata objects. Pure string functions: no I/O.
+
+```
+<root>/<topic>-<partition>-<topicId>/
+    <20-digit startOffset>-<segment uuid>.log | .index | .timeindex | .txnindex | .snapshot
+                                            | .leader_epoch_checkpoint
+    _metadata/<20-digit startOffset>-<segment uuid>.json   one per segment not yet deleted
+    _manifest.json                                         snapshot of every _metadata object
+```
+Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow).
+"""
+
+from __future__ import annotations
+
+import re
+
+from tierlog.filenames import LOG_SUFFIX, filename_prefix_from_offset
+from tierlog.remote.storage import (
+    UUID_TEXT_LENGTH,
+    IndexType,
+    RemoteLogSegmentMetadata,
+    TopicIdPartition,
+)
+
+SEGMENT_SUFFIX = LOG_SUFFIX
+METADATA_DIR = "_metadata"
+METADATA_SUFFIX = ".json"
+MANIFEST_NAME = "_manifest.json"
+#: Suffix of the temporary name an object is written under before its rename (local tiers).
+PARTIAL_SUFFIX = ".partial"
+
+#: Every object suffix of a segment, data first.
+SEGMENT_OBJECT_SUFFIXES: tuple[str, ...] = (SEGMENT_SUFFIX, *(t.suffix for t in IndexType))
+
+_METADATA_NAME_RE = re.compile(rf"(\d{{20}})-([A-Za-z0-9_-]{{{UUID_TEXT_LENGTH}}})\.json")
+
+
+def partition_dir_name(tip: TopicIdPartition) -> str:
+    """``<topic>-<partition>-<topicId>``."""
+    return f"{tip.topic}-{tip.partition}-{tip.topic_id}"
+
+
+def parse_partition_dir_name(name: str) -> TopicIdPartition | None:
+    """The partition a directory name denotes, or None when the name is not one of ours.
+
+    The topic id is the last 22 characters (it may itself contain '-'), the partition the
+    digits before it; the topic (which may contain '-') is the rest.
+    """
+    if len(name) <= UUID_TEXT_LENGTH + 1 or name[-UUID_TEXT_LENGTH - 1] != "-":
+        return None
+    head, topic_id = name[:-UUID_TEXT_LENGTH - 1], name[-UUID_TEXT_LENGTH:]
+    topic, sep, partition = head.rpartition("-")
+    if not sep or not partition.isdigit():
+        return None
+    try:
+        return TopicIdPartition(topic_id, topic, int(partition))
+    except ValueError:
+        return None
+
+
+def segment_file_prefix(metadata: RemoteLogSegmentMetadata) -> str:
+    """``<20-digit startOffset>-<segment uuid>``: the common stem of a segment's objects."""
+    return f"{filename_prefix_from_offset(metadata.start_offset)}-{metadata.segment_id}"
+
+
+def metadata_object_name(metadata: RemoteLogSegmentMetadata) -> str:
+    """The name (inside ``_metadata/``) of a segment's metadata object."""
+    return segment_file_prefix(metadata) + METADATA_SUFFIX
+
+
+def is_metadata_object_name(name: str) -> bool:
+    return _METADATA_NAME_RE.fullmatch(name) is not None

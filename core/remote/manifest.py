@@ -1,0 +1,223 @@
+"""The self-describing remote tier: each partition's ``_manifest.json`` and ``_metadata/``
+objects, and readers that need nothing but fsspec access (Spark, ``tierlog.reader``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.remote.layout import (
+    MANIFEST_NAME,
+    METADATA_DIR,
+    is_metadata_object_name,
+    metadata_object_name,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
+from tierlog.remote.metadata_cache import segment_order
+from tierlog.remote.storage import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    dumps,
+)
+from tierlog.remote.tier import RemoteTier
+
+log = logging.getLogger(__name__)
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionManifest:
+    """A partition's remote segments that are not deleted yet, sorted by start offset.
+
+    JSON (``_manifest.json`` in the tier, and the metadata manager's local cache file): a
+    compact object with sorted keys, ``{"partition", "segments": [segment metadata, see
+    RemoteLogSegmentMetadata.to_dict], "topic", "topicId", "version": 1}``. Immutable.
+    """
+
+    topic_id_partition: TopicIdPartition
+    segments: tuple[RemoteLogSegmentMetadata, ...]
+    from_listing: bool = False
+    """True when the stored manifest was missing or stale, so (some) segments came from
+    listing and reading the ``_metadata/`` objects."""
+
+    @property
+    def committed(self) -> tuple[RemoteLogSegmentMetadata, ...]:
+        """The readable segments (COPY_SEGMENT_FINISHED), sorted by start offset."""
+        return tuple(s for s in self.segments
+                     if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+
+    def to_json(self) -> str:
+        tip = self.topic_id_partition
+        return dumps({
+            "version": MANIFEST_VERSION,
+            "topicId": tip.topic_id,
+            "topic": tip.topic,
+            "partition": tip.partition,
+            "segments": [s.to_dict() for s in self.segments],
+        })
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> PartitionManifest:
+        """Parse a manifest; ValueError when it is malformed or names segments of another
+        partition."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("a manifest must be a JSON object")
+            if data["version"] != MANIFEST_VERSION:
+                raise ValueError(f"unknown manifest version {data['version']!r}")
+            tip = TopicIdPartition(data["topicId"], data["topic"], data["partition"])
+            segments = [RemoteLogSegmentMetadata.from_dict(s) for s in data["segments"]]
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as e:
+            raise ValueError(f"malformed manifest: {e}") from e
+        except KeyError as e:
+            raise ValueError(f"manifest lacks field {e}") from e
+        for s in segments:
+            if s.topic_id_partition != tip:
+                raise ValueError(f"manifest of {tip} lists segment {s.remote_log_segment_id}")
+        return cls(tip, tuple(sorted(segments, key=segment_order)))
+
+
+def manifest_path(tier: RemoteTier, tip: TopicIdPartition) -> str:
+    return tier.path(partition_dir_name(tip), MANIFEST_NAME)
+
+
+def metadata_dir(tier: RemoteTier, tip: TopicIdPartition) -> str:
+    return tier.path(partition_dir_name(tip), METADATA_DIR)
+
+
+def metadata_object_path(tier: RemoteTier, metadata: RemoteLogSegmentMetadata) -> str:
+    return tier.path(partition_dir_name(metadata.topic_id_partition), METADATA_DIR,
+                     metadata_object_name(metadata))
+
+
+def _more_advanced(a: RemoteLogSegmentMetadata, b: RemoteLogSegmentMetadata) -> bool:
+    """Whether ``a`` is a later version of the same segment's metadata than ``b``."""
+    return (a.state.id, a.event_timestamp_ms) > (b.state.id, b.event_timestamp_ms)
+
+
+def read_stored_manifest(tier: RemoteTier, tip: TopicIdPartition) -> PartitionManifest | None:
+    """The partition's ``_manifest.json`` as stored; None when it is absent or unusable."""
+    path = manifest_path(tier, tip)
+    try:
+        stored = PartitionManifest.from_json(tier.get_bytes(path))
+    except RemoteResourceNotFoundError:
+        return None
+    except ValueError as e:
+        log.warning("ignoring unreadable manifest %s: %s", path, e)
+        return None
+    if stored.topic_id_partition != tip:
+        log.warning("ignoring manifest %s: it describes %s", path, stored.topic_id_partition)
+        return None
+    return stored
+
+
+def load_partition(
+    tier: RemoteTier,
+    tip: TopicIdPartition,
+    *,
+    known: Mapping[str, RemoteLogSegmentMetadata] | None = None,
+    verify: bool = True,
+) -> tuple[PartitionManifest, PartitionManifest | None]:
+    """The partition's current segments and its stored manifest (None when absent).
+
+    One GET of the manifest; unless ``verify`` is False and the manifest exists, one LIST of
+    ``_metadata/`` too: objects missing from the listing are dropped, listed objects that
+    neither the manifest nor ``known`` (metadata by object name) describe are read, and where
+    both describe one the later state wins.
+    """
+    stored = read_stored_manifest(tier, tip)
+    if stored is not None and not verify:
+        return stored, stored
+    candidates: dict[str, RemoteLogSegmentMetadata] = {}
+    for md in (*(stored.segments if stored else ()), *(known or {}).values()):
+        name = metadata_object_name(md)
+        seen = candidates.get(name)
+        if seen is None or _more_advanced(md, seen):
+            candidates[name] = md
+    directory = metadata_dir(tier, tip)
+    listed = [n for n in tier.list_names(directory) if is_metadata_object_name(n)]
+    segments: list[RemoteLogSegmentMetadata] = []
+    read_objects = False
+    for name in listed:
+        found = candidates.get(name)
+        if found is None:
+            found = _read_metadata_object(tier, f"{directory}/{name}", tip)
+            read_objects = True
+            if found is None:
+                continue
+        segments.append(found)
+    stale = stored is None or read_objects or \
+        {metadata_object_name(s) for s in stored.segments} != set(listed)
+    return PartitionManifest(tip, tuple(sorted(segments, key=segment_order)),
+                             from_listing=stale), stored
+
+
+def _read_metadata_object(
+    tier: RemoteTier, path: str, tip: TopicIdPartition
+) -> RemoteLogSegmentMetadata | None:
+    try:
+        md = RemoteLogSegmentMetadata.from_json(tier.get_bytes(path))
+    except RemoteResourceNotFoundError:
+        return None  # deleted (DELETE_SEGMENT_FINISHED) since the listing
+    except ValueError as e:
+        raise RemoteStorageError(f"remote segment metadata {path} is corrupt: {e}") from e
+    if md.topic_id_partition != tip or path.rsplit("/", 1)[-1] != metadata_object_name(md):
+        raise RemoteStorageError(
+            f"remote segment metadata {path} describes {md.remote_log_segment_id} "
+            f"(start offset {md.start_offset}), which belongs elsewhere"
+        )
+    return md
+
+
+def _tier(fs: fsspec.AbstractFileSystem, root: str, get_options: Mapping[str, Any] | None
+          ) -> RemoteTier:
+    return RemoteTier(fs, root, get_options=get_options, rename_on_publish=False)
+
+
+def read_partition_manifest(
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+    partition: TopicIdPartition | str,
+    *,
+    verify: bool = True,
+    get_options: Mapping[str, Any] | None = None,
+) -> PartitionManifest:
+    """What a reader with only fsspec access needs: a partition's segments (``.committed``
+    are the readable ones) with their offset and time ranges.
+
+    ``partition`` is a TopicIdPartition or a partition directory name
+    (``<topic>-<partition>-<topicId>``). With ``verify`` (the default) the ``_metadata/``
+    listing is checked against the manifest and the manifest's gaps are filled (one LIST plus
+    a GET per unknown object); without it the stored manifest is trusted and the listing is
+    used only when the manifest is missing. RemoteStorageError on storage failures.
+    """
+    if isinstance(partition, str):
+        parsed = parse_partition_dir_name(partition)
+        if parsed is None:
+            raise ValueError(
+                f"{partition!r} is not a remote partition directory (<topic>-<partition>-<topicId>)"
+            )
+        partition = parsed
+    current, _ = load_partition(_tier(fs, root, get_options), partition, verify=verify)
+    return current
+
+
+def list_remote_partitions(
+    fs: fsspec.AbstractFileSystem, root: str, *, get_options: Mapping[str, Any] | None = None
+) -> list[TopicIdPartition]:
+    """Every partition directory under ``root`` (one LIST), sorted by topic then partition."""
+    tier = _tier(fs, root, get_options)
+    found = (parse_partition_dir_name(n) for n in tier.list_names(tier.root, dirs=True))
+    return sorted((p for p in found if p is not None),
+                  key=lambda p: (p.topic, p.partition, p.topic_id))

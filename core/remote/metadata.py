@@ -1,0 +1,272 @@
+"""RemoteLogMetadataManager kept in the remote tier itself, with a local cache file per
+partition that survives restarts and is reconciled with the tier on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from tierlog.atomic import atomic_write_bytes
+from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.remote.layout import metadata_object_name, partition_dir_name
+from tierlog.remote.manifest import (
+    PartitionManifest,
+    list_remote_partitions,
+    load_partition,
+    manifest_path,
+    metadata_object_path,
+)
+from tierlog.remote.metadata_cache import RemoteLogMetadataCache, segment_order
+from tierlog.remote.storage import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    is_valid_transition,
+)
+from tierlog.remote.tier import RemoteTier, RequestStats
+
+log = logging.getLogger(__name__)
+
+_STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+_DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+_DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+CACHE_FILE_SUFFIX = ".json"
+
+
+class _Partition:
+    """One partition's metadata; ``lock`` serializes its tier writes and cache access."""
+
+    __slots__ = ("cache", "lock", "tip")
+
+    def __init__(self, tip: TopicIdPartition) -> None:
+        self.tip = tip
+        self.lock = threading.Lock()
+        self.cache: RemoteLogMetadataCache | None = None
+
+
+class RemoteLogMetadataManager:
+    """Kafka's RemoteLogMetadataManager, storing segment metadata next to the segments.
+
+    In the tier, per partition directory (see ``tierlog.remote.layout``):
+    ``_metadata/<20-digit start>-<uuid>.json`` holds one segment's current metadata
+    (RemoteLogSegmentMetadata JSON) and ``_manifest.json`` a snapshot of all of them
+    (PartitionManifest JSON). Writes keep every manifest entry backed by its data:
+
+    - add (COPY_SEGMENT_STARTED): write the metadata object (the manifest is not rewritten);
+    - COPY_SEGMENT_FINISHED, sent once the segment's data is fully uploaded: rewrite the
+      object, then the manifest; a crash in between leaves the segment looking unfinished
+      (the copy is redone), never a committed entry without data;
+    - DELETE_SEGMENT_STARTED: rewrite the manifest first (readers stop using the segment),
+      then the object; the caller deletes the data only afterwards;
+    - DELETE_SEGMENT_FINISHED: delete the object, then rewrite the manifest.
+
+    ``cache_dir`` (optional) holds ``<topic>-<partition>-<topicId>.json`` per partition, in the
+    manifest's format, replaced atomically after each change. A partition is loaded on first
+    use: stored manifest + one LIST of ``_metadata/`` + the cache file, reading only objects
+    neither describes; where they disagree the later state wins; the manifest and the cache
+    file are rewritten when they differ from the result.
+
+    Thread-safe: one lock per partition. A partition must have a single writer (its leader).
+    """
+
+    def __init__(self, tier: RemoteTier, cache_dir: str | os.PathLike[str] | None = None) -> None:
+        self._tier = tier
+        self._cache_dir = None if cache_dir is None else Path(cache_dir)
+        if self._cache_dir is not None:
+            self._cache_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._partitions: dict[TopicIdPartition, _Partition] = {}
+        self._closed = False
+
+    @property
+    def tier(self) -> RemoteTier:
+        return self._tier
+
+    @property
+    def stats(self) -> RequestStats:
+        return self._tier.stats
+
+    def __repr__(self) -> str:
+        return f"RemoteLogMetadataManager({self._tier!r}, cache_dir={self._cache_dir})"
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Record a copy attempt (state must be COPY_SEGMENT_STARTED); ValueError otherwise or
+        when the segment id is already tracked in a later state."""
+        if metadata.state is not _STARTED:
+            raise ValueError(
+                f"segment {metadata.remote_log_segment_id} must be added in state "
+                f"{_STARTED.name}, not {metadata.state.name}"
+            )
+        part = self._partition(metadata.topic_id_partition)
+        with part.lock:
+            cache = self._loaded(part)
+            existing = cache.get(metadata.segment_id)
+            if existing is not None and not is_valid_transition(existing.state, metadata.state):
+                raise ValueError(
+                    f"segment {metadata.remote_log_segment_id} is already "
+                    f"{existing.state.name}; it cannot be added again"
+                )
+            self._tier.put_bytes(metadata.to_json().encode(),
+                                 metadata_object_path(self._tier, metadata))
+            if existing is None:
+                cache.add_copy_in_progress(metadata)
+            self._save_local(part)
+
+    def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+        """Move a tracked segment to ``update.state``.
+
+        RemoteResourceNotFoundError when the segment is unknown; ValueError when the update's
+        state is COPY_SEGMENT_STARTED (use add) or the transition is illegal.
+        """
+        if update.state is _STARTED:
+            raise ValueError(
+                f"segment {update.remote_log_segment_id}: {_STARTED.name} is set by "
+                f"add_remote_log_segment_metadata, not by an update"
+            )
+        part = self._partition(update.topic_id_partition)
+        with part.lock:
+            cache = self._loaded(part)
+            existing = cache.get(update.remote_log_segment_id.id)
+            if existing is None or existing.remote_log_segment_id != update.remote_log_segment_id:
+                raise RemoteResourceNotFoundError(
+                    f"no remote log segment metadata for {update.remote_log_segment_id}"
+                )
+            new = existing.create_with_update(update)
+            after = [s for s in cache.segments() if s.segment_id != new.segment_id]
+            if new.state is not _DELETE_FINISHED:
+                after.append(new)
+            manifest = PartitionManifest(part.tip, tuple(sorted(after, key=segment_order)))
+            object_path = metadata_object_path(self._tier, new)
+            if new.state is _DELETE_STARTED:
+                self._write_manifest(manifest)
+                self._tier.put_bytes(new.to_json().encode(), object_path)
+            elif new.state is _DELETE_FINISHED:
+                self._tier.delete(object_path)
+                self._write_manifest(manifest)
+            else:
+                self._tier.put_bytes(new.to_json().encode(), object_path)
+                self._write_manifest(manifest)
+            cache.apply(new)
+            self._save_local(part)
+        log.debug("remote segment %s is now %s", new.remote_log_segment_id, new.state.name)
+
+    # -- queries --------------------------------------------------------------------------
+
+    def remote_log_segment_metadata(
+        self, tip: TopicIdPartition, offset: int, leader_epoch: int | None = None
+    ) -> RemoteLogSegmentMetadata | None:
+        """The COPY_SEGMENT_FINISHED segment holding ``offset`` (in ``leader_epoch``'s lineage
+        when given), or None."""
+        part = self._partition(tip)
+        with part.lock:
+            return self._loaded(part).segment_for_offset(offset, leader_epoch)
+
+    def list_remote_log_segments(
+        self, tip: TopicIdPartition, leader_epoch: int | None = None
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Segments in every state but DELETE_SEGMENT_FINISHED (so unfinished copies and
+        deletes can be cleaned up), sorted by start offset; with ``leader_epoch``, only those
+        holding records of that epoch."""
+        part = self._partition(tip)
+        with part.lock:
+            return self._loaded(part).list_segments(leader_epoch)
+
+    def highest_offset_for_epoch(self, tip: TopicIdPartition, leader_epoch: int) -> int | None:
+        """The highest offset of ``leader_epoch`` copied to the tier, or None."""
+        part = self._partition(tip)
+        with part.lock:
+            return self._loaded(part).highest_offset_for_epoch(leader_epoch)
+
+    def remote_log_size(self, tip: TopicIdPartition, leader_epoch: int | None = None) -> int:
+        """Total ``.log`` bytes of the partition's COPY_SEGMENT_FINISHED segments (holding
+        records of ``leader_epoch`` when given)."""
+        part = self._partition(tip)
+        with part.lock:
+            return self._loaded(part).size(leader_epoch)
+
+    def list_partitions(self) -> list[TopicIdPartition]:
+        """Every partition with a directory in the tier (one LIST of the root)."""
+        return list_remote_partitions(self._tier.fs, self._tier.root,
+                                      get_options=self._tier.get_options)
+
+    def list_topics(self) -> list[str]:
+        return sorted({p.topic for p in self.list_partitions()})
+
+    def reconcile(self, tip: TopicIdPartition) -> None:
+        """Reload ``tip`` from the tier now (as on first use), merging the local cache."""
+        part = self._partition(tip)
+        with part.lock:
+            part.cache = None
+            self._loaded(part)
+
+    def close(self) -> None:
+        """Forget loaded partitions; later calls raise RemoteStorageError. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._partitions.clear()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _partition(self, tip: TopicIdPartition) -> _Partition:
+        with self._lock:
+            if self._closed:
+                raise RemoteStorageError(f"{self!r} is closed")
+            part = self._partitions.get(tip)
+            if part is None:
+                part = self._partitions[tip] = _Partition(tip)
+            return part
+
+    def _loaded(self, part: _Partition) -> RemoteLogMetadataCache:
+        """The partition's cache, reconciling it with the tier first if needed (lock held)."""
+        if part.cache is not None:
+            return part.cache
+        cached = self._read_local(part.tip)
+        known = {metadata_object_name(s): s for s in cached}
+        current, stored = load_partition(self._tier, part.tip, known=known)
+        if (stored.segments if stored is not None else ()) != current.segments:
+            log.info("rewriting the remote manifest of %s (%d segments)", part.tip,
+                     len(current.segments))
+            self._write_manifest(current)
+        part.cache = RemoteLogMetadataCache.from_segments(current.segments)
+        if tuple(cached) != current.segments:
+            self._save_local(part)
+        return part.cache
+
+    def _write_manifest(self, manifest: PartitionManifest) -> None:
+        self._tier.put_bytes(manifest.to_json().encode(),
+                             manifest_path(self._tier, manifest.topic_id_partition))
+
+    def _local_path(self, tip: TopicIdPartition) -> Path | None:
+        if self._cache_dir is None:
+            return None
+        return self._cache_dir / (partition_dir_name(tip) + CACHE_FILE_SUFFIX)
+
+    def _read_local(self, tip: TopicIdPartition) -> tuple[RemoteLogSegmentMetadata, ...]:
+        path = self._local_path(tip)
+        if path is None:
+            return ()
+        try:
+            manifest = PartitionManifest.from_json(path.read_bytes())
+        except FileNotFoundError:
+            return ()
+        except ValueError as e:
+            log.warning("ignoring unreadable remote metadata cache %s: %s", path, e)
+            return ()
+        if manifest.topic_id_partition != tip:
+            log.warning("ignoring remote metadata cache %s: it describes %s", path,
+                        manifest.topic_id_partition)
+            return ()
+        return manifest.segments
+
+    def _save_local(self, part: _Partition) -> None:
+        path = self._local_path(part.tip)
+        if path is None or part.cache is None:
+            return
+        manifest = PartitionManifest(part.tip, tuple(part.cache.segments()))
+        atomic_write_bytes(path, manifest.to_json().encode())

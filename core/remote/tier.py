@@ -1,0 +1,187 @@
+"""The remote tier as tierlog uses it: an fsspec filesystem under a root path, with object
+reads and writes, one table translating vendor errors, request counters and atomic publication.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import fsspec
+
+from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.remote.layout import PARTIAL_SUFFIX
+
+log = logging.getLogger(__name__)
+
+#: Vendor errors -> tierlog errors, first match wins. s3fs has already turned S3 error codes
+#: into builtins ("NoSuchKey" -> FileNotFoundError, "AccessDenied" -> PermissionError, ...);
+#: anything else a filesystem raises (botocore connection errors, aiohttp errors) is a
+#: storage failure too.
+_ERROR_TABLE: tuple[tuple[type[BaseException], type[RemoteStorageError], str], ...] = (
+    (FileNotFoundError, RemoteResourceNotFoundError, "not found"),
+    (PermissionError, RemoteStorageError, "permission denied"),
+    (TimeoutError, RemoteStorageError, "timed out"),
+    (Exception, RemoteStorageError, "failed"),
+)
+
+REQUEST_KINDS = ("puts", "gets", "deletes", "lists")
+
+
+@contextlib.contextmanager
+def translate_errors(operation: str, path: str) -> Iterator[None]:
+    """Re-raise what a filesystem call raises as RemoteStorageError (or its subclass
+    RemoteResourceNotFoundError), naming the operation and the object."""
+    try:
+        yield
+    except RemoteStorageError:
+        raise
+    except Exception as e:
+        for source, target, what in _ERROR_TABLE:
+            if isinstance(e, source):
+                raise target(f"{operation} {path}: {what}: {type(e).__name__}: {e}") from e
+        raise  # unreachable: the last row matches every Exception
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return "file" in protocols or "local" in protocols
+
+
+class RequestStats:
+    """How many object requests a tier issued, by kind (one filesystem call counts as one,
+    although a multipart upload is several HTTP requests). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(REQUEST_KINDS, 0)
+
+    def record(self, kind: str, count: int = 1) -> None:
+        with self._lock:
+            self._counts[kind] += count
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters, e.g. ``{"puts": 7, "gets": 1, "deletes": 0, "lists": 0}``."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts = dict.fromkeys(REQUEST_KINDS, 0)
+
+    def __repr__(self) -> str:
+        return f"RequestStats({self.snapshot()})"
+
+
+class RemoteTier:
+    """Objects under ``root`` on an fsspec filesystem.
+
+    Publication is atomic: on an object store one PUT (or a completed multipart upload) is; on
+    a local or NFS directory (protocol "file", or ``rename_on_publish=True``) each object is
+    written to ``<name>.partial`` and renamed, so a crash never leaves a complete-looking short
+    object. Durability (fsync) is the filesystem's job: the local plugin's filesystem does it.
+    ``put_options``/``get_options`` are passed to ``fs.put_file``/``fs.pipe_file`` and
+    ``fs.cat_file`` (e.g. s3fs ``chunksize``, ``max_concurrency``).
+    Thread-safe when the filesystem is (local and s3fs are).
+    """
+
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        *,
+        put_options: Mapping[str, Any] | None = None,
+        get_options: Mapping[str, Any] | None = None,
+        rename_on_publish: bool | None = None,
+    ) -> None:
+        self.fs = fs
+        self.root = str(fs._strip_protocol(root)).rstrip("/")
+        if not self.root:
+            raise ValueError(f"remote tier root {root!r} is empty")
+        self.put_options = dict(put_options or {})
+        self.get_options = dict(get_options or {})
+        self.rename_on_publish = _is_local(fs) if rename_on_publish is None else rename_on_publish
+        self.stats = RequestStats()
+
+    def __repr__(self) -> str:
+        return f"RemoteTier({type(self.fs).__name__}, root={self.root!r})"
+
+    def path(self, *parts: str) -> str:
+        """The full path of ``root/part/...``."""
+        return "/".join((self.root, *parts))
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def put_file(self, local_path: str | os.PathLike[str], path: str) -> None:
+        """Upload a local file (streamed by the filesystem, not read into memory here)."""
+        with translate_errors("upload to", path):
+            self.stats.record("puts")
+            self._publish(path, lambda target: self.fs.put_file(
+                os.fspath(local_path), target, **self.put_options))
+
+    def put_bytes(self, data: bytes, path: str) -> None:
+        with translate_errors("write", path):
+            self.stats.record("puts")
+            self._publish(path, lambda target: self.fs.pipe_file(
+                target, bytes(data), **self.put_options))
+
+    def _publish(self, path: str, write: Any) -> None:
+        if not self.rename_on_publish:
+            write(path)
+            return
+        partial = path + PARTIAL_SUFFIX
+        self.fs.makedirs(self.fs._parent(path), exist_ok=True)
+        try:
+            write(partial)
+            self.fs.mv(partial, path)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.fs.rm_file(partial)
+            raise
+
+    def delete(self, path: str) -> None:
+        """Remove an object; one that does not exist is not an error."""
+        with translate_errors("delete", path):
+            self.stats.record("deletes")
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(path)
+            if self.rename_on_publish:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm_file(path + PARTIAL_SUFFIX)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get_bytes(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        """The object's bytes ``[start, end)`` (Python slice bounds; None = its edge), in one
+        request. RemoteResourceNotFoundError when the object does not exist."""
+        with translate_errors("read", path):
+            self.stats.record("gets")
+            if start is None and end is None:
+                data = self.fs.cat_file(path, **self.get_options)
+            else:
+                data = self.fs.cat_file(path, start=start, end=end, **self.get_options)
+            return bytes(data)
+
+    def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
+        """Sorted base names of the files (or, with ``dirs``, subdirectories) in ``directory``;
+        empty when it does not exist. Bypasses the filesystem's listing cache."""
+        with translate_errors("list", directory):
+            self.stats.record("lists")
+            self.fs.invalidate_cache(directory)
+            try:
+                entries = self.fs.ls(directory, detail=True)
+            except FileNotFoundError:
+                return []
+        wanted = "directory" if dirs else "file"
+        names = (str(e["name"]).rstrip("/").rsplit("/", 1)[-1] for e in entries
+                 if e.get("type") == wanted)
+        return sorted(n for n in names if n and not n.endswith(PARTIAL_SUFFIX))
