@@ -81,6 +81,26 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plugins(args: argparse.Namespace) -> int:
+    """List every plugin, its distribution and the hooks it implements; and load failures."""
+    from tierlog.plugin_manager import get_plugins
+
+    host = get_plugins()
+    rows = host.plugins()
+    width = max((len(p.name) for p in rows), default=4)
+    dist_width = max((len(p.distribution) for p in rows), default=12)
+    print(f"{'plugin':<{width}}  {'distribution':<{dist_width}}  hooks")
+    for plugin in rows:
+        print(f"{plugin.name:<{width}}  {plugin.distribution:<{dist_width}}  {', '.join(plugin.hooks)}")
+    registries = host.registries
+    print(f"\nindex types:       {', '.join(sorted(registries.index_types)) or '-'}")
+    print(f"cleanup policies:  {', '.join(sorted(registries.cleanup_policies)) or '-'}")
+    print(f"remote storage:    {', '.join(sorted(registries.remote_storage)) or '-'}")
+    for failure in host.failures:
+        print(f"FAILED {failure.name} ({failure.distribution}): {failure.error}", file=sys.stderr)
+    return 1 if host.failures else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tierlog",
@@ -99,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--segment-bytes", type=int, default=1 << 20, help="segment.bytes")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
+
+    plugins = sub.add_parser("plugins", help="list plugins and the hooks they implement",
+                             description="List every discovered plugin (built-in and entry "
+                                         "points), its distribution and hook implementations.")
+    plugins.set_defaults(func=_plugins)
     return parser
 
 

@@ -1,0 +1,18 @@
+"""Built-in plugin: registers the ``delete`` and ``compact`` cleanup policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tierlog.hookspecs import hookimpl
+
+
+@hookimpl
+def tierlog_register_cleanup_policies(register: Callable[[str, Any], None]) -> None:
+    from tierlog.cleaner.retention import DeletePolicy
+
+    register(DeletePolicy.name, DeletePolicy())
+    from tierlog.cleaner.compactor import CompactPolicy
+
+    register(CompactPolicy.name, CompactPolicy())

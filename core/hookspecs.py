@@ -1,0 +1,74 @@
+"""Every tierlog hook: the variation points plugins implement, found through entry points.
+
+Hooks are named ``tierlog_<verb>_<noun>``. Registration hooks receive a ``register`` callback;
+event hooks are called after the event, with the objects involved, and return nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+PROJECT_NAME = "tierlog"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# -- registration ---------------------------------------------------------------------
+
+
+@hookspec
+def tierlog_register_index_types(register: Callable[[Any], None]) -> None:
+    """Called once, when plugins load. Call ``register(index_type)`` for each segment index
+    implementation the plugin provides.
+
+    An index type (see :class:`tierlog.index.plugin.SegmentIndexType`) declares its ``name``,
+    its file ``suffix``, whether it is ``uploaded_to_remote``, and ``open(...)``, which returns
+    the per-segment index: fed on every append (``on_append``), rebuilt on recovery
+    (``reset`` + ``on_append`` for every batch), asked by ``lookup``. The built-in offset, time
+    and transaction indexes are registered through this same hook.
+    """
+
+
+@hookspec
+def tierlog_register_cleanup_policies(register: Callable[[str, Any], None]) -> None:
+    """Called once, when plugins load. Call ``register(name, policy)`` for each cleanup policy
+    (the values of ``cleanup.policy``). A policy has ``clean(log, now_ms) -> CleanupResult``.
+    The built-in ``delete`` and ``compact`` policies are registered through this same hook.
+    """
+
+
+@hookspec
+def tierlog_register_remote_storage(register: Callable[[str, Any], None]) -> None:
+    """Called once, when plugins load. Call ``register(name, factory)`` for each remote storage
+    backend; ``factory(url: str, options: Mapping[str, Any]) -> RemoteStorageManager``. The
+    ``remote.storage.manager`` setting picks one by name (``local`` and ``s3`` are built in).
+    """
+
+
+# -- lifecycle events -------------------------------------------------------------------
+
+
+@hookspec
+def tierlog_segment_rolled(log: Any, segment: Any) -> None:
+    """Called after ``log`` rolled: ``segment`` is the segment that just became inactive."""
+
+
+@hookspec
+def tierlog_segment_deleted(log: Any, segment: Any, reason: str) -> None:
+    """Called after a local segment was removed from ``log`` (retention, truncation, cleaning).
+    ``reason`` says which."""
+
+
+@hookspec
+def tierlog_segment_copied_to_remote(log: Any, metadata: Any) -> None:
+    """Called after a segment's copy to the remote tier was committed (COPY_SEGMENT_FINISHED);
+    ``metadata`` is its RemoteLogSegmentMetadata."""
+
+
+@hookspec
+def tierlog_remote_segment_deleted(log: Any, metadata: Any) -> None:
+    """Called after a remote segment was deleted (DELETE_SEGMENT_FINISHED)."""
