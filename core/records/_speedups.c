@@ -17,6 +17,9 @@
 /* Smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
  * headerCount of one byte each. Bounds how many records a byte range can hold. */
 #define MIN_RECORD_SIZE 7
+/* First output size for encode_records: bytes a record, and a cap for long sequences. */
+#define GUESS_PER_RECORD 128
+#define MAX_FIRST_GUESS (4 << 20)
 /* The varint of -1, written for a null key or value. */
 #define NULL_LENGTH_BYTE 0x01
 
@@ -49,60 +52,48 @@ corrupt(Py_ssize_t index, Py_ssize_t pos, const char *fmt, ...)
     return NULL;
 }
 
-enum { VARINT_OK, VARINT_TRUNCATED, VARINT_TOO_LONG, VARINT_OVERFLOW };
-
-/* Decodes the zigzag varint at *pos, reading no byte at or past `limit`. */
-static inline int
-scan_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes, int64_t *out)
-{
-    Py_ssize_t p = *pos;
-    uint64_t raw = 0;
-    for (int n = 0; n < max_bytes; n++, p++) {
-        if (p >= limit)
-            return VARINT_TRUNCATED;
-        uint64_t b = buf[p];
-        raw |= (b & 0x7F) << (7 * n);
-        if (b < 0x80) {
-            /* The last byte may only carry the bits that fit int32 / int64. */
-            if (max_bytes == VARINT_MAX_BYTES ? raw > UINT32_MAX : (n == 9 && b > 1))
-                return VARINT_OVERFLOW;
-            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            *pos = p + 1;
-            return VARINT_OK;
-        }
-    }
-    return VARINT_TOO_LONG;
-}
-
-/* scan_varint() that raises CorruptRecordError on failure; returns 0 or -1. */
+/* Decodes the zigzag varint at *pos, reading no byte at or past `limit`; raises
+ * CorruptRecordError (and leaves *pos) when it is truncated, too long or out of range.
+ * Returns 0 or -1. */
 static inline int
 read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
             Py_ssize_t index, int64_t *out)
 {
-    int rc = scan_varint(buf, pos, limit, max_bytes, out);
-    if (rc == VARINT_OK)
-        return 0;
-    if (rc == VARINT_TRUNCATED)
-        corrupt(index, *pos, "varint runs past the end of its data");
-    else if (rc == VARINT_TOO_LONG)
-        corrupt(index, *pos, "varint longer than %d bytes", max_bytes);
-    else
-        corrupt(index, *pos, "varint overflows its integer type");
+    uint64_t raw = 0;
+    for (int n = 0; n < max_bytes; n++) {
+        if (*pos + n >= limit) {
+            corrupt(index, *pos, "varint runs past the end of its data");
+            return -1;
+        }
+        uint64_t b = buf[*pos + n];
+        raw |= (b & 0x7F) << (7 * n);
+        if (b < 0x80) {
+            /* The last byte may only carry the bits that fit int32 / int64. */
+            if (max_bytes == VARINT_MAX_BYTES ? raw > UINT32_MAX : (n == 9 && b > 1)) {
+                corrupt(index, *pos, "varint overflows its integer type");
+                return -1;
+            }
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            *pos += n + 1;
+            return 0;
+        }
+    }
+    corrupt(index, *pos, "varint longer than %d bytes", max_bytes);
     return -1;
 }
 
-/* Reads a length varint (-1 = null) whose bytes must end by rec_end; returns 0 or -1. */
+/* Reads a length varint (-1 = null) whose bytes must end by rec_end; returns 0 or -1. Errors
+ * name the position just after the varint, where the bytes would start. */
 static int
 read_length(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
             const char *what, int64_t *n)
 {
-    Py_ssize_t start = *pos;
     if (read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, n) < 0)
         return -1;
     if (*n < -1)
-        corrupt(index, start, "%s length %lld is below -1", what, (long long)*n);
+        corrupt(index, *pos, "%s length %lld is below -1", what, (long long)*n);
     else if (*n > rec_end - *pos)
-        corrupt(index, start, "%s length %lld runs past the record end", what, (long long)*n);
+        corrupt(index, *pos, "%s length %lld runs past the record end", what, (long long)*n);
     else
         return 0;
     return -1;
@@ -220,7 +211,8 @@ decode_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index
     if (length < 0)
         return corrupt(index, start, "negative record length %lld", (long long)length);
     if (length > end - *pos)
-        return corrupt(index, start, "record length %lld runs past the data end", (long long)length);
+        return corrupt(index, start, "record length %lld runs past the data end",
+                       (long long)length);
     Py_ssize_t body = *pos, rec_end = *pos + (Py_ssize_t)length;
     if (*pos >= rec_end)
         return corrupt(index, start, "record ends before its attributes");
@@ -572,8 +564,10 @@ encode_records(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *seq = PySequence_Fast(records, "records must be a sequence of Record");
     if (seq == NULL)
         return NULL;
-    /* A guess of ~128 bytes a record; the writer doubles when it is short. */
-    Py_ssize_t guess = PySequence_Fast_GET_SIZE(seq) * 128 + 64;
+    /* A first guess; the writer doubles when it is short. */
+    Py_ssize_t guess = PySequence_Fast_GET_SIZE(seq) * GUESS_PER_RECORD + GUESS_PER_RECORD;
+    if (guess > MAX_FIRST_GUESS)
+        guess = MAX_FIRST_GUESS;
     writer w = {PyBytes_FromStringAndSize(NULL, guess), 0, guess};
     if (w.bytes == NULL)
         goto fail;
@@ -599,28 +593,32 @@ fail:
 
 /* --- Module -------------------------------------------------------------------------------- */
 
+/* A new reference to `module`.`name`. */
+static PyObject *
+import_attr(const char *module, const char *name)
+{
+    PyObject *mod = PyImport_ImportModule(module);
+    if (mod == NULL)
+        return NULL;
+    PyObject *attr = PyObject_GetAttrString(mod, name);
+    Py_DECREF(mod);
+    return attr;
+}
+
 /* Imports Record and CorruptRecordError and locates Record's slots. */
 static int
 load_types(void)
 {
-    PyObject *mod = PyImport_ImportModule("tierlog.records.record");
-    if (mod == NULL)
-        return -1;
-    record_type = PyObject_GetAttrString(mod, "Record");
-    Py_DECREF(mod);
+    record_type = import_attr("tierlog.records.record", "Record");
     if (record_type == NULL)
+        return -1;
+    corrupt_error = import_attr("tierlog.errors", "CorruptRecordError");
+    if (corrupt_error == NULL)
         return -1;
     if (!PyType_Check(record_type)) {
         PyErr_SetString(PyExc_TypeError, "tierlog.records.record.Record is not a class");
         return -1;
     }
-    mod = PyImport_ImportModule("tierlog.errors");
-    if (mod == NULL)
-        return -1;
-    corrupt_error = PyObject_GetAttrString(mod, "CorruptRecordError");
-    Py_DECREF(mod);
-    if (corrupt_error == NULL)
-        return -1;
     fast_slots = 1;
     for (int f = 0; f < N_FIELDS; f++) {
         field_str[f] = PyUnicode_InternFromString(field_names[f]);
@@ -652,10 +650,10 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    "_speedups",
-    "C accelerator of tierlog's per-record codec for v2 record batches.",
-    -1,
-    methods,
+    .m_name = "_speedups",
+    .m_doc = "C accelerator of tierlog's per-record codec for v2 record batches.",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC
