@@ -132,3 +132,7 @@ class InvalidIndexOffsetError(TierlogError, ValueError):
 
 class TransactionCoordinatorFencedError(TierlogError, ValueError):
     """A transaction marker carries a coordinator epoch older than the one already seen."""
+
+
+class LogCleaningAbortedError(TierlogError, RuntimeError):
+    """Compaction gave up on a log that changed under it (segments deleted, truncated, closed)."""

@@ -1,0 +1,163 @@
+"""The crash-safe swap of a cleaned segment for the segments it replaces (Kafka's ``replaceSegments``).
+
+``.cleaned`` files are renamed ``.swap``, the old segments ``.deleted``, then ``.swap`` to final names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tierlog import filenames
+from tierlog.atomic import fsync_dir
+from tierlog.errors import LogCleaningAbortedError
+
+if TYPE_CHECKING:
+    from tierlog.log import Log
+    from tierlog.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+#: ``hook(step, file name)``: called after each step of a swap (tests inject crashes here).
+SwapHook = Callable[[str, str], None]
+
+#: The ``.cleaned`` segment is complete and flushed (file name: its ``.log``).
+CLEANED_WRITTEN = "cleaned-written"
+#: One ``.cleaned`` file was renamed ``.swap``.
+RENAMED_TO_SWAP = "renamed-to-swap"
+#: One file of a replaced segment was renamed ``.deleted``.
+RENAMED_TO_DELETED = "renamed-to-deleted"
+#: One ``.swap`` file was renamed to its final name.
+SWAP_RENAMED = "swap-renamed"
+#: The replaced segments' ``.deleted`` files were removed (or their removal was scheduled).
+OLD_DELETED = "old-deleted"
+
+
+def open_cleaned_segment(target: Log, base_offset: int) -> LogSegment:
+    """A new, empty ``<base>.*.cleaned`` segment in the log's directory (stale ones from an
+    earlier, failed attempt are removed first, as Kafka's ``createNewCleanedSegment``)."""
+    directory = target.directory
+    for path in _segment_paths(directory, base_offset, filenames.CLEANED_SUFFIX):
+        path.unlink(missing_ok=True)
+    return target._open_segment(base_offset, filenames.CLEANED_SUFFIX)
+
+
+def replace_segments(
+    target: Log,
+    cleaned: LogSegment,
+    old_segments: Sequence[LogSegment],
+    hook: SwapHook | None = None,
+    *,
+    read_sizes: Mapping[LogSegment, int] | None = None,
+) -> None:
+    """Swap the flushed ``.cleaned`` segment in for ``old_segments`` (its base offset is the
+    first one's), crash-safely:
+
+    1. the ``.cleaned`` files are renamed ``.swap`` (the ``.log`` first, as Kafka);
+    2. the log's segment map takes the new segment and drops the old ones, whose files are
+       renamed ``.deleted`` (in offset order);
+    3. the ``.swap`` files are renamed to their final names;
+    4. the old segments are closed and deleted: after ``file.delete.delay.ms`` through the
+       log's scheduler if it has one (readers may still hold slices of them), else at once.
+
+    Recovery (``LogLoader``, Kafka's rules) makes a crash at any point safe: while a
+    ``.cleaned`` file remains (before or during step 1), ``.cleaned`` and ``.swap`` files are
+    deleted and the old segments stay; once all are ``.swap``, it deletes the files whose
+    offsets lie between the swap's base and next offset, then renames the ``.swap`` files. The
+    cleaner keeps each cleaned segment's last batch (as an empty header if need be) so that
+    this next offset is the last replaced segment's: none of them survives next to the swap.
+
+    Steps 1-3 hold the log's lock, so readers see either the old segments or the new one.
+    Raises LogCleaningAbortedError, deleting the ``.cleaned`` files, when the log was closed or
+    changed under the cleaner: an old segment, or one of ``read_sizes`` (every segment the
+    cleaning read, with the size it had), is no longer in the log as it was, or became the
+    active segment (retention or a truncation got there first).
+    """
+    report = hook or _no_hook
+    with target._lock:
+        reason = _changed(target, old_segments, read_sizes or {})
+        if reason is not None:
+            cleaned.close()
+            cleaned.delete()
+            raise LogCleaningAbortedError(
+                f"{target.directory.name}: cleaning of segments "
+                f"{[s.base_offset for s in old_segments]} abandoned: {reason}"
+            )
+        report(CLEANED_WRITTEN, cleaned.path.name)
+        _rename_files(cleaned, filenames.CLEANED_SUFFIX, filenames.SWAP_SUFFIX,
+                      RENAMED_TO_SWAP, report)
+        fsync_dir(target.directory)
+        target.segments.add(cleaned)
+        for segment in sorted(old_segments, key=lambda s: s.base_offset):
+            if segment.base_offset != cleaned.base_offset:
+                target.segments.remove(segment.base_offset)
+            _rename_files(segment, "", filenames.DELETED_SUFFIX, RENAMED_TO_DELETED, report)
+        _rename_files(cleaned, filenames.SWAP_SUFFIX, "", SWAP_RENAMED, report)
+        fsync_dir(target.directory)
+    log.info("%s: swapped in cleaned segment %d for segments %s", target.directory.name,
+             cleaned.base_offset, [s.base_offset for s in old_segments])
+    _delete_segments(target, old_segments)
+    report(OLD_DELETED, cleaned.path.name)
+
+
+def _changed(
+    target: Log, old_segments: Sequence[LogSegment], read_sizes: Mapping[LogSegment, int]
+) -> str | None:
+    """Why the swap may not happen (called under the log's lock), or None."""
+    if target.closed:
+        return "the log is closed"
+    segments = target.segments
+    expected = {**{s: s.size for s in old_segments}, **read_sizes}
+    gone = sorted(s.base_offset for s in expected if segments.get(s.base_offset) is not s)
+    if gone:
+        return f"segments {gone} are gone"
+    active = segments.active
+    if active in expected:
+        return f"segment {active.base_offset} is now the active segment"
+    changed = sorted(s.base_offset for s, size in expected.items() if s.size != size)
+    if changed:
+        return f"segments {changed} changed size"
+    return None
+
+
+def _rename_files(
+    segment: LogSegment, old_suffix: str, new_suffix: str, step: str, report: SwapHook
+) -> None:
+    """Rename the segment's ``.log``, then its indexes, from ``old_suffix`` to ``new_suffix``."""
+    for item in (segment.log, segment.offset_index, segment.time_index, segment.txn_index):
+        name = item.path.name
+        if not name.endswith(old_suffix):
+            raise ValueError(f"{item.path} does not end with {old_suffix!r}")
+        renamed = item.path.with_name(name[:len(name) - len(old_suffix)] + new_suffix)
+        item.rename_to(renamed)
+        report(step, renamed.name)
+
+
+def _delete_segments(target: Log, segments: Sequence[LogSegment]) -> None:
+    def delete() -> None:
+        for segment in segments:
+            segment.close()
+            segment.delete()
+
+    # Readers may hold slices of the old files: Kafka deletes them after file.delete.delay.ms.
+    scheduler = getattr(target, "_scheduler", None)
+    if scheduler is None:
+        delete()
+    else:
+        scheduler.schedule(f"delete-cleaned-segments-{target.directory.name}", delete,
+                           delay_ms=target.config["file.delete.delay.ms"])
+
+
+def _segment_paths(directory: Path, base_offset: int, suffix: str) -> tuple[Path, ...]:
+    return (
+        filenames.log_file(directory, base_offset, suffix),
+        filenames.offset_index_file(directory, base_offset, suffix),
+        filenames.time_index_file(directory, base_offset, suffix),
+        filenames.transaction_index_file(directory, base_offset, suffix),
+    )
+
+
+def _no_hook(step: str, name: str) -> None:
+    """The default hook: nothing to do."""
