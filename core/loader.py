@@ -8,19 +8,26 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog import filenames
-from tierlog.errors import CorruptIndexError, LogDirectoryError
+from tierlog.errors import CorruptIndexError, CorruptRecordError, LogDirectoryError
+from tierlog.index import AbortedTxn
+from tierlog.leader_epoch import LeaderEpochFileCache
+from tierlog.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from tierlog.records.batch import RecordBatch
-from tierlog.segment import LogSegment
+from tierlog.records.file_records import FileRecords
+from tierlog.segment import LogSegment, RecoveryResult
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
 
 _INDEX_SUFFIXES = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filenames.TXN_INDEX_SUFFIX)
+#: Control record types of the end-transaction markers (ABORT, COMMIT).
+_TXN_MARKERS = (0, 1)
 
 
 @dataclass(slots=True)
@@ -29,13 +36,20 @@ class RecoveryReport:
 
     segments_loaded: int = 0
     segments_recovered: int = 0
+    """Segments re-validated batch by batch (unclean shutdown, or a bad or missing index)."""
     bytes_truncated: int = 0
+    """Invalid bytes cut from ``.log`` files plus the bytes of segments deleted after them."""
     segments_deleted: list[int] = field(default_factory=list)
     indexes_rebuilt: list[str] = field(default_factory=list)
+    """The ``.log`` names whose offset, time and transaction indexes were rebuilt."""
     files_removed: list[str] = field(default_factory=list)
     swaps_completed: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     clean_shutdown: bool = True
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    recovery_point: int = 0
+    """The recovery point after loading: only a flush moves it past the old one."""
 
     @property
     def changed_anything(self) -> bool:
@@ -49,16 +63,21 @@ class RecoveryReport:
             f"{self.segments_loaded} segments loaded, {self.segments_recovered} recovered, "
             f"{self.bytes_truncated} bytes truncated, {len(self.segments_deleted)} segments "
             f"deleted, {len(self.indexes_rebuilt)} indexes rebuilt, "
-            f"{len(self.files_removed)} leftover files removed"
+            f"{len(self.files_removed)} leftover files removed, "
+            f"{len(self.swaps_completed)} swaps completed; offsets [{self.log_start_offset}, "
+            f"{self.log_end_offset}), recovery point {self.recovery_point}"
         )
 
 
 SegmentFactory = Callable[[int, str], LogSegment]
-BatchVisitor = Callable[[RecordBatch], None]
 
 
 class LogLoader:
-    """Loads the segments of one partition directory; see :meth:`load`."""
+    """Loads the segments of one partition directory; see :meth:`load` (Kafka's LogLoader).
+
+    Fills the given ProducerStateManager and LeaderEpochFileCache to match the loaded
+    segments. Not thread-safe: one loader per directory, used once.
+    """
 
     def __init__(
         self,
@@ -67,60 +86,116 @@ class LogLoader:
         *,
         recovery_point: int,
         had_clean_shutdown: bool,
-        on_recovered_batch: Callable[[LogSegment], BatchVisitor | None] | None = None,
+        log_start_offset: int = 0,
+        producer_state: ProducerStateManager | None = None,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
+        time_ms: Callable[[], int] | None = None,
     ) -> None:
         self.directory = directory
         self.open_segment = open_segment
         self.recovery_point = recovery_point
         self.had_clean_shutdown = had_clean_shutdown
-        self.on_recovered_batch = on_recovered_batch
+        self.log_start_offset = max(log_start_offset, 0)
+        self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
+        self.producer_state = producer_state or ProducerStateManager(directory,
+                                                                     time_ms=self._time_ms)
+        self.leader_epoch_cache = leader_epoch_cache
         self.report = RecoveryReport(clean_shutdown=had_clean_shutdown)
+        self._recovered: dict[int, RecoveryResult] = {}  # by base offset
 
     def load(self) -> LogSegments:
-        """Load, check and (if needed) recover every segment; returns them in offset order."""
+        """Load, check and (if needed) recover every segment; returns them in offset order,
+        never empty. Afterwards ``report`` holds the log start, end and recovery offsets, the
+        producer state is rebuilt up to the log end and the epoch cache agrees with the log."""
         if not self.directory.is_dir():
             raise LogDirectoryError(f"{self.directory} is not a directory")
         self._remove_transient_files()
         segments = self._open_segments()
         if not self.had_clean_shutdown:
             self._recover(segments)
+        end = segments.active.read_next_offset() if segments else None
+        if end is not None and end < self.log_start_offset:
+            log.warning("%s: deleting every segment: the log end offset %d is below the log "
+                        "start offset %d", self.directory, end, self.log_start_offset)
+            for segment in segments.values():
+                self._delete_segment(segments, segment)
+            if self.leader_epoch_cache is not None:
+                self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(self.log_start_offset)
+            end = None
+        if not segments:
+            segments.add(self.open_segment(self.log_start_offset, ""))
+        if end is None:
+            end = segments.active.read_next_offset()
+        # Kafka: only a flush moves the recovery point; after a crash it stays where it was.
+        recovery_point = end if self.had_clean_shutdown else min(self.recovery_point, end)
+        log_start = max(self.log_start_offset, segments.first.base_offset)
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.truncate_from_end(end)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.remove_stray_snapshots(segments.base_offsets())
+        rebuild_producer_state(self.producer_state, segments, log_start, end,
+                               self._time_ms(), reload_from_clean_shutdown=self.had_clean_shutdown)
+        self.report.log_start_offset = log_start
+        self.report.log_end_offset = end
+        self.report.recovery_point = recovery_point
         return segments
 
     # -- leftovers -------------------------------------------------------------------
 
     def _remove_transient_files(self) -> None:
-        """Discard ``.tmp``, ``.cleaned``, ``.deleted``; complete ``.swap`` files (Kafka's rules)."""
+        """Kafka's rules: delete ``.deleted``, ``.tmp`` and ``.cleaned`` files and the
+        ``.swap`` files at or above the lowest ``.cleaned`` offset (an unfinished split); then
+        delete the files that the remaining swapped-in segments replace and rename the swaps."""
         swaps: list[Path] = []
+        cleaned: list[Path] = []
         for path in sorted(self.directory.iterdir()):
             name = path.name
             if not path.is_file():
                 continue
-            if name.endswith((filenames.TMP_SUFFIX, filenames.CLEANED_SUFFIX,
-                              filenames.DELETED_SUFFIX)):
+            if name.endswith((filenames.DELETED_SUFFIX, filenames.TMP_SUFFIX)):
                 self._remove(path)
+            elif name.endswith(filenames.CLEANED_SUFFIX):
+                cleaned.append(path)
             elif name.endswith(filenames.SWAP_SUFFIX):
                 swaps.append(path)
+        min_cleaned = min((_offset_of(p) for p in cleaned), default=None)
+        valid_swaps = []
         for swap in swaps:
-            self._complete_swap(swap)
+            if min_cleaned is not None and _offset_of(swap) >= min_cleaned:
+                self._remove(swap)
+            else:
+                valid_swaps.append(swap)
+        for path in cleaned:
+            self._remove(path)
+        self._complete_swaps(valid_swaps)
 
-    def _complete_swap(self, swap: Path) -> None:
-        """A ``.swap`` is a finished replacement: drop what it replaces, then rename it in."""
-        target = swap.with_name(swap.name[: -len(filenames.SWAP_SUFFIX)])
-        if target.name.endswith(filenames.LOG_SUFFIX):
-            swap_base = filenames.offset_from_filename(target.name)
-            swap_end = _next_offset_of(swap)
-            # Segments wholly covered by the swapped-in one are replaced by it.
-            for log_path in self.directory.glob(f"*{filenames.LOG_SUFFIX}"):
-                base = filenames.offset_from_filename(log_path.name)
-                if swap_base <= base < swap_end and log_path != target:
-                    for suffix in (filenames.LOG_SUFFIX, *_INDEX_SUFFIXES):
-                        self._remove(log_path.with_name(filenames.filename_prefix_from_offset(base) + suffix))
-            # The swapped .log's indexes are rebuilt from its data.
-            for suffix in _INDEX_SUFFIXES:
-                self._remove(target.with_name(target.name[: -len(filenames.LOG_SUFFIX)] + suffix))
-        os.replace(swap, target)
-        self.report.swaps_completed.append(target.name)
-        log.info("%s: completed interrupted swap of %s", self.directory, target.name)
+    def _complete_swaps(self, swaps: list[Path]) -> None:
+        """A ``.swap`` is a finished replacement: the segment files (and snapshots) whose
+        offsets it covers go, then every swap file is renamed into place."""
+        ranges = []
+        for swap in swaps:
+            if swap.name[: -len(filenames.SWAP_SUFFIX)].endswith(filenames.LOG_SUFFIX):
+                ranges.append((_offset_of(swap), _next_offset_of(swap)))
+        if ranges:
+            low = min(r[0] for r in ranges)
+            high = max(r[1] for r in ranges)
+            for path in sorted(self.directory.iterdir()):
+                if not path.is_file() or path.name.endswith(filenames.SWAP_SUFFIX):
+                    continue
+                try:
+                    offset = filenames.offset_from_filename(path.name)
+                except LogDirectoryError:
+                    continue  # a checkpoint or metadata file
+                if low <= offset < high:
+                    log.info("%s: deleting %s, replaced by a swapped-in segment",
+                             self.directory, path.name)
+                    self._remove(path)
+        for swap in swaps:
+            target = swap.with_name(swap.name[: -len(filenames.SWAP_SUFFIX)])
+            os.replace(swap, target)
+            self.report.swaps_completed.append(target.name)
+            log.info("%s: completed interrupted swap of %s", self.directory, target.name)
 
     def _remove(self, path: Path) -> None:
         try:
@@ -132,6 +207,8 @@ class LogLoader:
     # -- segments --------------------------------------------------------------------
 
     def _open_segments(self) -> LogSegments:
+        """Open every segment in offset order; one with a missing or insane index is
+        recovered at once (with the producer state of the segments before it)."""
         segments = LogSegments()
         log_offsets = set()
         for path in self.directory.iterdir():
@@ -143,55 +220,83 @@ class LogLoader:
                 if filenames.offset_from_filename(name) not in log_offsets:
                     log.warning("%s: removing orphaned index %s", self.directory, name)
                     self._remove(path)
-        for base in sorted(log_offsets):
+        ordered = sorted(log_offsets)
+        first_unflushed = self._first_unflushed(ordered)
+        for base in ordered:
             missing_index = not all(
                 (self.directory / (filenames.filename_prefix_from_offset(base) + s)).exists()
                 for s in (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX)
             )
             segment = self.open_segment(base, "")
-            segments.add(segment)
             self.report.segments_loaded += 1
             if missing_index:
-                self._rebuild(segment, "missing index")
-            elif self.had_clean_shutdown or base < self.recovery_point:
-                self._sanity_check(segment)
+                self._rebuild(segments, segment, "missing index")
+            elif base < first_unflushed:
+                problem = _index_problem(segment)
+                if problem is not None:
+                    self._rebuild(segments, segment, problem)
+            segments.add(segment)
         return segments
 
-    def _sanity_check(self, segment: LogSegment) -> None:
-        try:
-            segment.offset_index.sanity_check()
-            segment.time_index.sanity_check()
-            segment.txn_index.sanity_check()
-        except CorruptIndexError as exc:
-            self._rebuild(segment, str(exc))
+    def _first_unflushed(self, bases: list[int]) -> int:
+        """Base offset of the first segment that recovery re-validates: the one holding the
+        recovery point (Kafka recovers ``segments.values(recoveryPoint, ...)``, which starts
+        at the floor segment), and the active one in any case."""
+        if self.had_clean_shutdown or not bases:
+            return 1 << 63
+        floor = [b for b in bases if b <= self.recovery_point]
+        return min(floor[-1] if floor else bases[0], bases[-1])
 
-    def _rebuild(self, segment: LogSegment, reason: str) -> None:
+    def _rebuild(self, segments: LogSegments, segment: LogSegment, reason: str) -> None:
         log.warning("%s: rebuilding indexes of segment %d: %s", self.directory,
                     segment.base_offset, reason)
-        result = segment.rebuild_indexes(self._visitor(segment))
-        self.report.indexes_rebuilt.append(segment.path.name)
+        self._note_recovered(segment, self.recover_segment(segments, segment))
+
+    def _note_recovered(self, segment: LogSegment, result: RecoveryResult) -> None:
+        self._recovered[segment.base_offset] = result
+        self.report.segments_recovered += 1
+        if segment.path.name not in self.report.indexes_rebuilt:
+            self.report.indexes_rebuilt.append(segment.path.name)
         if result.truncated_bytes:
             self.report.bytes_truncated += result.truncated_bytes
             self.report.errors.append(f"{segment.path.name}: {result.error}")
+            log.warning("%s: truncated %d invalid bytes from segment %d", self.directory,
+                        result.truncated_bytes, segment.base_offset)
 
-    def _visitor(self, segment: LogSegment) -> BatchVisitor | None:
-        return self.on_recovered_batch(segment) if self.on_recovered_batch else None
+    def recover_segment(self, segments: LogSegments, segment: LogSegment) -> RecoveryResult:
+        """Re-validate one segment and rebuild its indexes, transaction index included (Kafka's
+        recoverSegment): producer state is rebuilt up to the segment's base offset from the
+        snapshots and ``segments`` before it, replayed through the segment, and snapshotted at
+        its end so the next segment starts from there."""
+        psm = ProducerStateManager(
+            self.directory, self.producer_state.max_producer_id_expiration_ms, time_ms=self._time_ms
+        )
+        rebuild_producer_state(psm, segments, self.log_start_offset, segment.base_offset,
+                               self._time_ms(), snapshot=False)
+        result = segment.rebuild_indexes(_ProducerStateRecovery(psm, segment), self._assign_epoch)
+        psm.update_map_end_offset(result.next_offset)
+        psm.take_snapshot()
+        return result
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        cache = self.leader_epoch_cache
+        if cache is not None:
+            latest = cache.latest_epoch
+            if latest is None or epoch > latest:
+                cache.assign(epoch, start_offset)
 
     def _recover(self, segments: LogSegments) -> None:
-        """Re-validate every segment at or above the recovery point; cut at the first bad byte."""
-        unflushed = [s for s in segments if s.base_offset >= self.recovery_point
-                     or s is segments.active]
+        """Re-validate every segment from the one holding the recovery point; after the first
+        invalid byte, truncate there and delete every later segment."""
+        first = self._first_unflushed(segments.base_offsets())
+        unflushed = [s for s in segments if s.base_offset >= first]
         for i, segment in enumerate(unflushed):
-            log.info("%s: recovering segment %d", self.directory, segment.base_offset)
-            result = segment.rebuild_indexes(self._visitor(segment))
-            self.report.segments_recovered += 1
-            if segment.path.name not in self.report.indexes_rebuilt:
-                self.report.indexes_rebuilt.append(segment.path.name)
+            result = self._recovered.get(segment.base_offset)  # for a missing or bad index
+            if result is None:
+                log.info("%s: recovering segment %d", self.directory, segment.base_offset)
+                result = self.recover_segment(segments, segment)
+                self._note_recovered(segment, result)
             if result.truncated_bytes:
-                self.report.bytes_truncated += result.truncated_bytes
-                self.report.errors.append(f"{segment.path.name}: {result.error}")
-                log.warning("%s: truncated %d invalid bytes from segment %d", self.directory,
-                            result.truncated_bytes, segment.base_offset)
                 for later in unflushed[i + 1:]:
                     self._delete_segment(segments, later)
                 break
@@ -200,20 +305,155 @@ class LogLoader:
         segments.remove(segment.base_offset)
         self.report.bytes_truncated += segment.size
         segment.delete()
+        snapshot = filenames.snapshot_file(self.directory, segment.base_offset)
+        if snapshot.exists():
+            self._remove(snapshot)
         self.report.segments_deleted.append(segment.base_offset)
         log.warning("%s: deleted segment %d after an earlier corruption", self.directory,
                     segment.base_offset)
 
 
-def _next_offset_of(log_path: Path) -> int:
-    """The offset after the last batch of a ``.log`` file (its base offset if empty)."""
-    from tierlog.records.file_records import FileRecords
+class _ProducerStateRecovery:
+    """The batch visitor of a segment's recovery: replays producer batches into a producer
+    state manager one by one and appends the aborted transactions to the segment's
+    transaction index (Kafka's LogSegment.updateProducerState)."""
 
-    records = FileRecords.open(log_path, mutable=False)
+    __slots__ = ("_psm", "_segment")
+
+    def __init__(self, psm: ProducerStateManager, segment: LogSegment) -> None:
+        self._psm = psm
+        self._segment = segment
+
+    def __call__(self, batch: RecordBatch) -> None:
+        psm = self._psm
+        info = psm.prepare_update(batch.producer_id, "replication")
+        completed = apply_batch(info, batch)
+        psm.update(info)
+        if completed is not None:
+            if completed.is_aborted:
+                self._segment.append_aborted_txn(AbortedTxn(
+                    completed.producer_id, completed.first_offset, completed.last_offset,
+                    psm.last_stable_offset(completed),
+                ))
+            psm.complete_txn(completed)
+        psm.update_map_end_offset(batch.last_offset + 1)
+
+
+def apply_batch(info: ProducerAppendInfo, batch: RecordBatch,
+                base_offset: int | None = None) -> CompletedTxn | None:
+    """Feed one batch with a producer id to ``info`` (validating it for client appends);
+    returns the transaction its marker completed, if any. ``base_offset`` overrides the
+    batch's own (an append whose offsets are not yet patched in)."""
+    first = batch.base_offset if base_offset is None else base_offset
+    if batch.is_control:
+        control = batch.control_record()
+        if control is None or control.type not in _TXN_MARKERS:
+            return None
+        return info.append_end_txn_marker(control.type, batch.producer_epoch, first,
+                                          batch.max_timestamp, control.coordinator_epoch)
+    info.append_data_batch(
+        batch.producer_epoch, batch.base_sequence, batch.last_sequence, batch.max_timestamp,
+        first, first + batch.last_offset_delta, batch.is_transactional,
+    )
+    return None
+
+
+def load_producers(psm: ProducerStateManager, batches: Iterable[RecordBatch]) -> None:
+    """Apply a run of batches to ``psm`` as one replicated append (Kafka's
+    loadProducersFromRecords): producer updates first, then completed transactions."""
+    infos: dict[int, ProducerAppendInfo] = {}
+    completed: list[CompletedTxn] = []
+    for batch in batches:
+        if batch.producer_id < 0:
+            continue
+        info = infos.get(batch.producer_id)
+        if info is None:
+            info = infos[batch.producer_id] = psm.prepare_update(batch.producer_id, "replication")
+        txn = apply_batch(info, batch)
+        if txn is not None:
+            completed.append(txn)
+    for info in infos.values():
+        psm.update(info)
+    for txn in completed:
+        psm.complete_txn(txn)
+
+
+def rebuild_producer_state(
+    psm: ProducerStateManager,
+    segments: LogSegments,
+    log_start_offset: int,
+    last_offset: int,
+    now_ms: int,
+    *,
+    reload_from_clean_shutdown: bool = False,
+    snapshot: bool = True,
+) -> None:
+    """Bring ``psm`` to ``last_offset`` (exclusive): load the newest valid snapshot at or
+    below it and replay the batches after it (Kafka's UnifiedLog.rebuildProducerState).
+
+    Snapshots above ``last_offset`` or at or below the log start are deleted. After a clean
+    shutdown with no snapshot at all the log holds no producer state worth a full scan (Kafka's
+    upgrade rule): empty snapshots are written instead. With ``snapshot``, snapshots are taken
+    at the last two segment bases passed by the replay and at ``last_offset``.
+    """
+    bases = segments.base_offsets()
+    to_snapshot = {last_offset}
+    if bases:
+        to_snapshot.update(bases[-2:])
+    if reload_from_clean_shutdown and psm.latest_snapshot_offset is None:
+        for offset in sorted(o for o in to_snapshot if o <= last_offset):
+            psm.update_map_end_offset(offset)
+            psm.take_snapshot()
+        return
+    psm.truncate_and_reload(log_start_offset, last_offset, now_ms)
+    if last_offset > psm.map_end_offset:
+        for segment in segments.values(psm.map_end_offset, last_offset):
+            start = max(segment.base_offset, psm.map_end_offset, log_start_offset)
+            psm.update_map_end_offset(start)
+            if snapshot and segment.base_offset in to_snapshot:
+                psm.take_snapshot()
+            first = segment.translate_offset(start)
+            if first is None:
+                continue
+            stop = segment.translate_offset(last_offset)
+            end = stop.position if stop is not None else segment.size
+            load_producers(psm, (batch for _, batch in segment.log.batches_from(first.position, end)
+                                 if batch.last_offset >= start))
+    psm.update_map_end_offset(last_offset)
+    if snapshot:
+        psm.take_snapshot()
+
+
+def _index_problem(segment: LogSegment) -> str | None:
+    """Why a segment's indexes cannot be trusted (their sanity checks, plus an offset index
+    pointing past the end of the ``.log``), or None."""
     try:
-        last = None
+        segment.offset_index.sanity_check()
+        segment.time_index.sanity_check()
+        segment.txn_index.sanity_check()
+    except CorruptIndexError as exc:
+        return str(exc)
+    index = segment.offset_index
+    if index.entries and index.lookup(index.last_offset).position >= segment.size:
+        return (f"offset index {index.path} points at position "
+                f"{index.lookup(index.last_offset).position}, beyond the {segment.size} bytes "
+                f"of {segment.path.name}")
+    return None
+
+
+def _offset_of(path: Path) -> int:
+    return filenames.offset_from_filename(path.name)
+
+
+def _next_offset_of(log_path: Path) -> int:
+    """The offset after the last whole batch of a ``.log`` file (its base offset if empty)."""
+    records = FileRecords.open(log_path, mutable=False)
+    last = None
+    try:
         for _, header in records.headers_from(0):
             last = header
+    except CorruptRecordError as exc:
+        log.warning("%s: %s; the swap ends before it", log_path, exc)
     finally:
         records.close()
-    return last.next_offset if last is not None else filenames.offset_from_filename(log_path.name)
+    return last.next_offset if last is not None else _offset_of(log_path)

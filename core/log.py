@@ -28,15 +28,20 @@ from tierlog.fetch import FetchDataInfo, check_isolation
 from tierlog.index import AbortedTxn
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.leader_epoch import LeaderEpochFileCache
-from tierlog.loader import LogLoader, RecoveryReport
+from tierlog.loader import LogLoader, RecoveryReport, apply_batch, rebuild_producer_state
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
-from tierlog.producer_state import ProducerStateManager
-from tierlog.records.batch import RecordBatch
+from tierlog.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
 from tierlog.records.builder import build_batch, build_control_batch
 from tierlog.records.compression import codec_id
 from tierlog.records.file_records import TimestampAndOffset
 from tierlog.records.record import Record
 from tierlog.segment import LogSegment, RollParams
+from tierlog.scheduler import Scheduler
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
@@ -88,8 +93,11 @@ class Log:
         had_clean_shutdown: bool,
         topic_id: str | None,
         auto_high_watermark: bool = False,
+        scheduler: Scheduler | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.directory = directory
+        self._scheduler = scheduler
         self.topic = topic
         self.partition = partition
         self._config = config
@@ -102,29 +110,26 @@ class Log:
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / filenames.LEADER_EPOCH_CHECKPOINT)
         )
-        self.producer_state = ProducerStateManager(directory, time_ms=time_ms)
+        self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms,
+                                                   time_ms=time_ms)
         self.topic_id = self._load_topic_id(topic_id)
+        self._pending_deletes: list[LogSegment] = []
         loader = LogLoader(
             directory,
             self._open_segment,
             recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
+            log_start_offset=log_start_offset,
+            producer_state=self.producer_state,
+            leader_epoch_cache=self.leader_epoch_cache,
+            time_ms=time_ms,
         )
         self.segments: LogSegments = loader.load()
         self.recovery: RecoveryReport = loader.report
-        if not self.segments:
-            self.segments.add(self._open_segment(log_start_offset, ""))
-        self._next_offset = self.segments.active.read_next_offset()
-        self._log_start_offset = max(log_start_offset, 0)
-        if self.segments.first is not None and self._log_start_offset < self.segments.first.base_offset:
-            self._log_start_offset = self.segments.first.base_offset
-        self._recovery_point = min(recovery_point, self._next_offset)
-        if not had_clean_shutdown:
-            self._recovery_point = self._next_offset
+        self._next_offset = self.recovery.log_end_offset
+        self._log_start_offset = self.recovery.log_start_offset
+        self._recovery_point = self.recovery.recovery_point
         self._high_watermark = self._log_start_offset
-        self.leader_epoch_cache.truncate_from_end(self._next_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state()
         if auto_high_watermark:
             self._set_high_watermark(self._next_offset)
         self.segments.active.offset_index.resize(config["segment.index.bytes"])
@@ -149,13 +154,17 @@ class Log:
         topic_id: str | None = None,
         seed: int | None = None,
         auto_high_watermark: bool = False,
+        scheduler: Scheduler | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (creating if needed) the partition directory ``<topic>-<partition>``.
 
-        Without ``had_clean_shutdown`` every segment from ``recovery_point`` on is
-        re-validated, as after a crash; what recovery did is in ``log.recovery``.
+        Without ``had_clean_shutdown`` every segment from the one holding ``recovery_point``
+        on is re-validated, as after a crash; what recovery did is in ``log.recovery``.
+        After a crash the recovery point stays where it was until the next flush (Kafka).
         ``auto_high_watermark`` advances the high watermark to the log end on every append
-        (a partition with one replica); otherwise the caller advances it.
+        (a partition with one replica); otherwise the caller advances it. With a
+        ``scheduler``, deleted segments are removed after ``file.delete.delay.ms``.
         """
         directory = Path(directory)
         topic, partition = filenames.parse_partition_dir(directory.name)
@@ -171,6 +180,8 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             topic_id=topic_id,
             auto_high_watermark=auto_high_watermark,
+            scheduler=scheduler,
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
 
     @classmethod
@@ -205,24 +216,8 @@ class Log:
 
     def _rebuild_producer_state(self) -> None:
         """Load the newest valid snapshot, then replay the batches after it (Kafka's rebuild)."""
-        psm = self.producer_state
-        psm.truncate_and_reload(self._log_start_offset, self._next_offset, self._time_ms())
-        start = psm.map_end_offset
-        if start < self._next_offset:
-            for segment in self.segments.values(start):
-                start_position = segment.translate_offset(start)
-                position = start_position.position if start_position else segment.size
-                infos: dict = {}
-                completed: list = []
-                for _, batch in segment.log.batches_from(position):
-                    if batch.last_offset < start or batch.producer_id < 0:
-                        continue
-                    _update_producer_state(psm, batch, "replication", infos, completed)
-                for info in infos.values():
-                    psm.update(info)
-                for txn in completed:
-                    psm.complete_txn(txn)
-        psm.update_map_end_offset(self._next_offset)
+        rebuild_producer_state(self.producer_state, self.segments, self._log_start_offset,
+                               self._next_offset, self._time_ms())
 
     # -- offsets ---------------------------------------------------------------------
 
@@ -313,13 +308,14 @@ class Log:
     def _producer_checks(self, plan: AppendPlan, origin: str) -> LogAppendInfo | None:
         """Validate producer sequences/epochs; a duplicate batch returns its original offsets."""
         psm = self.producer_state
-        infos: dict = {}
-        completed: list = []
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
         for batch in plan.views:
-            if batch.producer_id < 0:
+            pid = batch.producer_id
+            if pid < 0:
                 continue
             if origin == "client" and not batch.is_control:
-                dup = psm.find_duplicate_batch(batch.producer_id, batch.producer_epoch,
+                dup = psm.find_duplicate_batch(pid, batch.producer_epoch,
                                                batch.base_sequence, batch.last_sequence)
                 if dup is not None:
                     return LogAppendInfo(
@@ -327,8 +323,12 @@ class Log:
                         self._log_start_offset, dup.last_offset - dup.first_offset + 1, 0, 0,
                         duplicate=True,
                     )
-            _update_producer_state(psm, batch, origin, infos, completed,
-                                   base_offset=plan.base_offsets[batch.position])
+            info = infos.get(pid)
+            if info is None:
+                info = infos[pid] = psm.prepare_update(pid, origin)
+            txn = apply_batch(info, batch, plan.base_offsets[batch.position])
+            if txn is not None:
+                completed.append(txn)
         plan.producer_infos = list(infos.values())
         plan.completed_txns = completed
         return None
@@ -496,10 +496,11 @@ class Log:
     def _collect_aborted(
         self, segments: Sequence[LogSegment], start: int, upper: int
     ) -> tuple[AbortedTxn, ...]:
+        # A transaction starting below ``upper`` may be aborted by a marker in any later
+        # segment: scan on (as Kafka does) until an entry's last stable offset reaches
+        # ``upper``, past which no marker can belong to a transaction of the range.
         aborted: list[AbortedTxn] = []
         for segment in segments:
-            if segment.base_offset >= upper:
-                break
             result = segment.collect_aborted_txns(start, upper)
             aborted.extend(result.aborted)
             if result.is_complete:
@@ -536,6 +537,132 @@ class Log:
                 return found
         return None
 
+    # -- truncation and the log start offset -------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch holding an offset >= ``target_offset`` (a follower truncating to
+        its leader). Segments, indexes, producer state, the epoch cache, the high watermark
+        and the recovery point stay consistent. Returns False when there was nothing to do."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.directory.name} to negative offset {target_offset}")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._next_offset:
+                # A leader may have assigned an epoch at the log end and written nothing in it.
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
+                return False
+            first = self.segments.first
+            if first is None or target_offset < first.base_offset:
+                self._truncate_fully(target_offset)
+                return True
+            doomed = [s for s in self.segments if s.base_offset >= target_offset]
+            if doomed and doomed[0] is self.segments.first:
+                doomed = doomed[1:]
+            self._remove_segments(doomed, "truncation")
+            active = self.segments.active
+            removed = active.truncate_to(target_offset)
+            active.offset_index.resize(self._config["segment.index.bytes"])
+            active.time_index.resize(self._config["segment.index.bytes"])
+            self._next_offset = active.read_next_offset()
+            self._after_truncation()
+            log.info("%s: truncated to offset %d (%d bytes from the active segment)",
+                     self.directory.name, self._next_offset, removed)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``new_offset``."""
+        if new_offset < 0:
+            raise ValueError(f"cannot restart {self.directory.name} at negative offset {new_offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(new_offset)
+
+    def _truncate_fully(self, new_offset: int) -> None:
+        self._remove_segments(self.segments.values(), "full truncation")
+        self.segments.add(self._open_segment(new_offset, ""))
+        self._next_offset = new_offset
+        self._log_start_offset = new_offset
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+        self.leader_epoch_cache.clear_and_flush()
+        self._recovery_point = new_offset
+        self._set_high_watermark(new_offset)
+        log.info("%s: truncated fully; the log now starts at offset %d",
+                 self.directory.name, new_offset)
+
+    def _after_truncation(self) -> None:
+        leo = self._next_offset
+        # Kafka: truncating below the log start offset moves the log start down with it.
+        self._log_start_offset = min(self._log_start_offset, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self._rebuild_producer_state()
+        self._recovery_point = min(self._recovery_point, leo)
+        if self._high_watermark > leo:
+            self._set_high_watermark(leo)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Kafka's DeleteRecords: move the log start offset up to ``offset`` (at most the high
+        watermark). Reads below it then raise OffsetOutOfRangeError; retention deletes the
+        segments that fall wholly below it. Returns the new log start offset."""
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.directory.name}: cannot delete records before offset {offset}: it is "
+                    f"above the high watermark {self._high_watermark}"
+                )
+            self.maybe_increment_log_start_offset(offset)
+            return self._log_start_offset
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Raise the log start offset (never lowers it); updates the epoch cache and producer
+        state. Returns True when it moved."""
+        with self._lock:
+            if offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset_incremented(offset)
+            if self._high_watermark < offset:
+                self._set_high_watermark(offset)
+            log.info("%s: log start offset is now %d", self.directory.name, offset)
+            return True
+
+    def _remove_segments(self, doomed: Sequence[LogSegment], reason: str) -> None:
+        """Take segments out of the log, rename their files to ``.deleted`` and remove them
+        after ``file.delete.delay.ms`` (at once without a scheduler), so readers holding a
+        slice of them finish first."""
+        if not doomed:
+            return
+        for segment in doomed:
+            self.segments.remove(segment.base_offset)
+            segment.change_file_suffixes("", filenames.DELETED_SUFFIX)
+            log.info("%s: scheduled segment %d for deletion (%s)", self.directory.name,
+                     segment.base_offset, reason)
+        first = self.segments.first
+        if first is not None:
+            # Kafka deletes the snapshots of deleted segments; below the first segment none
+            # can serve a rebuild (those above the log end go when producer state is rebuilt).
+            self.producer_state.delete_snapshots_before(first.base_offset)
+        delay = self._config["file.delete.delay.ms"]
+        if self._scheduler is None:
+            for segment in doomed:
+                segment.close()
+                segment.delete()
+        else:
+            self._pending_deletes.extend(doomed)
+            self._scheduler.schedule(
+                f"delete-segments-{self.directory.name}",
+                lambda: self._delete_now(doomed), delay_ms=delay,
+            )
+
+    def _delete_now(self, doomed: Sequence[LogSegment]) -> None:
+        with self._lock:
+            for segment in doomed:
+                if segment in self._pending_deletes:
+                    self._pending_deletes.remove(segment)
+                segment.close()
+                segment.delete()
+
     # -- flush and close -------------------------------------------------------------
 
     def flush(self, up_to_offset: int | None = None) -> None:
@@ -551,6 +678,33 @@ class Log:
             fsync_dir(self.directory)
             self._recovery_point = target
             self._last_flush_ms = self._time_ms()
+
+    @property
+    def last_flush_ms(self) -> int:
+        """When the log was last flushed (or opened)."""
+        return self._last_flush_ms
+
+    @property
+    def min_snapshots_offset_to_retain(self) -> int:
+        """The oldest producer snapshot worth keeping (Kafka's minSnapshotsOffsetToRetain):
+        the lower of the base of the last segment starting below the recovery point (where
+        recovery rebuilds from) and the base of the segment before the active one (where a
+        truncation rebuilds from)."""
+        with self._lock:
+            active = self.segments.active.base_offset
+            before_active = self.segments.floor(active - 1)
+            two_segments = before_active.base_offset if before_active else active
+            before_rp = self.segments.floor(self._recovery_point - 1)
+            recovery = before_rp.base_offset if before_rp else self._recovery_point
+            return min(recovery, two_segments)
+
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
+        """Delete the producer snapshots below ``min_snapshots_offset_to_retain`` (called once
+        the recovery point is checkpointed); returns that offset."""
+        with self._lock:
+            keep = self.min_snapshots_offset_to_retain
+            self.producer_state.delete_snapshots_before(keep)
+            return keep
 
     def maybe_flush_by_time(self, now_ms: int) -> bool:
         """Flush if the last flush is at least ``flush.ms`` old (the scheduler's check)."""
@@ -572,6 +726,10 @@ class Log:
             self.producer_state.take_snapshot()
             for segment in self.segments:
                 segment.close()
+            # Segments awaiting a scheduled delete keep their .deleted files for the loader.
+            for segment in self._pending_deletes:
+                segment.close()
+            self._pending_deletes.clear()
             self._closed = True
 
     def __enter__(self) -> Log:
@@ -588,32 +746,5 @@ class Log:
         return (
             f"Log({self.directory.name}, start={self._log_start_offset}, "
             f"end={self._next_offset}, segments={len(self.segments)})"
-        )
-
-
-def _update_producer_state(
-    psm: ProducerStateManager, batch: RecordBatch, origin: str, infos: dict, completed: list,
-    base_offset: int | None = None,
-) -> None:
-    """Feed one batch to the producer state manager (validating it for client appends)."""
-    pid = batch.producer_id
-    info = infos.get(pid)
-    if info is None:
-        info = infos[pid] = psm.prepare_update(pid, origin)
-    first = batch.base_offset if base_offset is None else base_offset
-    last = first + batch.last_offset_delta
-    if batch.is_control:
-        control = batch.control_record()
-        if control is not None and control.type in (0, 1):
-            txn = info.append_end_txn_marker(
-                control.type, batch.producer_epoch, first, batch.max_timestamp,
-                control.coordinator_epoch,
-            )
-            if txn is not None:
-                completed.append(txn)
-    else:
-        info.append_data_batch(
-            batch.producer_epoch, batch.base_sequence, batch.last_sequence, batch.max_timestamp,
-            first, last, batch.is_transactional,
         )
 

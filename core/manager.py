@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog import filenames
-from tierlog.atomic import atomic_write_text
+from tierlog.atomic import atomic_write_text, fsync_dir
 from tierlog.checkpoint import OffsetCheckpointFile
 from tierlog.config import LogConfig
 from tierlog.errors import ConfigError, InvalidTopicError, LogDirectoryError, TierlogError
@@ -101,6 +101,11 @@ class LogManager:
             log_dir.mkdir(parents=True, exist_ok=True)
             marker = log_dir / filenames.CLEAN_SHUTDOWN_FILE
             self.clean_shutdown[log_dir] = marker.exists()
+            if self.clean_shutdown[log_dir]:
+                # Kafka (KAFKA-10471) removes the marker before loading: loading may change
+                # files, and a crash from here on must count as unclean.
+                marker.unlink()
+                fsync_dir(log_dir)
             recovery = OffsetCheckpointFile(log_dir / filenames.RECOVERY_POINT_CHECKPOINT).read()
             starts = OffsetCheckpointFile(log_dir / filenames.LOG_START_OFFSET_CHECKPOINT).read()
             for child in sorted(log_dir.iterdir()):
@@ -132,9 +137,6 @@ class LogManager:
             self._logs[tp] = partition_log
             if tp in highwater:
                 partition_log.update_high_watermark(highwater[tp])
-        for log_dir in self.dirs:
-            # Kafka removes the marker once the logs are loaded: a crash from here on is unclean.
-            (log_dir / filenames.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         log.info("loaded %d partitions from %s", len(self._logs),
                  ", ".join(str(d) for d in self.dirs))
 
@@ -147,6 +149,8 @@ class LogManager:
             recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
             had_clean_shutdown=self.clean_shutdown[log_dir],
             auto_high_watermark=self.config["auto.high.watermark"],
+            scheduler=self.scheduler,
+            producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
         )
         return tp, partition_log
 
@@ -192,11 +196,14 @@ class LogManager:
                 directory = log_dir / filenames.partition_dir_name(name, p)
                 directory.mkdir(parents=True)
                 if overrides:
-                    _write_properties(directory / TOPIC_CONFIG_FILE, topic_config.overrides)
+                    # Only the topic's own overrides: broker defaults may change later.
+                    _write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
                 partition_log = Log.open(
                     directory, topic_config, time_ms=self._time_ms, topic_id=topic_id,
                     had_clean_shutdown=True,
                     auto_high_watermark=self.config["auto.high.watermark"],
+                    scheduler=self.scheduler,
+                    producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
                 )
                 self._logs[(name, p)] = partition_log
                 logs.append(partition_log)
@@ -263,9 +270,14 @@ class LogManager:
             partition_log.maybe_flush_by_time(now)
 
     def checkpoint_recovery_points(self) -> None:
+        """Write every dir's recovery-point checkpoint, then drop the producer snapshots
+        that recovery no longer needs (Kafka's deleteSnapshotsAfterRecoveryPointCheckpoint)."""
         for log_dir in self.dirs:
             self._checkpoint(log_dir, filenames.RECOVERY_POINT_CHECKPOINT,
                              lambda lg: lg.recovery_point)
+        for partition_log in list(self._logs.values()):
+            if not partition_log.closed:
+                partition_log.delete_snapshots_after_recovery_point_checkpoint()
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir in self.dirs:

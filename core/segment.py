@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+from crc32c import crc32c
 
 from tierlog import filenames
-from tierlog.errors import CorruptRecordError
+from tierlog.errors import CorruptRecordError, TruncatedBatchError
 from tierlog.index import (
     AbortedTxn,
     OffsetIndex,
@@ -22,6 +26,15 @@ from tierlog.index import (
     TimestampOffset,
     TransactionIndex,
     TxnIndexSearchResult,
+)
+from tierlog.records.batch import (
+    ATTRIBUTES,
+    CURRENT_MAGIC,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    RecordBatch,
 )
 from tierlog.records.file_records import (
     FileRecords,
@@ -33,6 +46,11 @@ from tierlog.records.file_records import (
 log = logging.getLogger(__name__)
 
 INT32_MAX = (1 << 31) - 1
+#: Bytes read per call by the recovery scan: big enough for few syscalls, small enough that
+#: the CRC reads the chunk from the CPU cache right after the copy.
+RECOVERY_CHUNK_BYTES = 1 << 20
+
+IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +79,14 @@ class RecoveryResult:
     """What recovering one segment found."""
 
     valid_bytes: int = 0
+    """Bytes of whole, valid batches kept."""
     truncated_bytes: int = 0
+    """Bytes cut from the end of the ``.log`` (from the first invalid byte on)."""
     batches: int = 0
+    next_offset: int = 0
+    """The offset after the last valid batch (the base offset when none is left)."""
     error: str | None = None
-    batch_headers: list = field(default_factory=list)
+    """Why the scan stopped early, if it did."""
 
 
 class LogSegment:
@@ -288,51 +310,149 @@ class LogSegment:
 
     # -- recovery and truncation -------------------------------------------------------
 
-    def rebuild_indexes(self, on_batch: Callable | None = None) -> RecoveryResult:
-        """Re-read every batch (header checks and CRC), rebuild the offset and time indexes,
-        and truncate the ``.log`` at the first invalid byte.
+    def rebuild_indexes(
+        self,
+        on_batch: Callable[[RecordBatch], None] | None = None,
+        on_epoch: Callable[[int, int], None] | None = None,
+    ) -> RecoveryResult:
+        """Re-read every batch (header sanity, CRC, increasing offsets), rebuild the offset
+        and time indexes, empty the transaction index, and truncate the ``.log`` at the
+        first invalid byte (Kafka's ``LogSegment.recover``).
 
-        ``on_batch(batch)`` lets the caller rebuild state that depends on the data
-        (producer state, the transaction index). Returns what was found.
+        ``on_batch(batch)`` is called for each batch with a producer id (the caller rebuilds
+        producer state and refills the transaction index); the view is only valid during the
+        call. ``on_epoch(epoch, offset)`` is called when a batch carries a leader epoch above
+        every earlier one. The file is read in big chunks into one reused buffer and the
+        index files are written whole at the end: recovery runs near the disk's read speed.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
-        self._bytes_since_last_index_entry = 0
+        base_offset = self.base_offset
+        interval = self.index_interval_bytes
+        self.txn_index.reset()
+        offset_entries: list[int] = []  # relative offset, position, ...
+        time_entries: list[int] = []  # timestamp, relative offset, ...
         result = RecoveryResult()
-        valid = 0
-        max_ts = self._max_timestamp_and_offset
-        since = 0
+        best_ts, best_offset, indexed_ts = -1, base_offset, -1
+        since = batches = 0
+        last_offset = base_offset - 1
+        max_last = base_offset + INT32_MAX
+        epoch_seen = -1
+        size = self.log.size_in_bytes()
+        buffer = bytearray(min(RECOVERY_CHUNK_BYTES, max(size, HEADER_SIZE)))
+        view = memoryview(buffer)
+        # Locals: this loop runs once per batch of every unflushed segment.
+        unpack, crc, header_size, overhead = HEADER.unpack_from, crc32c, HEADER_SIZE, LOG_OVERHEAD
+        magic, min_length, crc_start = CURRENT_MAGIC, MIN_BATCH_LENGTH, ATTRIBUTES
+        file_pos = pos = 0
         try:
-            for position, batch in self.log.batches_from(0):
-                batch.ensure_valid()
-                if batch.base_offset < self.base_offset:
-                    raise CorruptRecordError(
-                        f"batch at position {position} has offset {batch.base_offset}, below "
-                        f"the segment's base offset {self.base_offset}"
-                    )
-                if batch.max_timestamp > max_ts.timestamp:
-                    max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if since > self.index_interval_bytes:
-                    self.offset_index.append(batch.last_offset, position)
-                    self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-                    since = 0
-                size = batch.size_in_bytes
-                since += size
-                valid = position + size
-                result.batches += 1
-                if on_batch is not None:
-                    on_batch(batch)
+            while file_pos < size:
+                got = self.log.read_into(buffer, file_pos)
+                pos = 0
+                while pos + header_size <= got:
+                    (base, length, epoch, batch_magic, stored_crc, _attributes, delta, _base_ts,
+                     max_ts, producer_id, _producer_epoch, _base_seq, count) = unpack(buffer, pos)
+                    end = pos + length + overhead
+                    if batch_magic != magic or length < min_length:
+                        RecordBatch(buffer, pos, header_only=True)  # raises, naming the fault
+                    if end > got:
+                        break
+                    if crc(view[pos + crc_start:end]) != stored_crc:
+                        RecordBatch(buffer, pos).ensure_valid()  # raises, naming the fault
+                    last = base + delta
+                    if not (last_offset < base <= last <= max_last and 0 <= count <= delta + 1):
+                        self._raise_bad_offsets(buffer, pos, file_pos + pos, last_offset)
+                    if max_ts > best_ts:
+                        best_ts = max_ts
+                        best_offset = last
+                    if since > interval:
+                        offset_entries += (last - base_offset, file_pos + pos)
+                        if best_ts > indexed_ts:
+                            time_entries += (best_ts, best_offset - base_offset)
+                            indexed_ts = best_ts
+                        since = 0
+                    since += end - pos
+                    if epoch > epoch_seen:
+                        epoch_seen = epoch
+                        if on_epoch is not None:
+                            on_epoch(epoch, base)
+                    if producer_id >= 0 and on_batch is not None:
+                        on_batch(RecordBatch(buffer, pos))
+                    last_offset = last
+                    batches += 1
+                    pos = end
+                if pos == 0:
+                    # Not one whole batch in the chunk: a batch bigger than the buffer, or a
+                    # cut-off batch at the end of the file.
+                    if got < header_size:
+                        raise TruncatedBatchError(
+                            f"{got} trailing bytes are not a whole batch header "
+                            f"({header_size} bytes)"
+                        )
+                    needed = unpack(buffer, 0)[1] + overhead
+                    if file_pos + needed > size:
+                        raise TruncatedBatchError(
+                            f"the batch there (offset {unpack(buffer, 0)[0]}) declares "
+                            f"{needed} bytes but only {size - file_pos} remain"
+                        )
+                    view.release()
+                    buffer = bytearray(needed)
+                    view = memoryview(buffer)
+                    continue
+                file_pos += pos
+                pos = 0
         except CorruptRecordError as exc:  # includes TruncatedBatchError
-            result.error = str(exc)
-            log.warning("%s: invalid data at byte %d: %s", self.path, valid, exc)
-        self._max_timestamp_and_offset = max_ts
+            # Positions in the message are within the read chunk; the prefix has the file's.
+            result.error = f"invalid data at byte {file_pos + pos}: {exc}"
+            log.warning("%s: %s", self.path, result.error)
+        finally:
+            view.release()
+        result.batches = batches
+        valid = file_pos + pos
+        if best_ts >= 0 and best_ts > indexed_ts:
+            # The entry a roll or close appends: the segment's max timestamp.
+            time_entries += (best_ts, best_offset - base_offset)
+        self.offset_index = self._rewrite_index(self.offset_index, offset_entries, "ii")
+        self.time_index = self._rewrite_index(self.time_index, time_entries, "qi")
+        self._max_timestamp_and_offset = TimestampOffset(best_ts, best_offset)
         self._bytes_since_last_index_entry = since
-        if max_ts.timestamp >= 0:
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self._rolling_based_timestamp = None
         result.valid_bytes = valid
+        result.next_offset = last_offset + 1
         result.truncated_bytes = self.log.truncate_to(valid)
         return result
+
+    def _raise_bad_offsets(self, buffer: bytearray, pos: int, position: int,
+                           previous_last: int) -> None:
+        batch = RecordBatch(buffer, pos)
+        batch.ensure_valid()  # negative counts and deltas are named there
+        if batch.base_offset <= previous_last or batch.base_offset < self.base_offset:
+            raise CorruptRecordError(
+                f"batch at position {position} has offset {batch.base_offset}, not above "
+                f"{max(previous_last, self.base_offset - 1)} (the previous batch's last offset "
+                f"or the segment's base offset {self.base_offset})"
+            )
+        raise CorruptRecordError(
+            f"batch at position {position} ends at offset {batch.last_offset}, beyond the "
+            f"4-byte relative offsets of the segment at base offset {self.base_offset}"
+        )
+
+    def _rewrite_index(self, index: IndexT, fields: list[int], entry_format: str) -> IndexT:
+        """Replace an index file with ``fields`` (flat, big-endian ``entry_format`` entries)
+        in one write and map it again, trimmed to its entries (the Log grows the active
+        segment's index back)."""
+        path, max_size = index.path, index.max_index_size
+        index.delete_if_exists()
+        count = len(fields) // len(entry_format)
+        data = struct.pack(">" + entry_format * count, *fields) if count else b""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        finally:
+            os.close(fd)
+        rebuilt = type(index)(path, self.base_offset, max_size)
+        rebuilt.trim_to_valid_size()
+        return rebuilt
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset``; returns bytes removed.
@@ -347,12 +467,22 @@ class LogSegment:
             return 0
         # The batch holding `offset` starts at mapping.position: cut there.
         removed = self.log.truncate_to(mapping.position)
-        self._rolling_based_timestamp = None if mapping.position == 0 else self._rolling_based_timestamp
-        self._max_timestamp_and_offset = None
-        if self.time_index.entries == 0:
-            self._max_timestamp_and_offset = TimestampOffset(-1, self.base_offset)
+        if self.size == 0:
+            self.created_ms = self._time_ms()
+            self._rolling_based_timestamp = None
+        self._max_timestamp_and_offset = self._read_largest_timestamp()
         self._bytes_since_last_index_entry = self._bytes_since_index_end()
         return removed
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        """The time index's last entry, or a larger max timestamp among the batches after
+        the position it indexes (the time index is sparse; Kafka's readLargestTimestamp)."""
+        last = self.time_index.last_entry
+        position = self.offset_index.lookup(last.offset).position
+        later = self.log.largest_timestamp_after(position)
+        if later.timestamp > last.timestamp:
+            return TimestampOffset(later.timestamp, later.offset)
+        return last
 
     def _bytes_since_index_end(self) -> int:
         last = self.offset_index.lookup(self.offset_index.last_offset)

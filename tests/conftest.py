@@ -41,3 +41,43 @@ def kafka_logdir(tmp_path: Path) -> Path:
     for path in target.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     return target
+
+
+# -- S3 over HTTP: moto's ThreadedMotoServer on loopback, one per test session ---------------
+
+S3_BUCKET = "tierlog-tests"
+S3_ACCESS_KEY = "AKIATIERLOGTESTKEY01"
+S3_SECRET = "tierlog-secret-Zq8vW3nL5pR7tY2u"  # a dummy, but must never be logged
+S3_REGION = "us-east-1"
+
+
+def s3_client(endpoint: str):
+    import s3fs
+
+    return s3fs.S3FileSystem(key=S3_ACCESS_KEY, secret=S3_SECRET, endpoint_url=endpoint,
+                             client_kwargs={"region_name": S3_REGION}, skip_instance_cache=True)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """moto's S3 over real HTTP on an ephemeral loopback port, with the test bucket created."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    s3_client(endpoint).call_s3("create_bucket", Bucket=S3_BUCKET)
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture
+def s3_options(s3_endpoint, monkeypatch):
+    """Storage options of the s3 plugin for the moto server; real AWS config kept away."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-dummy-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-dummy-secret")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    return {"endpoint_url": s3_endpoint, "key": S3_ACCESS_KEY, "secret": S3_SECRET,
+            "region": S3_REGION}

@@ -90,7 +90,9 @@ def test_fixture_snapshot_and_epoch_checkpoint_load(kafka_logdir):
         assert log.leader_epoch_cache.latest_epoch == 0
         assert log.log_end_offset == 13
     patient = kafka_logdir / "TestTopicPatient-0"
-    with Log.open(patient) as log:
+    # The broker wrote this in January 2026: open it "then", or the idle producers expire
+    # (producer.id.expiration.ms) exactly as Kafka would expire them.
+    with Log.open(patient, time_ms=lambda: 1_769_793_578_165 + 1000) as log:
         assert log.topic == "TestTopicPatient"
         assert log.topic_id == "B3_HiNPgSQ6oxG9ZZ6ED5A"
         # Producer ids 1-3 wrote this topic idempotently; their state is rebuilt from the log.

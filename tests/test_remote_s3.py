@@ -22,28 +22,13 @@ from tierlog.remote import FsspecRemoteStorageManager, IndexType, TopicIdPartiti
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
-BUCKET = "tierlog-tests"
-ACCESS_KEY = "AKIATIERLOGTESTKEY01"
-SECRET = "tierlog-secret-Zq8vW3nL5pR7tY2u"  # a dummy, but must never be logged
-REGION = "us-east-1"
+from conftest import S3_ACCESS_KEY as ACCESS_KEY
+from conftest import S3_BUCKET as BUCKET
+from conftest import S3_REGION as REGION
+from conftest import S3_SECRET as SECRET
+from conftest import s3_client as _client
+
 TIP = TopicIdPartition("q0Vs7vGvSZ6ljmj-ZmXC1A", "clicks", 0)
-
-
-def _client(endpoint: str) -> Any:
-    return s3fs.S3FileSystem(key=ACCESS_KEY, secret=SECRET, endpoint_url=endpoint,
-                             client_kwargs={"region_name": REGION}, skip_instance_cache=True)
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3 over real HTTP on an ephemeral port, with the test bucket created."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    _client(endpoint).call_s3("create_bucket", Bucket=BUCKET)
-    yield endpoint
-    server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -53,13 +38,8 @@ def s3_reader_fs(s3_endpoint: str) -> Any:
 
 
 @pytest.fixture
-def options(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    # Keep botocore away from the developer's real credentials and config files.
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-dummy-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-dummy-secret")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    return {"endpoint_url": s3_endpoint, "key": ACCESS_KEY, "secret": SECRET, "region": REGION}
+def options(s3_options: dict[str, Any]) -> dict[str, Any]:
+    return s3_options
 
 
 @pytest.fixture

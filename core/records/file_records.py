@@ -276,6 +276,22 @@ class FileRecords:
         """Read ``size`` bytes at ``position`` (fewer only if the file is shorter)."""
         return os.pread(self.fileno(), size, position)
 
+    def read_into(self, buffer: bytearray | memoryview, position: int) -> int:
+        """Fill ``buffer`` from ``position`` without allocating, stopping at the valid size;
+        returns the number of bytes read (the recovery scan reuses one buffer)."""
+        fd = self.fileno()
+        want = min(len(buffer), self._size - position)
+        if want <= 0:
+            return 0
+        view = memoryview(buffer)[:want] if want < len(buffer) else buffer
+        done = 0
+        while done < want:
+            n = os.preadv(fd, [view[done:] if done else view], position + done)
+            if n == 0:
+                break  # the file is shorter than its recorded size
+            done += n
+        return done
+
     def slice(self, position: int, size: int) -> FileSlice:
         end = min(self._size, position + size)
         return FileSlice(self, position, max(0, end - position))
