@@ -229,7 +229,7 @@ class LogLoader:
             )
             segment = self.open_segment(base, "")
             self.report.segments_loaded += 1
-            if missing_index:
+            if missing_index or segment.missing_extra_indexes:
                 self._rebuild(segments, segment, "missing index")
             elif base < first_unflushed:
                 problem = _index_problem(segment)
@@ -431,6 +431,8 @@ def _index_problem(segment: LogSegment) -> str | None:
         segment.offset_index.sanity_check()
         segment.time_index.sanity_check()
         segment.txn_index.sanity_check()
+        for index in segment.extra_indexes.values():
+            index.sanity_check()
     except CorruptIndexError as exc:
         return str(exc)
     index = segment.offset_index

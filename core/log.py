@@ -18,15 +18,10 @@ from typing import Any
 from tierlog import filenames
 from tierlog.appender import AppendPlan, plan_append
 from tierlog.atomic import fsync_dir
-from tierlog.config import LogConfig
-from tierlog.errors import (
-    LogClosedError,
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-)
-from tierlog.fetch import FetchDataInfo, check_isolation
-from tierlog.index import AbortedTxn
 from tierlog.checkpoint import LeaderEpochCheckpointFile
+from tierlog.config import LogConfig
+from tierlog.errors import LogClosedError, RecordBatchTooLargeError
+from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.loader import LogLoader, RecoveryReport, apply_batch, rebuild_producer_state
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
@@ -36,20 +31,19 @@ from tierlog.producer_state import (
     ProducerAppendInfo,
     ProducerStateManager,
 )
+from tierlog.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
+from tierlog.log_retention import LogRetention
+from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.records.builder import build_batch, build_control_batch
 from tierlog.records.compression import codec_id
-from tierlog.records.file_records import TimestampAndOffset
 from tierlog.records.record import Record
-from tierlog.segment import LogSegment, RollParams
 from tierlog.scheduler import Scheduler
+from tierlog.segment import LogSegment, RollParams
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
 
-#: Kafka's special timestamps for offset lookups (ListOffsets).
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
+__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
 
 
 def _now_ms() -> int:
@@ -72,11 +66,12 @@ class LogAppendInfo:
     duplicate: bool = False
 
 
-class Log:
+class Log(LogReads, LogRetention):
     """A partition's log: segments on disk plus the offsets that describe them.
 
     Thread-safe: appends, rolls and truncations hold the log's lock; reads take a consistent
-    view of the segments and offsets under it and then read without it.
+    view of the segments and offsets under it and then read without it. The read side is in
+    :mod:`tierlog.log_reads`, truncation and retention in :mod:`tierlog.log_retention`.
     """
 
     def __init__(
@@ -95,8 +90,21 @@ class Log:
         auto_high_watermark: bool = False,
         scheduler: Scheduler | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        plugins: PluginHost | None = None,
+        leader_epoch: int | None = None,
     ) -> None:
         self.directory = directory
+        host = plugins or get_plugins()
+        self._hook = host.hook
+        self._extra_index_types = [
+            t for t in host.registries.index_types.values()
+            if not t.builtin and t.enabled_for(config)
+        ]
+        #: The epoch stamped into appended batches (a leader's epoch), or None to keep theirs.
+        self.leader_epoch = leader_epoch
+        #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
+        self.remote: Any = None
+        self._highest_offset_in_remote = -1
         self._scheduler = scheduler
         self.topic = topic
         self.partition = partition
@@ -128,6 +136,9 @@ class Log:
         self.recovery: RecoveryReport = loader.report
         self._next_offset = self.recovery.log_end_offset
         self._log_start_offset = self.recovery.log_start_offset
+        if config["remote.storage.enable"] and 0 <= log_start_offset < self._log_start_offset:
+            # Tiered: older offsets live remotely, so the log may start before its local data.
+            self._log_start_offset = log_start_offset
         self._recovery_point = self.recovery.recovery_point
         self._high_watermark = self._log_start_offset
         if auto_high_watermark:
@@ -156,6 +167,8 @@ class Log:
         auto_high_watermark: bool = False,
         scheduler: Scheduler | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        plugins: PluginHost | None = None,
+        leader_epoch: int | None = None,
     ) -> Log:
         """Open (creating if needed) the partition directory ``<topic>-<partition>``.
 
@@ -165,6 +178,8 @@ class Log:
         ``auto_high_watermark`` advances the high watermark to the log end on every append
         (a partition with one replica); otherwise the caller advances it. With a
         ``scheduler``, deleted segments are removed after ``file.delete.delay.ms``.
+        ``plugins`` (default: the process-wide plugin host) supplies plugin index types and
+        receives lifecycle events; ``leader_epoch`` is stamped into appended batches.
         """
         directory = Path(directory)
         topic, partition = filenames.parse_partition_dir(directory.name)
@@ -182,6 +197,8 @@ class Log:
             auto_high_watermark=auto_high_watermark,
             scheduler=scheduler,
             producer_id_expiration_ms=producer_id_expiration_ms,
+            plugins=plugins,
+            leader_epoch=leader_epoch,
         )
 
     @classmethod
@@ -212,6 +229,8 @@ class Log:
             time_ms=self._time_ms,
             preallocate_bytes=config["segment.bytes"] if config["preallocate"] else 0,
             suffix=suffix,
+            extra_index_types=self._extra_index_types,
+            config=config,
         )
 
     def _rebuild_producer_state(self) -> None:
@@ -269,6 +288,29 @@ class Log:
     def size_in_bytes(self) -> int:
         return self.segments.size_in_bytes()
 
+    # -- tiered storage ----------------------------------------------------------------
+
+    @property
+    def remote_storage_enabled(self) -> bool:
+        return bool(self._config["remote.storage.enable"])
+
+    @property
+    def highest_offset_in_remote(self) -> int:
+        """The last offset the remote tier holds (-1: none); local segments at or below it
+        may be deleted by local retention."""
+        return self._highest_offset_in_remote
+
+    def attach_remote(self, reader: Any, highest_offset_in_remote: int) -> None:
+        """Called by the RemoteLogManager: reads below the local log start offset go to
+        ``reader`` from now on."""
+        with self._lock:
+            self.remote = reader
+            self._highest_offset_in_remote = highest_offset_in_remote
+
+    def update_highest_offset_in_remote(self, offset: int) -> None:
+        with self._lock:
+            self._highest_offset_in_remote = max(self._highest_offset_in_remote, offset)
+
     # -- appending -------------------------------------------------------------------
 
     def append(
@@ -288,6 +330,8 @@ class Log:
         with self._lock:
             self._check_open()
             now = self._time_ms()
+            if leader_epoch is None and origin != "replication":
+                leader_epoch = self.leader_epoch
             plan = plan_append(
                 data, config=self._config, next_offset=self._next_offset, now_ms=now,
                 assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
@@ -296,7 +340,7 @@ class Log:
             if duplicate is not None:
                 return duplicate
             segment = self._maybe_roll(plan, now)
-            segment.append(plan.pieces, plan.batches)
+            segment.append(plan.pieces, plan.batches, plan.views)
             self._next_offset = plan.last_offset + 1
             self._after_append(plan, segment)
             return LogAppendInfo(
@@ -426,242 +470,8 @@ class Log:
         segment = self._open_segment(new_base, "")
         self.segments.add(segment)
         log.info("%s: rolled new segment at offset %d", self.directory.name, new_base)
+        self._hook.tierlog_segment_rolled(log=self, segment=active)
         return segment
-
-    # -- reading ---------------------------------------------------------------------
-
-    def read(
-        self,
-        offset: int,
-        max_bytes: int = 1 << 20,
-        *,
-        isolation: str = "log_end",
-        max_offset: int | None = None,
-        min_one_message: bool = True,
-    ) -> FetchDataInfo:
-        """Read batches from ``offset``: at most ``max_bytes`` (but at least one whole batch
-        when ``min_one_message``), capped by the isolation level: ``log_end`` (everything
-        appended), ``read_uncommitted`` (the high watermark) or ``read_committed`` (the last
-        stable offset, with the aborted transactions of the range)."""
-        check_isolation(isolation)
-        with self._lock:
-            self._check_open()
-            start, leo = self._log_start_offset, self._next_offset
-            if isolation == "log_end":
-                upper = leo
-            elif isolation == "read_uncommitted":
-                upper = self._high_watermark
-            else:
-                upper = self.last_stable_offset
-            if max_offset is not None:
-                upper = min(upper, max_offset)
-            segments = self.segments.values(offset)
-        if offset < start or offset > leo:
-            raise OffsetOutOfRangeError(
-                f"{self.directory.name}: offset {offset} is out of range "
-                f"[{start}, {leo}] (log start offset, log end offset)"
-            )
-        if offset >= upper:
-            return FetchDataInfo.empty(offset, upper, isolation)
-        for i, segment in enumerate(segments):
-            if segment.base_offset >= upper:
-                break
-            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else leo
-            max_position = None
-            if upper < next_base:
-                max_position = self._position_of_upper_bound(segment, upper)
-            result = segment.read(offset, max_bytes, max_position, min_one_message)
-            if result is None:
-                continue
-            start_pos, data, incomplete = result
-            aborted = None
-            if isolation == "read_committed":
-                aborted = self._collect_aborted(segments[i:], offset, upper)
-            return FetchDataInfo(offset, upper, data, isolation, incomplete, aborted)
-        return FetchDataInfo.empty(offset, upper, isolation)
-
-    @staticmethod
-    def _position_of_upper_bound(segment: LogSegment, upper: int) -> int | None:
-        """The file position a read capped at ``upper`` stops at: the start of the batch holding
-        ``upper``, or its end when that batch also holds offsets below ``upper`` (a cap chosen
-        by the caller; the high watermark and LSO always fall on batch boundaries)."""
-        cap = segment.translate_offset(upper)
-        if cap is None:
-            return None
-        header = segment.log.read_header(cap.position)
-        if header is not None and header.base_offset < upper:
-            return cap.position + cap.size
-        return cap.position
-
-    def _collect_aborted(
-        self, segments: Sequence[LogSegment], start: int, upper: int
-    ) -> tuple[AbortedTxn, ...]:
-        # A transaction starting below ``upper`` may be aborted by a marker in any later
-        # segment: scan on (as Kafka does) until an entry's last stable offset reaches
-        # ``upper``, past which no marker can belong to a transaction of the range.
-        aborted: list[AbortedTxn] = []
-        for segment in segments:
-            result = segment.collect_aborted_txns(start, upper)
-            aborted.extend(result.aborted)
-            if result.is_complete:
-                break
-        return tuple(aborted)
-
-    def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The earliest offset whose record timestamp is >= ``timestamp`` (None if none)."""
-        found = self.fetch_offset_by_timestamp(timestamp)
-        return None if found is None else found.offset
-
-    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """Kafka's ListOffsets for one partition, including -2 (earliest), -1 (latest) and
-        -3 (the record with the max timestamp)."""
-        with self._lock:
-            self._check_open()
-            segments = self.segments.values()
-            start = self._log_start_offset
-            leo = self._next_offset
-        if timestamp == EARLIEST_TIMESTAMP:
-            return TimestampAndOffset(-1, start)
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, leo)
-        if timestamp == MAX_TIMESTAMP:
-            best = max(segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0:
-                return None
-            return TimestampAndOffset(best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far)
-        for segment in segments:
-            if segment.max_timestamp_so_far < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                return found
-        return None
-
-    # -- truncation and the log start offset -------------------------------------------
-
-    def truncate_to(self, target_offset: int) -> bool:
-        """Remove every batch holding an offset >= ``target_offset`` (a follower truncating to
-        its leader). Segments, indexes, producer state, the epoch cache, the high watermark
-        and the recovery point stay consistent. Returns False when there was nothing to do."""
-        if target_offset < 0:
-            raise ValueError(f"cannot truncate {self.directory.name} to negative offset {target_offset}")
-        with self._lock:
-            self._check_open()
-            if target_offset >= self._next_offset:
-                # A leader may have assigned an epoch at the log end and written nothing in it.
-                self.leader_epoch_cache.truncate_from_end(self._next_offset)
-                return False
-            first = self.segments.first
-            if first is None or target_offset < first.base_offset:
-                self._truncate_fully(target_offset)
-                return True
-            doomed = [s for s in self.segments if s.base_offset >= target_offset]
-            if doomed and doomed[0] is self.segments.first:
-                doomed = doomed[1:]
-            self._remove_segments(doomed, "truncation")
-            active = self.segments.active
-            removed = active.truncate_to(target_offset)
-            active.offset_index.resize(self._config["segment.index.bytes"])
-            active.time_index.resize(self._config["segment.index.bytes"])
-            self._next_offset = active.read_next_offset()
-            self._after_truncation()
-            log.info("%s: truncated to offset %d (%d bytes from the active segment)",
-                     self.directory.name, self._next_offset, removed)
-            return True
-
-    def truncate_fully_and_start_at(self, new_offset: int) -> None:
-        """Delete every segment and restart the log, empty, at ``new_offset``."""
-        if new_offset < 0:
-            raise ValueError(f"cannot restart {self.directory.name} at negative offset {new_offset}")
-        with self._lock:
-            self._check_open()
-            self._truncate_fully(new_offset)
-
-    def _truncate_fully(self, new_offset: int) -> None:
-        self._remove_segments(self.segments.values(), "full truncation")
-        self.segments.add(self._open_segment(new_offset, ""))
-        self._next_offset = new_offset
-        self._log_start_offset = new_offset
-        self.producer_state.truncate_fully_and_start_at(new_offset)
-        self.leader_epoch_cache.clear_and_flush()
-        self._recovery_point = new_offset
-        self._set_high_watermark(new_offset)
-        log.info("%s: truncated fully; the log now starts at offset %d",
-                 self.directory.name, new_offset)
-
-    def _after_truncation(self) -> None:
-        leo = self._next_offset
-        # Kafka: truncating below the log start offset moves the log start down with it.
-        self._log_start_offset = min(self._log_start_offset, leo)
-        self.leader_epoch_cache.truncate_from_end(leo)
-        self._rebuild_producer_state()
-        self._recovery_point = min(self._recovery_point, leo)
-        if self._high_watermark > leo:
-            self._set_high_watermark(leo)
-
-    def delete_records_before(self, offset: int) -> int:
-        """Kafka's DeleteRecords: move the log start offset up to ``offset`` (at most the high
-        watermark). Reads below it then raise OffsetOutOfRangeError; retention deletes the
-        segments that fall wholly below it. Returns the new log start offset."""
-        with self._lock:
-            self._check_open()
-            if offset > self._high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"{self.directory.name}: cannot delete records before offset {offset}: it is "
-                    f"above the high watermark {self._high_watermark}"
-                )
-            self.maybe_increment_log_start_offset(offset)
-            return self._log_start_offset
-
-    def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Raise the log start offset (never lowers it); updates the epoch cache and producer
-        state. Returns True when it moved."""
-        with self._lock:
-            if offset <= self._log_start_offset:
-                return False
-            self._log_start_offset = offset
-            self.leader_epoch_cache.truncate_from_start(offset)
-            self.producer_state.on_log_start_offset_incremented(offset)
-            if self._high_watermark < offset:
-                self._set_high_watermark(offset)
-            log.info("%s: log start offset is now %d", self.directory.name, offset)
-            return True
-
-    def _remove_segments(self, doomed: Sequence[LogSegment], reason: str) -> None:
-        """Take segments out of the log, rename their files to ``.deleted`` and remove them
-        after ``file.delete.delay.ms`` (at once without a scheduler), so readers holding a
-        slice of them finish first."""
-        if not doomed:
-            return
-        for segment in doomed:
-            self.segments.remove(segment.base_offset)
-            segment.change_file_suffixes("", filenames.DELETED_SUFFIX)
-            log.info("%s: scheduled segment %d for deletion (%s)", self.directory.name,
-                     segment.base_offset, reason)
-        first = self.segments.first
-        if first is not None:
-            # Kafka deletes the snapshots of deleted segments; below the first segment none
-            # can serve a rebuild (those above the log end go when producer state is rebuilt).
-            self.producer_state.delete_snapshots_before(first.base_offset)
-        delay = self._config["file.delete.delay.ms"]
-        if self._scheduler is None:
-            for segment in doomed:
-                segment.close()
-                segment.delete()
-        else:
-            self._pending_deletes.extend(doomed)
-            self._scheduler.schedule(
-                f"delete-segments-{self.directory.name}",
-                lambda: self._delete_now(doomed), delay_ms=delay,
-            )
-
-    def _delete_now(self, doomed: Sequence[LogSegment]) -> None:
-        with self._lock:
-            for segment in doomed:
-                if segment in self._pending_deletes:
-                    self._pending_deletes.remove(segment)
-                segment.close()
-                segment.delete()
 
     # -- flush and close -------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from crc32c import crc32c
 
@@ -27,6 +27,7 @@ from tierlog.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
+from tierlog.index.plugin import SegmentIndex
 from tierlog.records.batch import (
     ATTRIBUTES,
     CURRENT_MAGIC,
@@ -107,6 +108,8 @@ class LogSegment:
         index_interval_bytes: int,
         rolling_jitter_ms: int,
         time_ms: Callable[[], int],
+        extra_indexes: dict[str, SegmentIndex] | None = None,
+        missing_extra_indexes: bool = False,
     ) -> None:
         self.log = log_file
         self.offset_index = offset_index
@@ -120,6 +123,10 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
+        #: Index types contributed by plugins, by name (fed on append, rebuilt on recovery).
+        self.extra_indexes: dict[str, SegmentIndex] = extra_indexes or {}
+        #: True when a plugin index file was absent at open, so its data must be rebuilt.
+        self.missing_extra_indexes = missing_extra_indexes
 
     # -- construction ----------------------------------------------------------------
 
@@ -135,12 +142,22 @@ class LogSegment:
         time_ms: Callable[[], int] | None = None,
         preallocate_bytes: int = 0,
         suffix: str = "",
+        extra_index_types: Sequence[Any] = (),
+        config: Any = None,
     ) -> LogSegment:
-        """Open or create the files of the segment at ``base_offset`` in ``directory``."""
+        """Open or create the files of the segment at ``base_offset`` in ``directory``;
+        ``extra_index_types`` are plugin index types (opened with ``config``)."""
         clock = time_ms or (lambda: int(time.time() * 1000))
         log_file = FileRecords.open(
             filenames.log_file(directory, base_offset, suffix), preallocate_bytes=preallocate_bytes
         )
+        extras: dict[str, SegmentIndex] = {}
+        missing = False
+        prefix = filenames.filename_prefix_from_offset(base_offset)
+        for index_type in extra_index_types:
+            path = directory / f"{prefix}{index_type.suffix}{suffix}"
+            missing = missing or not path.exists()
+            extras[index_type.name] = index_type.open(path, base_offset, config)
         return cls(
             log_file,
             OffsetIndex(filenames.offset_index_file(directory, base_offset, suffix), base_offset,
@@ -153,6 +170,8 @@ class LogSegment:
             index_interval_bytes,
             rolling_jitter_ms,
             clock,
+            extras,
+            missing and log_file.size_in_bytes() > 0,
         )
 
     # -- facts -----------------------------------------------------------------------
@@ -194,12 +213,16 @@ class LogSegment:
 
     # -- appending -------------------------------------------------------------------
 
-    def append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[AppendedBatch]) -> None:
+    def append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[AppendedBatch],
+               views: Sequence[RecordBatch] = ()) -> None:
         """Write the batches (as ``pieces`` for one vectored write) and feed the indexes.
 
         The offsets must already be assigned and greater than anything in the segment.
+        ``views`` are the batches as the producer sent them, for plugin indexes.
         """
         position = self.log.size_in_bytes()
+        if self.extra_indexes:
+            self._feed_extra_indexes(position, batches, views)
         self.log.append_pieces(pieces)
         max_ts = self._max_ts_and_offset()
         interval = self.index_interval_bytes
@@ -215,6 +238,25 @@ class LogSegment:
             since += batch.size
         self._bytes_since_last_index_entry = since
         self._max_timestamp_and_offset = max_ts
+
+    def _feed_extra_indexes(self, position: int, batches: Sequence[AppendedBatch],
+                            views: Sequence[RecordBatch]) -> None:
+        for batch, view in zip(batches, views):
+            base = batch.last_offset - view.last_offset_delta
+            for index in self.extra_indexes.values():
+                index.on_append(view, base, position)
+            position += batch.size
+
+    def rebuild_extra_indexes(self) -> None:
+        """Reset the plugin indexes and feed them every batch of the segment again."""
+        if not self.extra_indexes:
+            return
+        for index in self.extra_indexes.values():
+            index.reset()
+        for position, batch in self.log.batches_from(0):
+            for index in self.extra_indexes.values():
+                index.on_append(batch, batch.base_offset, position)
+        self.missing_extra_indexes = False
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
         self.txn_index.append(txn)
@@ -418,6 +460,7 @@ class LogSegment:
         result.valid_bytes = valid
         result.next_offset = last_offset + 1
         result.truncated_bytes = self.log.truncate_to(valid)
+        self.rebuild_extra_indexes()
         return result
 
     def _raise_bad_offsets(self, buffer: bytearray, pos: int, position: int,
@@ -472,6 +515,7 @@ class LogSegment:
             self._rolling_based_timestamp = None
         self._max_timestamp_and_offset = self._read_largest_timestamp()
         self._bytes_since_last_index_entry = self._bytes_since_index_end()
+        self.rebuild_extra_indexes()
         return removed
 
     def _read_largest_timestamp(self) -> TimestampOffset:
@@ -495,6 +539,8 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
+        for index in self.extra_indexes.values():
+            index.flush()
 
     def close(self) -> None:
         """Trim and close every file (the final time index entry is written first)."""
@@ -504,6 +550,8 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
+        for index in self.extra_indexes.values():
+            index.close()
         self.log.close()
 
     def delete(self) -> None:
@@ -511,17 +559,27 @@ class LogSegment:
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
         self.txn_index.delete_if_exists()
+        for index in self.extra_indexes.values():
+            index.delete_if_exists()
         self.log.delete_if_exists()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename all files from ``<name><old_suffix>`` to ``<name><new_suffix>``."""
         for item in (self.log, self.offset_index, self.time_index, self.txn_index):
-            path = item.path
-            name = path.name[: len(path.name) - len(old_suffix)] if old_suffix else path.name
-            if old_suffix and not path.name.endswith(old_suffix):
-                raise ValueError(f"{path} does not end with {old_suffix!r}")
-            if path.exists():
-                item.rename_to(path.with_name(name + new_suffix))
+            target = _with_suffix_replaced(item.path, old_suffix, new_suffix)
+            if item.path.exists():
+                item.rename_to(target)
+        for index in self.extra_indexes.values():
+            # A plugin index may live only in memory so far; it renames itself.
+            index.rename_to(_with_suffix_replaced(index.path, old_suffix, new_suffix))
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.path})"
+
+
+def _with_suffix_replaced(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    """``<name><old_suffix>`` -> ``<name><new_suffix>`` (old may be empty: append)."""
+    if old_suffix and not path.name.endswith(old_suffix):
+        raise ValueError(f"{path} does not end with {old_suffix!r}")
+    stem = path.name[: len(path.name) - len(old_suffix)] if old_suffix else path.name
+    return path.with_name(stem + new_suffix)

@@ -306,3 +306,31 @@ def test_record_batch_header_of_appended_data_is_kafka_layout(log):
     assert (base_offset, magic) == (0, 2)
     assert length + 12 == len(raw)
     assert RecordBatch(raw).records()[0].key is None
+
+
+def test_one_append_of_more_batches_than_iov_max(log, clock):
+    single = build_batch([Record(key=b"k", value=b"v")], now_ms=clock.now)
+    info = log.append(single * 3000)
+    assert (info.first_offset, info.last_offset) == (0, 2999)
+    assert [r.offset for r in log.read(2990).records()] == list(range(2990, 3000))
+
+
+def test_a_failed_write_leaves_no_partial_batch(log, clock, monkeypatch):
+    import os as _os
+
+    log.append_records(_records(2))
+    path = log.segments.active.path
+    size = path.stat().st_size
+    real = _os.pwritev
+
+    def full_disk(fd, buffers, offset):
+        real(fd, [bytes(buffers[0])[:10]], offset)  # a torn write, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_os, "pwritev", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        log.append_records(_records(3))
+    monkeypatch.setattr(_os, "pwritev", real)
+    assert path.stat().st_size == size
+    assert log.log_end_offset == 2
+    assert log.append_records(_records(1)).first_offset == 2

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 _OFFSET_AND_SIZE = struct.Struct(">qi")
 #: Bytes read per call when walking a file batch by batch.
 SCAN_CHUNK_BYTES = 1 << 20
+#: Most buffers one pwritev call accepts (Linux: 1024).
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 #: Bytes a single os.sendfile call is asked to send.
 _SENDFILE_CHUNK = 1 << 30
 
@@ -211,21 +213,32 @@ class FileRecords:
         return self.append_pieces((data,))
 
     def append_pieces(self, pieces: Sequence[bytes | bytearray | memoryview]) -> int:
-        """Append the concatenation of ``pieces`` with one positional vectored write."""
+        """Append the concatenation of ``pieces`` with positional vectored writes (at most
+        IOV_MAX pieces per call). If a write fails (a full disk), the file is cut back to its
+        previous size before the error propagates, so no partial batch is left behind."""
         fd = self.fileno()
-        total = sum(len(piece) for piece in pieces)
-        written = os.pwritev(fd, pieces, self._size)
-        if written != total:
-            self._finish_short_write(fd, pieces, written)
-        self._size += total
-        return total
+        start = position = self._size
+        try:
+            for first in range(0, len(pieces), _IOV_MAX):
+                chunk = pieces[first:first + _IOV_MAX]
+                size = sum(len(piece) for piece in chunk)
+                written = os.pwritev(fd, chunk, position)
+                if written != size:
+                    self._finish_short_write(fd, chunk, written, position)
+                position += size
+        except BaseException:
+            os.ftruncate(fd, start)
+            raise
+        self._size = position
+        return position - start
 
+    @staticmethod
     def _finish_short_write(
-        self, fd: int, pieces: Sequence[bytes | bytearray | memoryview], written: int
+        fd: int, pieces: Sequence[bytes | bytearray | memoryview], written: int, position: int
     ) -> None:
-        """Write the rest after a short write (a full disk raises OSError from os.pwrite)."""
+        """Write the rest after a short write (a full disk then raises OSError)."""
         rest = memoryview(b"".join(pieces))[written:]
-        position = self._size + written
+        position += written
         while rest:
             n = os.pwrite(fd, rest, position)
             rest = rest[n:]
