@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,13 @@ from tierlog.atomic import atomic_write_text, fsync_dir
 from tierlog.checkpoint import OffsetCheckpointFile
 from tierlog.config import LogConfig
 from tierlog.errors import ConfigError, InvalidTopicError, LogDirectoryError, TierlogError
+from tierlog.cleaner.result import CleanupResult
 from tierlog.log import Log
 from tierlog.manager_config import ManagerConfig
 from tierlog.partition_metadata import new_topic_id
+from tierlog.plugin_manager import get_plugins
+from tierlog.remote.factory import build_remote_log_manager
+from tierlog.remote.rlm import RemoteLogManager, TierResult
 from tierlog.scheduler import Scheduler, system_time_ms
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,9 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._closed = False
         self.clean_shutdown: dict[Path, bool] = {}
+        self.plugins = get_plugins()
+        #: Tiering, once a topic enables remote.storage.enable (None until then).
+        self.remote_log_manager: RemoteLogManager | None = None
 
     # -- opening ---------------------------------------------------------------------
 
@@ -89,6 +96,7 @@ class LogManager:
         manager = cls(paths, ManagerConfig(config), time_ms=clock,
                       scheduler=scheduler or Scheduler(clock))
         manager._load_all()
+        manager._attach_tiered_logs(manager._logs.values())
         manager._schedule_tasks()
         if start_scheduler:
             manager.scheduler.start()
@@ -144,15 +152,44 @@ class LogManager:
                         recovery: Mapping[TopicPartition, int],
                         starts: Mapping[TopicPartition, int]) -> tuple[TopicPartition, Log]:
         tp = filenames.parse_partition_dir(directory.name)
+        config = self._topic_config_from_disk(directory)
+        self._check_cleanup_policies(config)
         partition_log = Log.open(
-            directory, self._topic_config_from_disk(directory), time_ms=self._time_ms,
-            recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
-            had_clean_shutdown=self.clean_shutdown[log_dir],
-            auto_high_watermark=self.config["auto.high.watermark"],
-            scheduler=self.scheduler,
-            producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
+            directory, config, recovery_point=recovery.get(tp, 0),
+            log_start_offset=starts.get(tp, 0), had_clean_shutdown=self.clean_shutdown[log_dir],
+            **self._log_options(),
         )
         return tp, partition_log
+
+    def _log_options(self) -> dict[str, Any]:
+        """What every Log of this manager is opened with: a single-replica leader at epoch 0."""
+        return {
+            "time_ms": self._time_ms,
+            "auto_high_watermark": self.config["auto.high.watermark"],
+            "scheduler": self.scheduler,
+            "producer_id_expiration_ms": self.config["producer.id.expiration.ms"],
+            "plugins": self.plugins,
+            "leader_epoch": 0,
+        }
+
+    def _check_cleanup_policies(self, config: LogConfig) -> None:
+        known = self.plugins.registries.cleanup_policies
+        for name in config["cleanup.policy"]:
+            if name not in known:
+                raise ConfigError("cleanup.policy",
+                                  f"no plugin provides a cleanup policy named {name!r} "
+                                  f"(known: {', '.join(sorted(known))})")
+
+    def _attach_tiered_logs(self, logs: Iterable[Log]) -> None:
+        tiered = [lg for lg in logs if lg.remote_storage_enabled]
+        if not tiered:
+            return
+        if self.remote_log_manager is None:
+            self.remote_log_manager = build_remote_log_manager(
+                self.config, self.plugins.registries, self.dirs[0], self._time_ms,
+                self.plugins.hook)
+        for partition_log in tiered:
+            self.remote_log_manager.attach(partition_log)
 
     def _topic_config_from_disk(self, directory: Path) -> LogConfig:
         overrides = _read_properties(directory / TOPIC_CONFIG_FILE)
@@ -172,6 +209,16 @@ class LogManager:
         self.scheduler.schedule("checkpoint-high-watermarks", self.checkpoint_high_watermarks,
                                 delay_ms=cfg["replica.high.watermark.checkpoint.interval.ms"],
                                 period_ms=cfg["replica.high.watermark.checkpoint.interval.ms"])
+        self.scheduler.schedule("log-retention", self._retention_task,
+                                delay_ms=cfg["log.retention.check.interval.ms"],
+                                period_ms=cfg["log.retention.check.interval.ms"])
+        if cfg["log.cleaner.enable"]:
+            self.scheduler.schedule("log-cleaner", self._cleaner_task,
+                                    delay_ms=cfg["log.cleaner.backoff.ms"],
+                                    period_ms=cfg["log.cleaner.backoff.ms"])
+        self.scheduler.schedule("remote-log-manager", self.tier_now,
+                                delay_ms=cfg["remote.log.manager.task.interval.ms"],
+                                period_ms=cfg["remote.log.manager.task.interval.ms"])
 
     # -- topics ----------------------------------------------------------------------
 
@@ -185,6 +232,7 @@ class LogManager:
             raise ConfigError("partitions", f"must be a positive integer, got {count!r}")
         overrides = dict(config or {})
         topic_config = self.config.topic_defaults.with_overrides(overrides)
+        self._check_cleanup_policies(topic_config)
         with self._lock:
             self._check_open()
             if self.partitions(name):
@@ -198,15 +246,11 @@ class LogManager:
                 if overrides:
                     # Only the topic's own overrides: broker defaults may change later.
                     _write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
-                partition_log = Log.open(
-                    directory, topic_config, time_ms=self._time_ms, topic_id=topic_id,
-                    had_clean_shutdown=True,
-                    auto_high_watermark=self.config["auto.high.watermark"],
-                    scheduler=self.scheduler,
-                    producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
-                )
+                partition_log = Log.open(directory, topic_config, topic_id=topic_id,
+                                         had_clean_shutdown=True, **self._log_options())
                 self._logs[(name, p)] = partition_log
                 logs.append(partition_log)
+            self._attach_tiered_logs(logs)
             log.info("created topic %s with %d partitions", name, count)
             return logs
 
@@ -248,6 +292,8 @@ class LogManager:
                 raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
             for p in partitions:
                 partition_log = self._logs.pop((topic, p))
+                if partition_log.remote is not None and self.remote_log_manager is not None:
+                    self.remote_log_manager.delete_partition(partition_log)
                 delay = partition_log.config["file.delete.delay.ms"]
                 partition_log.close()
                 doomed = partition_log.directory.with_name(
@@ -262,6 +308,51 @@ class LogManager:
             log.info("deleted topic %s", topic)
 
     # -- background work -------------------------------------------------------------
+
+    def cleanup_logs(self, policies: Iterable[str] | None = None) -> dict[str, list[CleanupResult]]:
+        """Run each log's cleanup policies (``cleanup.policy``) once; ``policies`` narrows
+        which (the retention task runs all but ``compact``, the cleaner task ``compact``).
+        Returns the results by partition directory name."""
+        wanted = None if policies is None else set(policies)
+        registries = self.plugins.registries
+        now = self._time_ms()
+        results: dict[str, list[CleanupResult]] = {}
+        for partition_log in list(self._logs.values()):
+            if partition_log.closed:
+                continue
+            for name in partition_log.config["cleanup.policy"]:
+                if wanted is not None and name not in wanted:
+                    continue
+                result = registries.cleanup_policy(name).clean(partition_log, now)
+                results.setdefault(partition_log.directory.name, []).append(result)
+        return results
+
+    def _retention_task(self) -> None:
+        known = set(self.plugins.registries.cleanup_policies) - {"compact"}
+        self.cleanup_logs(known)
+
+    def _cleaner_task(self) -> None:
+        self.cleanup_logs({"compact"})
+
+    def tiered_logs(self) -> list[Log]:
+        return [lg for lg in self._logs.values() if lg.remote is not None and not lg.closed]
+
+    def copy_candidates(self) -> int:
+        """How many closed segments are ready to be copied to the remote tier now."""
+        rlm = self.remote_log_manager
+        return 0 if rlm is None else sum(len(rlm.copy_candidates(lg)) for lg in self.tiered_logs())
+
+    def tier_now(self, progress: Callable[[str, Any], None] | None = None) -> dict[str, TierResult]:
+        """One tiering run: copy eligible segments of every tiered log to the remote tier,
+        enforce remote retention, then local retention (which deletes only copied segments).
+        ``progress(event, detail)`` is called with ``("copied", metadata)`` per segment."""
+        rlm = self.remote_log_manager
+        if rlm is None:
+            return {}
+        logs = self.tiered_logs()
+        results = rlm.tier(logs, progress)
+        self.cleanup_logs({"delete"})
+        return results
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose oldest unflushed data is older than its flush.ms."""
@@ -318,6 +409,8 @@ class LogManager:
                 self._write_checkpoints(log_dir)
             for partition_log in self._logs.values():
                 partition_log.close()
+            if self.remote_log_manager is not None:
+                self.remote_log_manager.close()
             for log_dir in self.dirs:
                 atomic_write_text(log_dir / filenames.CLEAN_SHUTDOWN_FILE,
                                   json.dumps({"version": 0, "brokerEpoch": 0},
