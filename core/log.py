@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import logging
 import random
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from crc32c import crc32c
 
 from tierlog import filenames
 from tierlog.appender import AppendPlan, plan_append
 from tierlog.atomic import fsync_dir
 from tierlog.checkpoint import LeaderEpochCheckpointFile
-from tierlog.config import LogConfig
+from tierlog.config import LONG_MAX, LogConfig
 from tierlog.errors import LogClosedError, RecordBatchTooLargeError
 from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
@@ -34,6 +36,7 @@ from tierlog.producer_state import (
 from tierlog.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
 from tierlog.log_retention import LogRetention
 from tierlog.plugin_manager import PluginHost, get_plugins
+from tierlog.records.batch import CONTROL_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from tierlog.records.builder import build_batch, build_control_batch
 from tierlog.records.compression import codec_id
 from tierlog.records.record import Record
@@ -50,8 +53,20 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+_BASE_OFFSET = struct.Struct(">q")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+INT32_MAX = (1 << 31) - 1
+
+
+def _fast_append_allowed(config: LogConfig) -> bool:
+    """Whether this config lets single producer batches skip the general append planner:
+    CreateTime with no timestamp bounds, and CRC-only validation."""
+    return (not config.is_log_append_time and config["record.validation"] == "crc"
+            and config["message.timestamp.before.max.ms"] == LONG_MAX
+            and config["message.timestamp.after.max.ms"] == LONG_MAX)
+
+
+class LogAppendInfo(NamedTuple):
     """The result of an append: where the batches landed."""
 
     first_offset: int
@@ -102,6 +117,12 @@ class Log(LogReads, LogRetention):
         ]
         #: The epoch stamped into appended batches (a leader's epoch), or None to keep theirs.
         self.leader_epoch = leader_epoch
+        self._fast_append = not self._extra_index_types and _fast_append_allowed(config)
+        self._max_message = config["max.message.bytes"]
+        self._segment_bytes = config["segment.bytes"]
+        self._segment_ms = config["segment.ms"]
+        self._flush_messages = config["flush.messages"]
+        self._known_epoch: int | None = None  # an epoch the epoch cache already covers
         #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
         self.remote: Any = None
         self._highest_offset_in_remote = -1
@@ -328,7 +349,12 @@ class Log(LogReads, LogRetention):
         increase. Any invalid batch rejects the whole append and leaves the log unchanged.
         """
         with self._lock:
-            self._check_open()
+            if self._closed:
+                raise LogClosedError(f"{self.directory} is closed")
+            if self._fast_append and assign_offsets and origin == "client":
+                info = self._append_one_batch(data, leader_epoch)
+                if info is not None:
+                    return info
             now = self._time_ms()
             if leader_epoch is None and origin != "replication":
                 leader_epoch = self.leader_epoch
@@ -348,6 +374,62 @@ class Log(LogReads, LogRetention):
                 plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,
                 plan.record_count, len(plan.batches), plan.size,
             )
+
+    def _append_one_batch(self, data: bytes | bytearray | memoryview,
+                          leader_epoch: int | None) -> LogAppendInfo | None:
+        """The producer hot path: one batch without a producer id, when no roll is due.
+
+        Makes the same checks as ``plan_append`` on the header and CRC; returns None (having
+        changed nothing) whenever anything is unusual, so the general path handles it and
+        reports the precise error.
+        """
+        size = len(data)
+        if size < HEADER_SIZE or size > self._max_message:
+            return None
+        (_, length, batch_epoch, magic, crc, attributes, delta, _, max_ts, pid, _, _,
+         count) = HEADER.unpack_from(data, 0)
+        if (length + LOG_OVERHEAD != size or magic != 2 or pid != -1
+                or attributes & CONTROL_MASK or count < 1 or delta != count - 1):
+            return None
+        view = memoryview(data)
+        if crc32c(view[21:]) != crc:
+            return None
+        segment = self.segments.active
+        first = self._next_offset
+        last = first + delta
+        used = segment.size
+        if (used > self._segment_bytes - size or last - segment.base_offset > INT32_MAX
+                or segment.offset_index.is_full() or segment.time_index.is_full()):
+            return None
+        if used > 0:
+            first_ts = segment.rolling_timestamp()
+            waited = max_ts - first_ts if first_ts >= 0 else self._time_ms() - segment.created_ms
+            if waited > self._segment_ms - segment.rolling_jitter_ms:
+                return None
+        epoch = self.leader_epoch if leader_epoch is None else leader_epoch
+        if epoch is None:
+            pieces = (_BASE_OFFSET.pack(first), view[8:])
+            epoch = batch_epoch
+        else:
+            pieces = (_OFFSET_LENGTH_EPOCH.pack(first, length, epoch), view[16:])
+        segment.append_one(pieces, last, max_ts, size)
+        self._next_offset = next_offset = last + 1
+        self.producer_state.update_map_end_offset(next_offset)
+        if self._auto_high_watermark:
+            self._set_high_watermark(next_offset)
+        if epoch >= 0 and epoch != self._known_epoch:
+            self._assign_epoch(epoch, first)
+        if next_offset - self._recovery_point >= self._flush_messages:
+            self.flush()
+        return LogAppendInfo(first, last, max_ts, last, -1, self._log_start_offset, count, 1,
+                             size)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record a leader epoch that starts at ``start_offset`` if it is newer than any."""
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is None or epoch > latest:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+        self._known_epoch = epoch
 
     def _producer_checks(self, plan: AppendPlan, origin: str) -> LogAppendInfo | None:
         """Validate producer sequences/epochs; a duplicate batch returns its original offsets."""
@@ -392,10 +474,8 @@ class Log(LogReads, LogRetention):
         if self._auto_high_watermark:
             self._set_high_watermark(self._next_offset)
         for epoch, start in plan.epoch_starts:
-            latest = self.leader_epoch_cache.latest_epoch
-            if latest is None or epoch > latest:
-                self.leader_epoch_cache.assign(epoch, start)
-        if self._next_offset - self._recovery_point >= self._config["flush.messages"]:
+            self._assign_epoch(epoch, start)
+        if self._next_offset - self._recovery_point >= self._flush_messages:
             self.flush()
 
     def append_records(

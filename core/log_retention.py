@@ -67,6 +67,7 @@ class LogRetention:
         self._log_start_offset = new_offset
         self.producer_state.truncate_fully_and_start_at(new_offset)
         self.leader_epoch_cache.clear_and_flush()
+        self._known_epoch = None
         self._recovery_point = new_offset
         self._set_high_watermark(new_offset)
         log.info("%s: truncated fully; the log now starts at offset %d",
@@ -74,6 +75,7 @@ class LogRetention:
 
     def _after_truncation(self) -> None:
         leo = self._next_offset
+        self._known_epoch = None
         # Kafka: truncating below the log start offset moves the log start down with it.
         self._log_start_offset = min(self._log_start_offset, leo)
         self.leader_epoch_cache.truncate_from_end(leo)

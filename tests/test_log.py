@@ -334,3 +334,35 @@ def test_a_failed_write_leaves_no_partial_batch(log, clock, monkeypatch):
     assert path.stat().st_size == size
     assert log.log_end_offset == 2
     assert log.append_records(_records(1)).first_offset == 2
+
+
+def test_fast_append_path_writes_exactly_what_the_general_path_writes(tmp_path, clock):
+    """Single producer batches take a fast path; record.validation=full forces the general
+    one. Both must leave byte-identical segments, indexes and offsets (rolls included)."""
+    import random as _random
+
+    rng = _random.Random(5)
+    batches = []
+    for i in range(300):
+        clock.advance(rng.randrange(0, 50_000))
+        n = rng.randrange(1, 20)
+        recs = [Record(key=b"k%d" % j, value=b"v" * rng.randrange(0, 400),
+                       timestamp=clock.now - rng.randrange(0, 1000)) for j in range(n)]
+        batches.append((clock.now, build_batch(recs, compression=rng.choice(["none", "lz4"]),
+                                               now_ms=clock.now)))
+    config = {"segment.bytes": 16384, "segment.ms": 3_600_000, "index.interval.bytes": 1024}
+    dirs = []
+    for name, extra in (("fast-0", {}), ("general-0", {"record.validation": "full"})):
+        replay = type(clock)(batches[0][0])
+        with Log.open(tmp_path / name, {**config, **extra}, time_ms=replay, leader_epoch=3) as log:
+            for now, data in batches:
+                replay.now = now
+                log.append(data)
+            assert log._fast_append is (name == "fast-0")
+        dirs.append(tmp_path / name)
+    # partition.metadata holds each log's own random topic id; everything else must match.
+    fast = {p.name: p.read_bytes() for p in dirs[0].iterdir() if p.name != "partition.metadata"}
+    general = {p.name: p.read_bytes() for p in dirs[1].iterdir()
+               if p.name != "partition.metadata"}
+    assert len([n for n in fast if n.endswith(".log")]) > 3
+    assert fast == general

@@ -219,18 +219,24 @@ class FileRecords:
         fd = self.fileno()
         start = position = self._size
         try:
-            for first in range(0, len(pieces), _IOV_MAX):
-                chunk = pieces[first:first + _IOV_MAX]
-                size = sum(len(piece) for piece in chunk)
-                written = os.pwritev(fd, chunk, position)
-                if written != size:
-                    self._finish_short_write(fd, chunk, written, position)
-                position += size
+            if len(pieces) <= _IOV_MAX:
+                position = self._write_chunk(fd, pieces, position)
+            else:
+                for first in range(0, len(pieces), _IOV_MAX):
+                    position = self._write_chunk(fd, pieces[first:first + _IOV_MAX], position)
         except BaseException:
             os.ftruncate(fd, start)
             raise
         self._size = position
         return position - start
+
+    def _write_chunk(self, fd: int, chunk: Sequence[bytes | bytearray | memoryview],
+                     position: int) -> int:
+        size = sum(map(len, chunk))
+        written = os.pwritev(fd, chunk, position)
+        if written != size:
+            self._finish_short_write(fd, chunk, written, position)
+        return position + size
 
     @staticmethod
     def _finish_short_write(
