@@ -9,7 +9,8 @@ from tierlog import errors
 from tierlog.config import LogConfig
 from tierlog.fetch import FetchDataInfo
 from tierlog.log import Log, LogAppendInfo
+from tierlog.manager import LogManager
 from tierlog.records.record import Record
 
-__all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "LogConfig", "Record", "errors"]
+__all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "LogConfig", "LogManager", "Record", "errors"]
 __version__ = "0.1.0"

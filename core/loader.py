@@ -53,9 +53,15 @@ class RecoveryReport:
 
     @property
     def changed_anything(self) -> bool:
+        return self.repaired_anything or bool(self.files_removed)
+
+    @property
+    def repaired_anything(self) -> bool:
+        """Whether loading had to recover, cut, delete or rebuild anything (leftover
+        ``.deleted``/``.tmp`` files of a clean shutdown do not count)."""
         return bool(
             self.segments_recovered or self.bytes_truncated or self.segments_deleted
-            or self.indexes_rebuilt or self.files_removed or self.swaps_completed
+            or self.indexes_rebuilt or self.swaps_completed
         )
 
     def summary(self) -> str:

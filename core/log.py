@@ -166,10 +166,9 @@ class Log(LogReads, LogRetention):
             self._set_high_watermark(self._next_offset)
         self.segments.active.offset_index.resize(config["segment.index.bytes"])
         self.segments.active.time_index.resize(config["segment.index.bytes"])
-        if self.recovery.changed_anything:
-            log.warning("%s: %s", directory, self.recovery.summary())
-        else:
-            log.debug("%s: %s", directory, self.recovery.summary())
+        level = (logging.WARNING if self.recovery.repaired_anything
+                 else logging.INFO if self.recovery.changed_anything else logging.DEBUG)
+        log.log(level, "%s: %s", directory, self.recovery.summary())
 
     # -- opening ---------------------------------------------------------------------
 

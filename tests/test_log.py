@@ -366,3 +366,18 @@ def test_fast_append_path_writes_exactly_what_the_general_path_writes(tmp_path, 
                if p.name != "partition.metadata"}
     assert len([n for n in fast if n.endswith(".log")]) > 3
     assert fast == general
+
+
+def test_reopening_does_not_regrow_the_empty_indexes_of_closed_segments(tmp_path, clock):
+    directory = tmp_path / "t-0"
+    with Log.open(directory, {"segment.bytes": 4096}, time_ms=clock) as log:
+        for i in range(100):
+            log.append_records([Record(key=b"k", value=b"v" * 100)])
+        assert len(log.segments) > 3
+    with Log.open(directory, {"segment.bytes": 4096}, time_ms=clock, had_clean_shutdown=True) as log:
+        active = log.segments.active.base_offset
+        for segment in log.segments.non_active():
+            assert segment.offset_index.path.stat().st_size == segment.offset_index.entries * 8
+            assert segment.time_index.path.stat().st_size == segment.time_index.entries * 12
+        log.append_records([Record(key=b"k", value=b"v")])  # the active one is resized
+        assert log.segments.active.base_offset == active

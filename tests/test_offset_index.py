@@ -67,11 +67,16 @@ def test_new_file_is_preallocated_to_max_size_rounded_down(tmp_path: Path) -> No
     index.close()
 
 
-def test_existing_empty_file_is_preallocated(tmp_path: Path) -> None:
+def test_existing_empty_file_stays_empty_until_resized(tmp_path: Path) -> None:
+    # Kafka preallocates only a file it creates: a trimmed empty index of a closed segment
+    # must not come back as 10 MiB of zeros (it would be copied to the remote tier so).
     (tmp_path / "a.index").touch()
     index = OffsetIndex(tmp_path / "a.index", BASE, 80)
+    assert index.length == 0 and index.entries == 0 and index.is_full()
+    index.resize(80)
     assert index.length == 80 and index.max_entries == 10
     index.close()
+    assert (tmp_path / "a.index").stat().st_size == 0
 
 
 def test_max_index_size_below_one_entry_is_rejected(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def _chunk_struct(entry_format: str, count: int) -> struct.Struct:
 class AbstractIndex(ABC):
     """A file of fixed-size, big-endian entries, memory-mapped and preallocated.
 
-    A new (or empty) file is grown to ``max_index_size`` rounded down to a multiple of
+    A file it creates is grown to ``max_index_size`` rounded down to a multiple of
     ``entry_size`` so appends write into the mapping; ``trim_to_valid_size`` (on roll and
     close) cuts it back to ``entries * entry_size``. An existing file is trusted as Kafka
     does: ``entries = length // entry_size``, so an untrimmed file counts its zero tail
@@ -81,14 +81,21 @@ class AbstractIndex(ABC):
                   self._entries, self._max_entries, self._length)
 
     def _open(self) -> None:
+        newly_created = False
         if not self._writable:
             fd = os.open(self._path, os.O_RDONLY)
         else:
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                newly_created = True
+            except FileExistsError:
+                fd = os.open(self._path, os.O_RDWR)
         try:
             length = os.fstat(fd).st_size
             self._entries = length // self.entry_size
-            if length == 0 and self._writable and self._max_index_size >= 0:
+            # Kafka preallocates only a file it has just created: an existing (trimmed) empty
+            # index stays empty until its segment becomes active again and is resized.
+            if newly_created and self._max_index_size >= 0:
                 if self._max_index_size < self.entry_size:
                     raise ValueError(f"{self._path}: invalid max index size {self._max_index_size}"
                                      f" (an entry takes {self.entry_size} bytes)")

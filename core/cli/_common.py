@@ -1,0 +1,262 @@
+"""What every ``tierlog`` subcommand shares: the global options, Kafka ``.properties`` files,
+``--set`` overrides, the data directories and opening a LogManager on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tierlog.manager import LogManager, UnknownTopicOrPartitionError
+from tierlog.manager_config import ManagerConfig
+
+#: Where the logs live when neither --data-dir nor ``log.dirs`` says.
+DEFAULT_DATA_DIR = "tierlog-data"
+#: Read from the first data directory when --config is not given (the demo writes one).
+DATA_DIR_CONFIG = "server.properties"
+#: Kafka's broker keys naming the log directories; the CLI resolves them, not ManagerConfig.
+LOG_DIRS_KEYS = ("log.dirs", "log.dir")
+
+
+class CliError(Exception):
+    """A user mistake the command line reports as one line (``tierlog: error: ...``)."""
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, top_level: bool,
+                       config_file: bool = True) -> None:
+    """--data-dir, --config, --set and -v, accepted before and after the subcommand.
+
+    Defaults are suppressed so a value given on one side is not reset by the other; the
+    top-level copies land in ``global_*`` attributes and are merged by :func:`settings`.
+    ``config_file=False`` leaves ``--config`` to the subcommand (``topics --config k=v``).
+    """
+    prefix = "global_" if top_level else ""
+    group = parser.add_argument_group("global options")
+    group.add_argument("--data-dir", dest=prefix + "data_dir", metavar="DIR",
+                       default=argparse.SUPPRESS,
+                       help=f"log directory, or a comma-separated list (default: log.dirs from "
+                            f"the config, else ./{DEFAULT_DATA_DIR})")
+    if config_file:
+        group.add_argument("--config", dest=prefix + "config", metavar="FILE",
+                           default=argparse.SUPPRESS,
+                           help=f"Kafka-style .properties file with broker and topic-default "
+                                f"settings (default: <data-dir>/{DATA_DIR_CONFIG} if present)")
+    group.add_argument("--set", dest=prefix + "set", metavar="KEY=VALUE", action="append",
+                       default=argparse.SUPPRESS,
+                       help="a setting that overrides the config file (repeatable)")
+    group.add_argument("-v", "--verbose", dest=prefix + "verbose", action="count",
+                       default=argparse.SUPPRESS, help="log more (-v info, -vv debug)")
+
+
+def common_parser(*, config_file: bool = True) -> argparse.ArgumentParser:
+    """The parent parser that gives a subcommand the global options."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_global_options(parser, top_level=False, config_file=config_file)
+    return parser
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    return getattr(args, "global_verbose", 0) + getattr(args, "verbose", 0)
+
+
+def parse_assignment(text: str, what: str = "--set") -> tuple[str, str]:
+    """``key=value`` -> (key, value); the key must not be empty."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise CliError(f"{what} expects KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def parse_assignments(items: Sequence[str] | None, what: str = "--set") -> dict[str, str]:
+    return dict(parse_assignment(item, what) for item in items or ())
+
+
+# -- .properties files -------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first physical line number, logical line): a line ending in an odd number of
+    backslashes continues on the next, whose leading whitespace is dropped."""
+    pending: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip() if pending else raw
+        if not pending:
+            stripped = line.lstrip()
+            if not stripped or stripped[0] in "#!":
+                continue
+            start = number
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        yield start, "".join(pending)
+        pending = []
+    if pending:
+        yield start, "".join(pending)
+
+
+def _unescape(text: str, where: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2:i + 6]
+            try:
+                out.append(chr(int(digits, 16)))
+            except ValueError:
+                raise CliError(f"{where}: malformed \\u escape {text[i:i + 6]!r}") from None
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    """Java Properties: the key ends at the first unescaped '=', ':' or whitespace; the
+    separator may be surrounded by whitespace."""
+    line = line.lstrip()
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=: \t\f":
+            break
+        i += 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A Kafka ``.properties`` file (Java's format): ``key=value``, ``key: value`` or
+    ``key value`` lines, ``#``/``!`` comments, ``\\`` continuations and escapes."""
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        raise CliError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise CliError(f"config file {path} is not UTF-8 text: {e.reason}") from None
+    except OSError as e:
+        raise CliError(f"cannot read config file {path}: {e.strerror}") from None
+    values: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        where = f"{path}:{number}"
+        raw_key, raw_value = _split_key(line)
+        values[_unescape(raw_key, where)] = _unescape(raw_value, where)
+    return values
+
+
+# -- settings and the log manager ----------------------------------------------------------
+
+
+class Settings:
+    """The resolved global options: data directories and the flat config dict (validated
+    by ManagerConfig, so a ConfigError names any bad key before anything is opened)."""
+
+    def __init__(self, data_dirs: list[Path], config: dict[str, str]) -> None:
+        self.data_dirs = data_dirs
+        self.config = config
+        self.manager_config = ManagerConfig(config)
+
+
+def settings(args: argparse.Namespace, default_data_dir: str = DEFAULT_DATA_DIR,
+             extra: Mapping[str, Any] | None = None, *,
+             read_data_dir_config: bool = True) -> Settings:
+    """Merge --config, --set (both sides of the subcommand) and --data-dir; ``extra``
+    settings apply under the user's. Without --config, ``<data-dir>/server.properties`` is
+    read if present (unless ``read_data_dir_config`` is False)."""
+    overrides = parse_assignments(getattr(args, "global_set", None))
+    overrides.update(parse_assignments(getattr(args, "set", None)))
+    data_dir_arg = getattr(args, "data_dir", None) or getattr(args, "global_data_dir", None)
+    config_arg = getattr(args, "config", None) or getattr(args, "global_config", None)
+    from_file: dict[str, str] = {}
+    if config_arg:
+        from_file = read_properties(config_arg)
+    dirs_text = data_dir_arg or _log_dirs({**from_file, **overrides}) or default_data_dir
+    data_dirs = [Path(d.strip()) for d in dirs_text.split(",") if d.strip()]
+    if not data_dirs:
+        raise CliError("--data-dir names no directory")
+    if not config_arg and read_data_dir_config and (data_dirs[0] / DATA_DIR_CONFIG).is_file():
+        from_file = read_properties(data_dirs[0] / DATA_DIR_CONFIG)
+    config = {**(extra or {}), **from_file, **overrides}
+    for key in LOG_DIRS_KEYS:
+        config.pop(key, None)
+    return Settings(data_dirs, config)
+
+
+def _log_dirs(config: Mapping[str, str]) -> str | None:
+    for key in LOG_DIRS_KEYS:
+        if config.get(key):
+            return config[key]
+    return None
+
+
+def require_existing(dirs: Sequence[Path]) -> None:
+    """Commands that only read must not create an empty data directory by mistake."""
+    for d in dirs:
+        if not d.is_dir():
+            raise CliError(f"data directory {d} does not exist (pass --data-dir, or create a "
+                           f"topic first with: tierlog topics --create)")
+
+
+@contextmanager
+def open_manager(st: Settings, *, must_exist: bool = True) -> Iterator[LogManager]:
+    """A LogManager on the data dirs with no background thread (a command runs its work
+    itself); closed cleanly on the way out so the next open skips recovery."""
+    if must_exist:
+        require_existing(st.data_dirs)
+    mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False)
+    try:
+        yield mgr
+    finally:
+        mgr.close()
+
+
+def topic_partitions(mgr: LogManager, topic: str, partition: int | None = None) -> list[int]:
+    """The partitions to work on: all of ``topic``'s, or the one asked for (checked)."""
+    partitions = mgr.partitions(topic)
+    if not partitions:
+        known = ", ".join(mgr.topics()) or "none"
+        raise UnknownTopicOrPartitionError(f"unknown topic {topic!r} (topics: {known})")
+    if partition is None:
+        return partitions
+    if partition not in partitions:
+        raise UnknownTopicOrPartitionError(
+            f"topic {topic!r} has no partition {partition} (partitions 0-{partitions[-1]})")
+    return [partition]
+
+
+def plural(n: int, word: str) -> str:
+    """``plural(1, "segment")`` -> '1 segment'; otherwise '3 segments'."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:,.1f} {unit}"
+    return f"{size / 1024:,.1f} GiB"

@@ -1,0 +1,289 @@
+"""Planning a read of one partition: offsets and timestamps resolved against the tier's
+metadata and indexes, the last stable offset, aborted transactions, and the ReadSplits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.errors import OffsetOutOfRangeError, RemoteStorageError
+from tierlog.producer_snapshot import decode_snapshot
+from tierlog.reader._indexes import OffsetIndexView, TimeIndexView, parse_aborted_txns
+from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
+from tierlog.reader._tier import ChainLink, get_optional, object_path
+from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
+from tierlog.remote.layout import SEGMENT_SUFFIX
+
+log = logging.getLogger(__name__)
+
+#: Kafka's sentinel offsets (Spark's ``startingOffsets`` JSON uses them too).
+EARLIEST = -2
+LATEST = -1
+DEFAULT_SPLIT_BYTES = 128 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRequest:
+    """What to read of one partition. ``start``/``end`` are offsets (end exclusive) or
+    EARLIEST/LATEST; a ``start_timestamp``/``end_timestamp`` (epoch ms) replaces them with
+    the first offset stamped at or after it, as Kafka's offsetsForTimes. ``min_offset``,
+    ``max_offset`` (inclusive) and ``min_timestamp`` are row filters on top of that."""
+
+    start: int = EARLIEST
+    end: int = LATEST
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+    min_offset: int | None = None
+    max_offset: int | None = None
+    min_timestamp: int | None = None
+    isolation_level: str = "read_uncommitted"
+
+    def __post_init__(self) -> None:
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation level must be one of {', '.join(ISOLATION_LEVELS)}, "
+                             f"got {self.isolation_level!r}")
+        if self.start < EARLIEST:
+            raise ValueError(f"starting offset {self.start} is negative (only -2 = earliest "
+                             f"and -1 = latest are special)")
+        if self.end < LATEST:
+            raise ValueError(f"ending offset {self.end} is not an offset or -1 (latest)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Region:
+    """Bytes of a segment a split must not be cut inside (a timestamp lookup lands there)."""
+
+    start: int
+    end: int
+
+    def overlaps(self, a: int, b: int) -> bool:
+        return self.start < b and a < self.end
+
+
+class PartitionPlanner:
+    """Plans the splits of one partition from its segment chain. Fetches each index object it
+    needs once (one GET each). Not thread-safe; cheap to create."""
+
+    def __init__(self, tier: RemoteTier, url: str, storage_options: Mapping[str, Any],
+                 tip: TopicIdPartition, chain: list[ChainLink], *, split_bytes: int,
+                 batch_rows: int, verify_crc: bool, fail_on_data_loss: bool) -> None:
+        self.tier = tier
+        self.url = url
+        self.storage_options = dict(storage_options)
+        self.tip = tip
+        self.chain = chain
+        self.split_bytes = split_bytes
+        self.batch_rows = batch_rows
+        self.verify_crc = verify_crc
+        self.fail_on_data_loss = fail_on_data_loss
+        self._offset_indexes: dict[str, OffsetIndexView] = {}
+        self._time_indexes: dict[str, TimeIndexView] = {}
+        self._stable_end: int | None = None
+
+    # -- offsets ------------------------------------------------------------------------
+
+    @property
+    def earliest(self) -> int:
+        return self.chain[0].first_offset if self.chain else 0
+
+    @property
+    def tier_end(self) -> int:
+        """One past the last offset in the tier."""
+        return self.chain[-1].last_offset + 1 if self.chain else 0
+
+    def latest(self, isolation_level: str) -> int:
+        """The end of what ``isolation_level`` may read: the tier's end, or under
+        read_committed its last stable offset."""
+        if isolation_level == READ_COMMITTED:
+            return self.stable_end()
+        return self.tier_end
+
+    def stable_end(self) -> int:
+        """The tier's last stable offset: the first offset of the earliest transaction whose
+        marker is not in the tier, else its end.
+
+        A transaction is open at the tier's end when the producer snapshot uploaded with the
+        last segment (taken at the next segment's base offset, i.e. the tier's end) has a
+        ``currentTxnFirstOffset`` for its producer. Its outcome is not in the tier, so a
+        read_committed reader stops before it, as a consumer stops at the LSO.
+        """
+        if self._stable_end is None:
+            if not self.chain:
+                self._stable_end = 0
+                return 0
+            last = self.chain[-1].segment
+            path = object_path(self.tier, last, IndexType.PRODUCER_SNAPSHOT.suffix)
+            data = get_optional(self.tier, path)
+            if data is None:
+                raise RemoteStorageError(
+                    f"{self.tip}: producer snapshot {path} is missing; read_committed needs it "
+                    f"to know which transactions are still open at offset {self.tier_end}"
+                )
+            open_firsts = [e.current_txn_first_offset for e in decode_snapshot(data, path)
+                           if e.current_txn_first_offset >= 0]
+            self._stable_end = min([self.tier_end, *open_firsts])
+        return self._stable_end
+
+    def _resolve_start(self, start: int, latest: int) -> int:
+        if start == EARLIEST:
+            return self.earliest
+        if start == LATEST:
+            return latest
+        if start < self.earliest:
+            if self.fail_on_data_loss:
+                raise OffsetOutOfRangeError(
+                    f"{self.tip}: starting offset {start} is below the earliest offset in the "
+                    f"tier, {self.earliest} (deleted by retention?); set fail_on_data_loss "
+                    f"False to start there instead"
+                )
+            return self.earliest
+        return min(start, latest)
+
+    def _resolve_end(self, end: int, latest: int) -> int:
+        return latest if end == LATEST else min(end, latest)
+
+    # -- indexes ------------------------------------------------------------------------
+
+    def offset_index(self, md: RemoteLogSegmentMetadata) -> OffsetIndexView:
+        view = self._offset_indexes.get(md.segment_id)
+        if view is None:
+            path = object_path(self.tier, md, IndexType.OFFSET.suffix)
+            view = OffsetIndexView(self.tier.get_bytes(path), md.start_offset, path)
+            self._offset_indexes[md.segment_id] = view
+        return view
+
+    def time_index(self, md: RemoteLogSegmentMetadata) -> TimeIndexView:
+        view = self._time_indexes.get(md.segment_id)
+        if view is None:
+            path = object_path(self.tier, md, IndexType.TIMESTAMP.suffix)
+            view = TimeIndexView(self.tier.get_bytes(path), md.start_offset, path)
+            self._time_indexes[md.segment_id] = view
+        return view
+
+    def _first_link_reaching(self, timestamp: int, links: list[ChainLink]) -> int | None:
+        """Index of the first link whose segment holds a record stamped ``timestamp`` or
+        later (by its max timestamp)."""
+        return next((i for i, link in enumerate(links)
+                     if link.segment.max_timestamp_ms >= timestamp), None)
+
+    def _timestamp_region(self, link: ChainLink, timestamp: int) -> tuple[int, int | None]:
+        """``(first, reaching)``: every record of ``link`` before offset ``first`` is older
+        than ``timestamp``; one at or after it appears by offset ``reaching`` (None: unknown,
+        the end of the segment)."""
+        below, reaching = self.time_index(link.segment).bracket(timestamp)
+        first = link.first_offset if below is None else max(link.first_offset, below + 1)
+        return first, reaching
+
+    # -- planning -------------------------------------------------------------------------
+
+    def plan(self, request: PartitionRequest) -> list[ReadSplit]:
+        """The splits reading ``request``, in offset order (empty when nothing matches)."""
+        if not self.chain:
+            return []
+        latest = self.latest(request.isolation_level)
+        start = self._resolve_start(request.start, latest)
+        end = self._resolve_end(request.end, latest)
+        links = self.chain
+        seek: tuple[str, int] | None = None
+        stop: tuple[str, int] | None = None
+        if request.start_timestamp is not None:
+            i = self._first_link_reaching(request.start_timestamp, links)
+            if i is None:
+                return []
+            start, _ = self._timestamp_region(links[i], request.start_timestamp)
+            seek = (links[i].segment.segment_id, request.start_timestamp)
+        if request.end_timestamp is not None:
+            i = self._first_link_reaching(request.end_timestamp, links)
+            if i is not None:
+                _, reaching = self._timestamp_region(links[i], request.end_timestamp)
+                end = min(end, links[i].last_offset + 1 if reaching is None else reaching + 1)
+                stop = (links[i].segment.segment_id, request.end_timestamp)
+        if request.min_offset is not None:
+            start = max(start, request.min_offset)
+        if request.max_offset is not None:
+            end = min(end, request.max_offset + 1)
+        if request.min_timestamp is not None:
+            i = self._first_link_reaching(request.min_timestamp, links)
+            if i is None:
+                return []
+            start = max(start, self._timestamp_region(links[i], request.min_timestamp)[0])
+        if start >= end:
+            return []
+        aborted: tuple[tuple[int, int, int], ...] = ()
+        if request.isolation_level == READ_COMMITTED:
+            aborted = self._aborted_txns(start, end)
+        splits: list[ReadSplit] = []
+        for link in links:
+            lo, hi = max(start, link.first_offset), min(end, link.last_offset + 1)
+            if lo < hi:
+                splits += self._link_splits(link, lo, hi, request, aborted, seek, stop)
+        log.debug("%s: %d splits for offsets [%d, %d)", self.tip, len(splits), start, end)
+        return splits
+
+    def _link_splits(
+        self, link: ChainLink, lo: int, hi: int, request: PartitionRequest,
+        aborted: tuple[tuple[int, int, int], ...],
+        seek: tuple[str, int] | None, stop: tuple[str, int] | None,
+    ) -> list[ReadSplit]:
+        md = link.segment
+        size = md.segment_size_in_bytes
+        regions: dict[str, _Region] = {}
+        for name, target in (("seek", seek), ("stop", stop)):
+            if target is not None and target[0] == md.segment_id:
+                first, reaching = self._timestamp_region(link, target[1])
+                index = self.offset_index(md)
+                regions[name] = _Region(
+                    index.start_position(first),
+                    size if reaching is None else index.end_position(reaching + 1, size))
+        byte_start, byte_end = 0, size
+        if lo > md.start_offset or hi <= md.end_offset or size > self.split_bytes or regions:
+            index = self.offset_index(md)
+            if lo > md.start_offset:
+                byte_start = index.start_position(lo)
+            if hi <= md.end_offset:
+                byte_end = index.end_position(hi, size)
+            cuts = index.split_points(byte_start, byte_end, self.split_bytes,
+                                      [(r.start, r.end) for r in regions.values()])
+        else:
+            cuts = []
+        for region in regions.values():  # a timestamp search starts where the index says
+            byte_start = min(byte_start, region.start)
+        bounds = [byte_start, *cuts, byte_end]
+        txns = tuple(t for t in aborted if t[2] >= lo and t[1] < hi)
+        log_path = object_path(self.tier, md, SEGMENT_SUFFIX)
+        return [
+            ReadSplit(
+                url=self.url, storage_options=self.storage_options, topic=self.tip.topic,
+                partition=self.tip.partition, log_path=log_path, byte_start=a, byte_end=b,
+                start_offset=lo, end_offset=hi, isolation_level=request.isolation_level,
+                aborted=txns,
+                seek_timestamp=seek[1] if seek and "seek" in regions
+                and regions["seek"].overlaps(a, b) else None,
+                stop_timestamp=stop[1] if stop and "stop" in regions
+                and regions["stop"].overlaps(a, b) else None,
+                min_timestamp=request.min_timestamp, batch_rows=self.batch_rows,
+                verify_crc=self.verify_crc,
+            )
+            for a, b in itertools.pairwise(bounds)
+        ]
+
+    def _aborted_txns(self, start: int, end: int) -> tuple[tuple[int, int, int], ...]:
+        """Aborted transactions touching ``[start, end)``, as Kafka collects them: from the
+        transaction indexes of the segments from ``start`` on, until an entry's last stable
+        offset reaches ``end`` (no later marker can end a transaction of the range)."""
+        found: list[tuple[int, int, int]] = []
+        for link in self.chain:
+            if link.last_offset < start or link.segment.txn_idx_empty:
+                continue
+            path = object_path(self.tier, link.segment, IndexType.TRANSACTION.suffix)
+            data = get_optional(self.tier, path)
+            for txn in parse_aborted_txns(data or b"", path):
+                if txn.last_offset >= start and txn.first_offset < end:
+                    found.append((txn.producer_id, txn.first_offset, txn.last_offset))
+                if txn.last_stable_offset >= end:
+                    return tuple(found)
+        return tuple(found)

@@ -1,0 +1,153 @@
+"""ReadSplit, the unit of work of a reader (one Spark task): a batch-aligned byte range of
+one remote ``.log`` object, read with one ranged GET and decoded into Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from tierlog.reader._arrow import ColumnBuilder
+from tierlog.reader._tier import ReadStats, open_tier
+from tierlog.records import Record, RecordBatch, iter_batches
+from tierlog.records.control import ABORT
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+DEFAULT_BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSplit:
+    """Everything one task needs to read part of one remote segment; picklable, and it needs
+    no state of the process that planned it (only the tier's URL and storage options).
+
+    The byte range ``[byte_start, byte_end)`` of ``log_path`` starts and ends on batch
+    boundaries. Records outside ``[start_offset, end_offset)`` are dropped, and so are
+    control records and, under read_committed, records of ``aborted`` transactions.
+    """
+
+    url: str
+    storage_options: Mapping[str, Any] = field(hash=False, repr=False)
+    """The filesystem's options; kept out of the repr (they may hold credentials)."""
+    topic: str
+    partition: int
+    log_path: str
+    """Full path of the segment's ``.log`` object in the tier's filesystem."""
+    byte_start: int
+    byte_end: int
+    start_offset: int
+    end_offset: int
+    """Exclusive."""
+    isolation_level: str = READ_UNCOMMITTED
+    aborted: tuple[tuple[int, int, int], ...] = ()
+    """``(producer_id, first_offset, last_offset)`` of each aborted transaction that may
+    touch the range (read_committed only)."""
+    seek_timestamp: int | None = None
+    """Skip records until the first one stamped at or after this (epoch ms): the split holds
+    the first offset of a ``starting_timestamp``."""
+    stop_timestamp: int | None = None
+    """Stop at the first record stamped at or after this: the split holds the offset an
+    ``ending_timestamp`` resolves to."""
+    min_timestamp: int | None = None
+    """Drop records stamped before this (a row filter, e.g. a pushed-down Spark filter)."""
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    verify_crc: bool = True
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes the split's one ranged GET reads."""
+        return self.byte_end - self.byte_start
+
+
+class AbortedTracker:
+    """Kafka's consumer rule: once the first offset of one of its aborted transactions is
+    reached, a producer's transactional batches are dropped until its ABORT marker."""
+
+    def __init__(self, aborted: tuple[tuple[int, int, int], ...], first_offset: int) -> None:
+        # Transactions whose marker precedes the data read were closed before it began.
+        self._pending = [(first, pid) for pid, first, last in aborted if last >= first_offset]
+        heapq.heapify(self._pending)
+        self._aborting: set[int] = set()
+
+    def skip(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` belongs to an aborted transaction (its ABORT marker included)."""
+        while self._pending and self._pending[0][0] <= batch.last_offset:
+            self._aborting.add(heapq.heappop(self._pending)[1])
+        if not batch.is_transactional or batch.producer_id not in self._aborting:
+            return False
+        if batch.is_control:
+            control = batch.control_record()
+            if control is not None and control.type == ABORT:
+                self._aborting.discard(batch.producer_id)
+        return True
+
+
+def _first_at_or_after(records: list[Record], timestamp: int) -> int | None:
+    """Offset of the first record stamped at or after ``timestamp`` (Kafka's timestamp
+    search: control and aborted records count too)."""
+    return next((r.offset for r in records if r.timestamp >= timestamp),  # type: ignore[operator]
+                None)
+
+
+def read_split(split: ReadSplit, *, stats: ReadStats | None = None) -> Iterator[pa.RecordBatch]:
+    """The split's records as RecordBatches of ``SCHEMA`` (about ``batch_rows`` rows each, cut
+    between Kafka batches): one ranged GET, every codec decompressed, control records skipped,
+    CRCs checked."""
+    if split.byte_end <= split.byte_start or split.end_offset <= split.start_offset:
+        return
+    tier = open_tier(split.url, split.storage_options, stats)
+    data = tier.get_bytes(split.log_path, split.byte_start, split.byte_end)
+    builder = ColumnBuilder(split.topic, split.partition)
+    tracker: AbortedTracker | None = None
+    start, end = split.start_offset, split.end_offset
+    seek, stop, min_ts = split.seek_timestamp, split.stop_timestamp, split.min_timestamp
+    for batch in iter_batches(data, strict=True):
+        if batch.base_offset >= end:
+            break
+        if split.verify_crc:
+            batch.ensure_valid()
+        records: list[Record] | None = None
+        # Timestamps resolve to offsets as Kafka's offsetsForTimes does, over every record
+        # from where the planner began the range (the time index says none before is late
+        # enough); the offset bounds and row filters apply afterwards.
+        if stop is not None and batch.max_timestamp >= stop:
+            records = batch.records()
+            found = _first_at_or_after(records, stop)
+            if found is not None:
+                end, stop = found, None
+                if batch.base_offset >= end:
+                    break
+        if seek is not None:
+            if batch.max_timestamp < seek:
+                continue
+            records = records if records is not None else batch.records()
+            found = _first_at_or_after(records, seek)
+            if found is None:
+                continue
+            start, seek = max(start, found), None
+        if batch.last_offset < start:
+            continue
+        if split.isolation_level == READ_COMMITTED:
+            if tracker is None:
+                tracker = AbortedTracker(split.aborted, max(batch.base_offset, start))
+            if tracker.skip(batch):
+                continue
+        if batch.is_control:
+            continue
+        if records is None:
+            records = batch.records()
+        if batch.base_offset < start or batch.last_offset >= end:
+            records = [r for r in records if start <= r.offset < end]
+        if min_ts is not None:
+            records = [r for r in records if r.timestamp >= min_ts]  # type: ignore[operator]
+        builder.add(records, batch.timestamp_type)
+        if len(builder) >= split.batch_rows:
+            yield builder.build()
+    if len(builder):
+        yield builder.build()

@@ -1,0 +1,167 @@
+"""A reader's view of the remote tier: the filesystem opened from a URL and storage options,
+request and byte counters, partition discovery, and each partition's chain of readable segments.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.remote import RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
+from tierlog.remote.layout import (
+    parse_partition_dir_name,
+    partition_dir_name,
+    segment_file_prefix,
+)
+from tierlog.remote.manifest import load_partition
+from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+
+
+class ReadStats:
+    """Requests a reader sent to the tier and the bytes they returned. Thread-safe.
+
+    ``gets`` counts object reads (whole or ranged), ``lists`` directory listings, ``bytes``
+    the bytes every GET returned (metadata, indexes, snapshots and ``.log`` ranges).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._gets = self._lists = self._bytes = 0
+
+    def record_get(self, size: int) -> None:
+        with self._lock:
+            self._gets += 1
+            self._bytes += size
+
+    def record_list(self) -> None:
+        with self._lock:
+            self._lists += 1
+
+    @property
+    def gets(self) -> int:
+        return self._gets
+
+    @property
+    def lists(self) -> int:
+        return self._lists
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {"gets": self._gets, "lists": self._lists, "bytes": self._bytes}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._gets = self._lists = self._bytes = 0
+
+    def __repr__(self) -> str:
+        return f"ReadStats({self.snapshot()})"
+
+
+class CountingTier(RemoteTier):
+    """A read-only RemoteTier that counts into a ReadStats. A whole-object read is sent as the
+    range ``bytes=0-`` so that object stores answer it with one GET and no HEAD."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, stats: ReadStats) -> None:
+        super().__init__(fs, root, rename_on_publish=False)
+        self.read_stats = stats
+
+    def get_bytes(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        data = super().get_bytes(path, 0 if start is None else start, end)
+        self.read_stats.record_get(len(data))
+        return data
+
+    def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
+        self.read_stats.record_list()
+        return super().list_names(directory, dirs=dirs)
+
+
+def open_tier(url: str, storage_options: Mapping[str, Any] | None,
+              stats: ReadStats | None = None) -> CountingTier:
+    """The tier at ``url`` (``s3://bucket/prefix``, ``file:///dir``, a plain path, any fsspec
+    URL); ``storage_options`` go to the filesystem's constructor (fsspec caches instances)."""
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except (ImportError, ValueError) as e:
+        raise RemoteStorageError(f"cannot open remote tier {url!r}: {e}") from e
+    return CountingTier(fs, root, stats if stats is not None else ReadStats())
+
+
+def object_path(tier: RemoteTier, md: RemoteLogSegmentMetadata, suffix: str) -> str:
+    """Full path of one of a segment's objects (``.log``, ``.index``, ...)."""
+    return tier.path(partition_dir_name(md.topic_id_partition), segment_file_prefix(md) + suffix)
+
+
+def get_optional(tier: RemoteTier, path: str) -> bytes | None:
+    """The whole object, or None when it does not exist."""
+    try:
+        return tier.get_bytes(path)
+    except RemoteResourceNotFoundError:
+        return None
+
+
+def remote_partitions(tier: RemoteTier) -> list[TopicIdPartition]:
+    """Every partition directory in the tier (one LIST of its root)."""
+    found = (parse_partition_dir_name(n) for n in tier.list_names(tier.root, dirs=True))
+    return [p for p in found if p is not None]
+
+
+def topic_partitions(tier: RemoteTier, topic: str, topic_id: str | None = None
+                     ) -> dict[int, TopicIdPartition]:
+    """The partitions of ``topic`` in the tier (one LIST of the root). A topic name found
+    under several topic ids (deleted and re-created) needs ``topic_id`` to choose."""
+    found = [p for p in remote_partitions(tier) if p.topic == topic
+             and (topic_id is None or p.topic_id == topic_id)]
+    ids = sorted({p.topic_id for p in found})
+    if len(ids) > 1:
+        raise RemoteStorageError(
+            f"topic {topic!r} is in the tier under several topic ids ({', '.join(ids)}); "
+            f"pass topic_id to choose one"
+        )
+    return {p.partition: p for p in found}
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """The part ``[first_offset, last_offset]`` of a committed segment a reader uses."""
+
+    segment: RemoteLogSegmentMetadata
+    first_offset: int
+    last_offset: int
+
+
+def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = True
+                  ) -> list[ChainLink]:
+    """The partition's readable segments as one non-overlapping chain in offset order.
+
+    Committed (COPY_SEGMENT_FINISHED) segments only, from the tier's manifest (checked
+    against the ``_metadata/`` listing when ``verify``). Where segments overlap (a new leader
+    re-uploaded offsets), each offset is read from the segment that holds it with the
+    greatest start offset, then the highest leader epoch, as Kafka's metadata cache chooses,
+    and the next link starts after that segment's end.
+    """
+    manifest, _ = load_partition(tier, tip, verify=verify)
+    committed = sorted(manifest.committed, key=lambda m: (m.start_offset, m.end_offset))
+    if not committed:
+        return []
+    cache = RemoteLogMetadataCache.from_segments(committed)
+    starts = [m.start_offset for m in committed]
+    chain: list[ChainLink] = []
+    offset, end = committed[0].start_offset, max(m.end_offset for m in committed)
+    while offset <= end:
+        md = cache.segment_for_offset(offset)
+        if md is None:  # a gap: continue with the next segment that starts after it
+            offset = committed[bisect.bisect_right(starts, offset)].start_offset
+            continue
+        chain.append(ChainLink(md, offset, md.end_offset))
+        offset = md.end_offset + 1
+    return chain
