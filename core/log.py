@@ -55,7 +55,6 @@ def _now_ms() -> int:
 
 _BASE_OFFSET = struct.Struct(">q")
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
-INT32_MAX = (1 << 31) - 1
 
 
 def _fast_append_allowed(config: LogConfig) -> bool:
@@ -397,8 +396,7 @@ class Log(LogReads, LogRetention):
         first = self._next_offset
         last = first + delta
         used = segment.size
-        if (used > self._segment_bytes - size or last - segment.base_offset > INT32_MAX
-                or segment.offset_index.is_full() or segment.time_index.is_full()):
+        if used > self._segment_bytes - size or not segment.has_room_for(last):
             return None
         if used > 0:
             first_ts = segment.rolling_timestamp()
@@ -407,11 +405,11 @@ class Log(LogReads, LogRetention):
                 return None
         epoch = self.leader_epoch if leader_epoch is None else leader_epoch
         if epoch is None:
-            pieces = (_BASE_OFFSET.pack(first), view[8:])
+            segment.append_one(_BASE_OFFSET.pack(first), view[8:], last, max_ts)
             epoch = batch_epoch
         else:
-            pieces = (_OFFSET_LENGTH_EPOCH.pack(first, length, epoch), view[16:])
-        segment.append_one(pieces, last, max_ts, size)
+            segment.append_one(_OFFSET_LENGTH_EPOCH.pack(first, length, epoch), view[16:], last,
+                               max_ts)
         self._next_offset = next_offset = last + 1
         self.producer_state.update_map_end_offset(next_offset)
         if self._auto_high_watermark:

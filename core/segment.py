@@ -239,20 +239,28 @@ class LogSegment:
         self._bytes_since_last_index_entry = since
         self._max_timestamp_and_offset = max_ts
 
-    def append_one(self, pieces: Sequence[bytes | memoryview], last_offset: int,
-                   max_timestamp: int, size: int) -> None:
-        """``append`` for a single batch without plugin indexes: the hot path of a producer."""
-        position = self.log.size_in_bytes()
-        self.log.append_pieces(pieces)
+    def has_room_for(self, last_offset: int) -> bool:
+        """Whether a batch ending at ``last_offset`` fits this segment's indexes (Kafka rolls
+        when an index is full or an offset leaves the 4-byte relative range)."""
+        return (last_offset - self.base_offset <= INT32_MAX
+                and not self.offset_index.is_full() and not self.time_index.is_full())
+
+    def append_one(self, head: bytes, body: bytes | memoryview, last_offset: int,
+                   max_timestamp: int) -> None:
+        """``append`` for a single batch (its patched header prefix ``head`` and the rest,
+        ``body``) without plugin indexes: the hot path of a producer. The Log has already
+        checked that the offset fits this segment and the indexes have room."""
+        position = self.log.append_two(head, body)
         max_ts = self._max_timestamp_and_offset or self._max_ts_and_offset()
         if max_timestamp > max_ts.timestamp:
             max_ts = self._max_timestamp_and_offset = TimestampOffset(max_timestamp, last_offset)
         since = self._bytes_since_last_index_entry
         if since > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            if max_ts.timestamp > self.time_index.last_entry.timestamp:
+                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             since = 0
-        self._bytes_since_last_index_entry = since + size
+        self._bytes_since_last_index_entry = since + len(head) + len(body)
 
     def _feed_extra_indexes(self, position: int, batches: Sequence[AppendedBatch],
                             views: Sequence[RecordBatch]) -> None:

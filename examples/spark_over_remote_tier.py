@@ -6,7 +6,6 @@ Run: ``python examples/spark_over_remote_tier.py`` (needs ``tierlog[spark]`` and
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import tempfile
@@ -14,67 +13,34 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+import tierlog
 import tierlog.spark
-from tierlog import Log, Record
-from tierlog.plugins.local import create_remote_storage
-from tierlog.remote import (
-    FsspecRemoteStorageManager,
-    LogSegmentData,
-    RemoteLogMetadataManager,
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
-    TopicIdPartition,
-)
+from tierlog import Record
 
-TOPIC_ID = "q0Vs7vGvSZ6ljmj-ZmXC1A"
 START_MS = 1_700_000_000_000
-
-
-def tier_closed_segments(log: Log, rsm: FsspecRemoteStorageManager,
-                         rlmm: RemoteLogMetadataManager) -> None:
-    """Copy every closed segment as tiered storage does: metadata COPY_SEGMENT_STARTED, the
-    segment's files, then COPY_SEGMENT_FINISHED (which makes it visible to readers)."""
-    tip = TopicIdPartition(TOPIC_ID, log.topic, log.partition)
-    segments = log.segments.values()
-    for segment, successor in itertools.pairwise(segments):
-        md = RemoteLogSegmentMetadata(
-            remote_log_segment_id=RemoteLogSegmentId.generate(tip),
-            start_offset=segment.base_offset, end_offset=successor.base_offset - 1,
-            max_timestamp_ms=segment.max_timestamp_so_far, event_timestamp_ms=START_MS,
-            segment_size_in_bytes=segment.log.size_in_bytes(),
-            segment_leader_epochs={0: segment.base_offset}, txn_idx_empty=True)
-        rlmm.add_remote_log_segment_metadata(md)
-        rsm.copy_log_segment_data(md, LogSegmentData(
-            log_segment=segment.log.path, offset_index=segment.offset_index.path,
-            time_index=segment.time_index.path, transaction_index=None,
-            producer_snapshot_index=log.directory / f"{successor.base_offset:020d}.snapshot",
-            leader_epoch_index=f"0\n1\n0 {segment.base_offset}\n".encode()))
-        rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-            remote_log_segment_id=md.remote_log_segment_id, event_timestamp_ms=START_MS + 1,
-            state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED))
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def build_tier(root: Path) -> str:
-    """Topic ``orders`` (3 partitions, 3000 orders each, every codec) tiered under ``root``."""
+    """Topic ``orders`` (3 partitions, 3000 orders each, every codec) tiered under ``root``
+    by a LogManager, exactly as a tierlog node tiers its closed segments."""
     url = (root / "tier").as_uri()
-    rsm = create_remote_storage(url, {"fsync": False})
-    rlmm = RemoteLogMetadataManager(rsm.tier)
-    codecs = ["none", "gzip", "snappy", "lz4", "zstd"]
-    for partition in range(3):
-        log = Log.open(root / "logs" / f"orders-{partition}", {"segment.bytes": 64 << 10},
-                       topic_id=TOPIC_ID)
-        for n in range(30):
-            log.append_records(
-                [Record(key=f"customer-{(n * 100 + i) % 37}".encode(),
-                        value=f"{{\"amount\": {(n * 100 + i) % 250}}}".encode(),
-                        headers=[("region", b"eu" if i % 2 else b"us")],
-                        timestamp=START_MS + (n * 100 + i) * 1000)
-                 for i in range(100)], compression=codecs[n % len(codecs)])
-        log.roll()
-        tier_closed_segments(log, rsm, rlmm)
-        log.close()
+    # The records are stamped in 2023: keep them (retention.ms=-1) rather than let the
+    # default 7-day retention delete them from the tier right after the copy.
+    config = {"segment.bytes": 64 << 10, "retention.ms": -1, "remote.storage.enable": True,
+              "remote.storage.manager": "local", "remote.storage.url": url}
+    with tierlog.LogManager.open(root / "logs", config, start_scheduler=False) as mgr:
+        for partition, log in enumerate(mgr.create_topic("orders", partitions=3)):
+            for n in range(30):
+                log.append_records(
+                    [Record(key=f"customer-{(n * 100 + i) % 37}".encode(),
+                            value=f"{{\"amount\": {(n * 100 + i) % 250}}}".encode(),
+                            headers=[("region", b"eu" if i % 2 else b"us")],
+                            timestamp=START_MS + (n * 100 + i) * 1000)
+                     for i in range(100)], compression=CODECS[(n + partition) % len(CODECS)])
+            log.roll()
+        copied = sum(len(r.copied) for r in mgr.tier_now().values())
+        print(f"tiered {copied} segments to {url}")
     return url
 
 

@@ -48,3 +48,17 @@ def test_tiering_to_s3_reads_old_offsets_from_the_bucket(tmp_path: Path, s3_endp
 
     names = s3_client(s3_endpoint).find(f"{S3_BUCKET}/examples-{tmp_path.name}")
     assert any(n.endswith(".log") and "/clicks-0-" in n for n in names)
+
+
+def test_spark_over_the_remote_tier(tmp_path: Path) -> None:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "spark_over_remote_tier.py")],
+                          capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    tiered = int(out.split("tiered ", 1)[1].split()[0])
+    assert tiered >= 3, out
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in out.splitlines() if line.startswith("|") and "partition" not in line]
+    # From the 600th second on, eu region only: half of the last 2400 orders per partition.
+    assert [(row[0], row[1]) for row in rows] == [("0", "1200"), ("1", "1200"), ("2", "1200")], out

@@ -78,21 +78,26 @@ class OffsetIndex(AbstractIndex):
         """Add ``offset -> position``; the offset must be above ``last_offset``.
 
         Raises IndexFullError, InvalidIndexOffsetError (offset not increasing) or
-        IndexOffsetOverflowError (offset outside the 4-byte relative range).
+        IndexOffsetOverflowError (offset outside the 4-byte relative range). On the append
+        hot path, so the checks are inline.
         """
-        self._check_writable()
-        if self._entries >= self._max_entries:
-            raise IndexFullError(f"offset index {self._path} is full ({self._entries} entries)")
-        if self._entries and offset <= self._last_offset:
+        if not self._writable:
+            self._check_writable()
+        entries = self._entries
+        if entries >= self._max_entries:
+            raise IndexFullError(f"offset index {self._path} is full ({entries} entries)")
+        if entries and offset <= self._last_offset:
             raise InvalidIndexOffsetError(
-                f"offset {offset} appended to slot {self._entries} of offset index {self._path}"
+                f"offset {offset} appended to slot {entries} of offset index {self._path}"
                 f" is not above the last offset {self._last_offset}"
             )
         if position < 0 or position > INT32_MAX:
             raise ValueError(f"position {position} for offset {offset} does not fit the 4-byte"
                              f" position of offset index {self._path}")
-        relative = self.relative_offset(offset)
-        _ENTRY.pack_into(self._mm, self._entries * _SIZE, relative, position)
+        relative = offset - self._base_offset
+        if relative < 0 or relative > INT32_MAX:
+            relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        _ENTRY.pack_into(self._mm, entries * _SIZE, relative, position)
         self._entries += 1
         self._last_offset = offset
 
