@@ -115,7 +115,13 @@ class RemoteLogManagerTests:
         for offset in range(0, leo, 7):
             got = [r.offset for r in log.read(offset, max_bytes=1).records()]
             assert got and got[0] == offset
-        assert log.offset_for_timestamp(clock.now - 59_000 + 1) is not None
+        # Batch i (offsets 10i..10i+9) was stamped start + 1000 (i + 1): remote ones included.
+        start = clock.now - 60 * 1000
+        for i in (0, 7, 30, 59):
+            assert log.offset_for_timestamp(start + 1000 * (i + 1)) == 10 * i
+            assert log.offset_for_timestamp(start + 1000 * (i + 1) - 500) == 10 * i
+        assert 70 < log.local_log_start_offset  # batch 7 really came from the remote tier
+        assert log.offset_for_timestamp(clock.now + 1) is None
 
     def test_local_segments_are_deleted_only_after_their_copy(self, open_manager, clock):
         mgr = open_manager(**{"local.retention.bytes": 0})
