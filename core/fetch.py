@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import heapq
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from tierlog.index import AbortedTxn
 from tierlog.records.batch import RecordBatch
+from tierlog.records.control import ABORT
 from tierlog.records.file_records import MemoryRecords, Records
 from tierlog.records.record import Record
 
@@ -71,7 +72,10 @@ class FetchDataInfo:
         """
         start, stop = self.fetch_offset, self.upper_bound
         skip_aborted = self.aborted_transactions is not None and not include_aborted
-        tracker = _AbortedTracker(self.aborted_transactions or ()) if skip_aborted else None
+        tracker = None
+        if skip_aborted:
+            tracker = AbortedTracker((t.first_offset, t.producer_id)
+                                     for t in self.aborted_transactions or ())
         for batch in self.batches():
             if batch.base_offset >= stop:
                 return
@@ -87,23 +91,25 @@ class FetchDataInfo:
                     yield record
 
 
-class _AbortedTracker:
-    """Kafka's consumer logic: a producer's transactional batches at or after the first offset
-    of one of its aborted transactions are skipped until that producer's ABORT marker."""
+class AbortedTracker:
+    """Kafka's consumer rule for read_committed: once the first offset of one of its aborted
+    transactions is reached, a producer's transactional batches (its ABORT marker included)
+    are dropped until that marker. Fed batches in offset order."""
 
-    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
-        self._pending = [(txn.first_offset, txn.producer_id) for txn in aborted]
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        """``aborted``: (first offset, producer id) of each aborted transaction in range."""
+        self._pending = list(aborted)
         heapq.heapify(self._pending)
         self._aborting: set[int] = set()
 
     def skip(self, batch: RecordBatch) -> bool:
+        """Whether ``batch`` belongs to an aborted transaction."""
         while self._pending and self._pending[0][0] <= batch.last_offset:
             self._aborting.add(heapq.heappop(self._pending)[1])
         if not batch.is_transactional or batch.producer_id not in self._aborting:
             return False
         if batch.is_control:
             control = batch.control_record()
-            if control is not None and control.type == 0:  # ABORT ends the aborted range
+            if control is not None and control.type == ABORT:  # ends the aborted range
                 self._aborting.discard(batch.producer_id)
-            return True
         return True

@@ -4,17 +4,16 @@ one remote ``.log`` object, read with one ranged GET and decoded into Arrow reco
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
+from tierlog.fetch import AbortedTracker
 from tierlog.reader._arrow import ColumnBuilder
 from tierlog.reader._tier import ReadStats, open_tier
 from tierlog.records import Record, RecordBatch, iter_batches
-from tierlog.records.control import ABORT
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -65,29 +64,6 @@ class ReadSplit:
         return self.byte_end - self.byte_start
 
 
-class AbortedTracker:
-    """Kafka's consumer rule: once the first offset of one of its aborted transactions is
-    reached, a producer's transactional batches are dropped until its ABORT marker."""
-
-    def __init__(self, aborted: tuple[tuple[int, int, int], ...], first_offset: int) -> None:
-        # Transactions whose marker precedes the data read were closed before it began.
-        self._pending = [(first, pid) for pid, first, last in aborted if last >= first_offset]
-        heapq.heapify(self._pending)
-        self._aborting: set[int] = set()
-
-    def skip(self, batch: RecordBatch) -> bool:
-        """Whether ``batch`` belongs to an aborted transaction (its ABORT marker included)."""
-        while self._pending and self._pending[0][0] <= batch.last_offset:
-            self._aborting.add(heapq.heappop(self._pending)[1])
-        if not batch.is_transactional or batch.producer_id not in self._aborting:
-            return False
-        if batch.is_control:
-            control = batch.control_record()
-            if control is not None and control.type == ABORT:
-                self._aborting.discard(batch.producer_id)
-        return True
-
-
 def _first_at_or_after(records: list[Record], timestamp: int) -> int | None:
     """Offset of the first record stamped at or after ``timestamp`` (Kafka's timestamp
     search: control and aborted records count too)."""
@@ -135,7 +111,10 @@ def read_split(split: ReadSplit, *, stats: ReadStats | None = None) -> Iterator[
             continue
         if split.isolation_level == READ_COMMITTED:
             if tracker is None:
-                tracker = AbortedTracker(split.aborted, max(batch.base_offset, start))
+                first = max(batch.base_offset, start)
+                # Transactions whose marker precedes the data read were closed before it.
+                tracker = AbortedTracker((txn_first, pid) for pid, txn_first, last
+                                         in split.aborted if last >= first)
             if tracker.skip(batch):
                 continue
         if batch.is_control:
