@@ -300,3 +300,103 @@ def test_corrupted_remote_object_raises_corrupt_record_error(faulty, clock):
     fs.inner.pipe_file(path, bytes(data))
     with pytest.raises(CorruptRecordError, match="corrupt"):
         log.read(0)
+
+
+# -- the scheduler, hooks, epoch lineage and the index cache (local plugin) -----------------
+
+
+@pytest.fixture
+def local_manager(tmp_path, clock):
+    managers = []
+
+    def open_(**overrides):
+        config = {"segment.bytes": 2048, "remote.storage.enable": True,
+                  "remote.storage.manager": "local",
+                  "remote.storage.url": f"file://{tmp_path}/tier", **overrides}
+        mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
+        managers.append(mgr)
+        return mgr
+
+    yield open_
+    for mgr in managers:
+        mgr.close()
+
+
+def test_the_scheduler_tiers_every_task_interval_and_hooks_see_each_copy(local_manager, clock):
+    from plugins.audit import AuditPlugin
+
+    class CopyAudit(AuditPlugin):
+        @hookimpl
+        def tierlog_segment_copied_to_remote(self, log, metadata):
+            self.events.append(("copied", log.topic, metadata.start_offset))
+
+    audit = CopyAudit()
+    host = get_plugins()
+    host.register(audit, name="copy-audit")
+    try:
+        mgr = local_manager(**{"remote.log.manager.task.interval.ms": 10_000})
+        log = mgr.create_topic("orders", 1)[0]
+        for i in range(20):
+            log.append_records(_records(i))
+        clock.advance(9_999)
+        mgr.scheduler.run_due()
+        assert log.highest_offset_in_remote == -1
+        clock.advance(1)
+        mgr.scheduler.run_due()
+        bases = log.segments.base_offsets()
+        assert log.highest_offset_in_remote == bases[-1] - 1
+        copied = [e[2] for e in audit.events if e[0] == "copied"]
+        assert copied == bases[:-1]
+    finally:
+        host.unregister("copy-audit")
+
+
+def test_remote_segments_outside_the_epoch_lineage_are_deleted(local_manager, clock):
+    mgr = local_manager()
+    log = mgr.create_topic("orders", 1)[0]
+    for i in range(20):
+        log.append_records(_records(i))
+    mgr.tier_now()
+    tip = topic_id_partition(log)
+    rlmm = mgr.remote_log_manager.rlmm
+    old = [m for m in rlmm.list_remote_log_segments(tip) if m.state is FINISHED]
+    assert old and all(set(m.segment_leader_epochs) == {0} for m in old)
+    # A new leader at epoch 5 whose log starts after the tiered data: epoch 0 is no longer
+    # in this replica's lineage, so its remote segments go.
+    log.truncate_fully_and_start_at(log.log_end_offset)
+    log.leader_epoch = 5
+    for i in range(20, 40):
+        log.append_records(_records(i))
+    result = mgr.tier_now()["orders-0"]
+    assert {m.start_offset for m in result.deleted_remote} == {m.start_offset for m in old}
+    remaining = [m for m in rlmm.list_remote_log_segments(tip) if m.state is FINISHED]
+    assert remaining and all(set(m.segment_leader_epochs) == {5} for m in remaining)
+
+
+def test_the_index_cache_is_bounded_and_reloaded_at_start(local_manager, clock, tmp_path):
+    # Entries in every index (index.interval.bytes=100) and room for only a few of them.
+    settings = {"local.retention.bytes": 0, "index.interval.bytes": 100,
+                "remote.log.index.file.cache.total.size.bytes": 64}
+    mgr = local_manager(**settings)
+    log = mgr.create_topic("orders", 1)[0]
+    for i in range(60):
+        log.append_records(_records(i))
+    mgr.tier_now()
+    cache = mgr.remote_log_manager.index_cache
+    offsets = range(0, log.local_log_start_offset, 50)
+    for offset in offsets:
+        log.read(offset, max_bytes=100)
+    rlmm = mgr.remote_log_manager.rlmm
+    read = {rlmm.remote_log_segment_metadata(topic_id_partition(log), o).segment_id
+            for o in offsets}
+    files = list(cache.directory.iterdir())
+    assert len({f.name.split(".")[0] for f in files}) < len(read)  # some were evicted
+    assert files and cache.size_in_bytes <= 64 + max(f.stat().st_size for f in files)
+    assert all(f.name.split("_")[0].isdigit() and f.suffix in (".index", ".timeindex", ".txnindex")
+               for f in files)
+    kept = sorted(f.name for f in files)
+    mgr.close()
+    mgr2 = local_manager(**settings)
+    cache2 = mgr2.remote_log_manager.index_cache
+    assert sorted(f.name for f in cache2.directory.iterdir()) == kept
+    assert cache2.size_in_bytes == sum(f.stat().st_size for f in cache2.directory.iterdir())
