@@ -454,3 +454,28 @@ def test_hostile_inputs_agree_across_codecs() -> None:
         for count in (1, 2):
             for end in (len(data), max(0, len(data) - 1)):
                 assert outcome(c, data, count, end) == outcome(py, data, count, end)
+
+
+def test_encode_with_base_offset_keeps_each_records_offset(codec: ModuleType) -> None:
+    """Rewritten batches (compaction) keep their records' offsets: deltas with gaps."""
+    records = [Record(key=b"a", value=b"1", timestamp=5, offset=100),
+               Record(key=None, value=b"2", timestamp=7, offset=103),
+               Record(key=b"c", value=None, headers=[("h", b"x")], timestamp=6, offset=400)]
+    data, max_ts = codec.encode_records(records, 5, 0, base_offset=100)
+    assert max_ts == 7
+    got = codec.decode_records(data, 0, len(data), 3, 100, 5)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in got] == [
+        (100, b"a", b"1", 5), (103, None, b"2", 7), (400, b"c", None, 6)]
+    others = [m for m in both() if m is not codec]
+    for other in others:
+        assert other.encode_records(records, 5, 0, base_offset=100) == (data, max_ts)
+    # Without base_offset the deltas are the indexes, as before.
+    plain, _ = codec.encode_records(records, 5, 0)
+    assert [r.offset for r in codec.decode_records(plain, 0, len(plain), 3, 100, 5)] == [100, 101, 102]
+
+
+@pytest.mark.parametrize("offset", [99, 100 + (1 << 31)])
+def test_encode_base_offset_out_of_range(codec: ModuleType, offset: int) -> None:
+    records = [Record(value=b"v", timestamp=1, offset=offset)]
+    with pytest.raises(ValueError, match="record 0: offset .* base offset 100"):
+        codec.encode_records(records, 1, 0, base_offset=100)

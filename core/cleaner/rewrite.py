@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from crc32c import crc32c
+
 from tierlog.records import Record, RecordBatch, compress
+from tierlog.records._codec import encode_records
 from tierlog.records.batch import (
     CONTROL_MASK,
     CURRENT_MAGIC,
@@ -24,7 +26,6 @@ from tierlog.records.compression import NONE
 
 #: baseTimestamp of a batch with no records (Kafka's NO_TIMESTAMP).
 NO_TIMESTAMP = -1
-_NULL = b"\x01"  # zigzag(-1): a null key, value or header value
 #: Bits of the attributes a rewritten batch takes from the original.
 _KEPT_ATTRIBUTES = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
 
@@ -49,7 +50,8 @@ def rewrite_batch(
     else:
         base_timestamp = delete_horizon_ms
         attributes |= DELETE_HORIZON_MASK
-    body, max_timestamp = _encode(retained, batch.base_offset, base_timestamp)
+    body, max_timestamp = encode_records(retained, base_timestamp, base_timestamp,
+                                         base_offset=batch.base_offset)
     if batch.timestamp_type == LOG_APPEND_TIME:
         max_timestamp = batch.max_timestamp
     if batch.compression != NONE:
@@ -79,48 +81,3 @@ def _assemble(
         CURRENT_MAGIC, crc,
     )
     return b"".join((prefix, covered, body))
-
-
-def _encode(records: Sequence[Record], base_offset: int, base_timestamp: int) -> tuple[bytes, int]:
-    """The records section with each record's own offset delta; (bytes, max timestamp)."""
-    out: list[bytes] = []
-    max_timestamp = NO_TIMESTAMP
-    for record in records:
-        timestamp = record.timestamp
-        max_timestamp = max(max_timestamp, timestamp)
-        parts = [b"\x00", _varint(timestamp - base_timestamp), _varint(record.offset - base_offset)]
-        _append_bytes(parts, record.key)
-        _append_bytes(parts, record.value)
-        headers = record.headers
-        parts.append(_varint(len(headers)))
-        for name, value in headers:
-            _append_bytes(parts, name.encode("utf-8"))
-            _append_bytes(parts, value)
-        encoded = b"".join(parts)
-        out.append(_varint(len(encoded)))
-        out.append(encoded)
-    return b"".join(out), max_timestamp
-
-
-def _append_bytes(parts: list[bytes], value: bytes | None) -> None:
-    if value is None:
-        parts.append(_NULL)
-    else:
-        parts.append(_varint(len(value)))
-        parts.append(value)
-
-
-def _varint(value: int) -> bytes:
-    """Zigzag varint (protobuf style) of a value that fits int64."""
-    raw = (value << 1) ^ (value >> 63)
-    if raw < 0x80:
-        return _SMALL[raw]
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
-_SMALL = tuple(bytes((i,)) for i in range(0x80))

@@ -18,6 +18,7 @@ _INT32_BITS = 32
 _INT64_BITS = 64
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
 #: Longest encodings Kafka allows: a varint (int32) and a varlong (int64).
 _VARINT_MAX_BYTES = 5
 _VARLONG_MAX_BYTES = 10
@@ -309,15 +310,19 @@ def _encode_headers(headers: Any, index: int) -> list[bytes | bytearray]:
 
 
 def encode_records(
-    records: Sequence[Record], base_timestamp: int, now_ms: int
+    records: Sequence[Record], base_timestamp: int, now_ms: int, base_offset: int | None = None
 ) -> tuple[bytes, int]:
     """Encode the records section of a batch: (bytes, max timestamp or -1 when empty).
 
-    offsetDelta is each record's index; a None timestamp becomes ``now_ms``; timestampDelta
-    is relative to ``base_timestamp``. Raises TypeError/ValueError on a bad field.
+    offsetDelta is each record's index, or ``record.offset - base_offset`` when
+    ``base_offset`` is given (a rewritten batch keeps its records' offsets); a None timestamp
+    becomes ``now_ms``; timestampDelta is relative to ``base_timestamp``. Raises
+    TypeError/ValueError on a bad field.
     """
     base_timestamp = _check_int64(base_timestamp, "base_timestamp")
     now_ms = _check_int64(now_ms, "now_ms")
+    if base_offset is not None:
+        base_offset = _check_int64(base_offset, "base_offset")
     small = _SMALL_VARINTS
     small_limit = _SMALL_LENGTH_LIMIT
     varint_bytes = _varint_bytes
@@ -332,6 +337,7 @@ def encode_records(
     extend = out.extend
     max_timestamp = -1
     for i, record in enumerate(records):
+        offset_delta = i if base_offset is None else _offset_delta(record, i, base_offset)
         timestamp = record.timestamp
         if timestamp is None:
             timestamp = now_ms
@@ -342,12 +348,12 @@ def encode_records(
         delta = timestamp - base_timestamp
         raw = (delta << 1) ^ (delta >> 63)
         try:
-            head = attributes + small[raw] + small[i << 1]
+            head = attributes + small[raw] + small[offset_delta << 1]
         except IndexError:
             head = (
                 attributes
                 + varint_bytes(delta, _INT64_BITS, i, "timestamp delta")
-                + varint_bytes(i, _INT32_BITS, i, "offset delta")
+                + varint_bytes(offset_delta, _INT32_BITS, i, "offset delta")
             )
         key = record.key
         if key is None:
@@ -389,3 +395,13 @@ def encode_records(
         else:
             extend(tail)
     return b"".join(out), max_timestamp
+
+
+def _offset_delta(record: Record, index: int, base_offset: int) -> int:
+    """``record.offset - base_offset``, checked to fit a batch's 4-byte offset delta."""
+    offset = _check_int64(record.offset, f"record {index}: offset")
+    delta = offset - base_offset
+    if not 0 <= delta <= _INT32_MAX:
+        raise ValueError(f"record {index}: offset {offset} is not within 2^31-1 after base "
+                         f"offset {base_offset}")
+    return delta

@@ -495,9 +495,9 @@ write_field(writer *w, PyObject *record, int f, Py_ssize_t index)
 /* Appends record number `index`; *max_timestamp tracks the largest timestamp. */
 static int
 encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp, int64_t now_ms,
-           int64_t *max_timestamp)
+           int has_base_offset, int64_t base_offset, int64_t *max_timestamp)
 {
-    int64_t timestamp;
+    int64_t timestamp, offset_delta = (int64_t)index;
     PyObject *obj = get_field(record, F_TIMESTAMP);
     if (obj == NULL)
         return -1;
@@ -514,7 +514,25 @@ encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp
                      index, (long long)timestamp, (long long)base_timestamp);
         return -1;
     }
-    if (index > INT32_MAX) {
+    if (has_base_offset) {
+        /* Rewritten batches (compaction) keep each record's own offset. */
+        int64_t offset;
+        PyObject *off = get_field(record, F_OFFSET);
+        if (off == NULL)
+            return -1;
+        rc = as_int64(off, "offset", index, &offset);
+        Py_DECREF(off);
+        if (rc < 0)
+            return -1;
+        if (offset < base_offset || (uint64_t)offset - (uint64_t)base_offset > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError,
+                         "record %zd: offset %lld is not within 2^31-1 after base offset %lld",
+                         index, (long long)offset, (long long)base_offset);
+            return -1;
+        }
+        offset_delta = offset - base_offset;
+    }
+    if (offset_delta > INT32_MAX) {
         PyErr_Format(PyExc_ValueError, "record %zd: offset delta does not fit int32", index);
         return -1;
     }
@@ -527,7 +545,7 @@ encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp
     p += VARINT_MAX_BYTES;
     *p++ = 0; /* attributes */
     p = put_varint(p, timestamp - base_timestamp);
-    writer_commit(w, put_varint(p, index));
+    writer_commit(w, put_varint(p, offset_delta));
     if (write_field(w, record, F_KEY, index) < 0 || write_field(w, record, F_VALUE, index) < 0 ||
         write_field(w, record, F_HEADERS, index) < 0)
         return -1;
@@ -545,22 +563,25 @@ encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp
 }
 
 PyDoc_STRVAR(encode_records_doc,
-"encode_records(records, base_timestamp, now_ms) -> tuple[bytes, int]\n\n"
+"encode_records(records, base_timestamp, now_ms, base_offset=None) -> tuple[bytes, int]\n\n"
 "Encode the records section of a batch: (bytes, max timestamp, or -1 when empty).\n"
-"offsetDelta is each record's index; a None timestamp becomes now_ms.");
+"offsetDelta is each record's index, or record.offset - base_offset when base_offset is\n"
+"given; a None timestamp becomes now_ms.");
 
 static PyObject *
 encode_records(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"records", "base_timestamp", "now_ms", NULL};
-    PyObject *records, *base_obj, *now_obj;
-    int64_t base_timestamp, now_ms, max_timestamp = -1;
+    static char *kwlist[] = {"records", "base_timestamp", "now_ms", "base_offset", NULL};
+    PyObject *records, *base_obj, *now_obj, *offset_obj = Py_None;
+    int64_t base_timestamp, now_ms, base_offset = 0, max_timestamp = -1;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:encode_records", kwlist, &records,
-                                     &base_obj, &now_obj) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O:encode_records", kwlist, &records,
+                                     &base_obj, &now_obj, &offset_obj) ||
         as_int64(base_obj, "base_timestamp", -1, &base_timestamp) < 0 ||
-        as_int64(now_obj, "now_ms", -1, &now_ms) < 0)
+        as_int64(now_obj, "now_ms", -1, &now_ms) < 0 ||
+        (offset_obj != Py_None && as_int64(offset_obj, "base_offset", -1, &base_offset) < 0))
         return NULL;
+    int has_base_offset = offset_obj != Py_None;
     PyObject *seq = PySequence_Fast(records, "records must be a sequence of Record");
     if (seq == NULL)
         return NULL;
@@ -574,7 +595,8 @@ encode_records(PyObject *module, PyObject *args, PyObject *kwargs)
     /* Re-read the size and item each time: a property on a Record subclass could mutate a list. */
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
         PyObject *record = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
-        int rc = encode_one(&w, record, i, base_timestamp, now_ms, &max_timestamp);
+        int rc = encode_one(&w, record, i, base_timestamp, now_ms, has_base_offset, base_offset,
+                            &max_timestamp);
         Py_DECREF(record);
         if (rc < 0)
             goto fail;
