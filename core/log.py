@@ -41,7 +41,7 @@ from tierlog.records.builder import build_batch, build_control_batch
 from tierlog.records.compression import codec_id
 from tierlog.records.record import Record
 from tierlog.scheduler import Scheduler
-from tierlog.segment import LogSegment, RollParams
+from tierlog.segment import LogSegment
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
@@ -395,14 +395,9 @@ class Log(LogReads, LogRetention):
         segment = self.segments.active
         first = self._next_offset
         last = first + delta
-        used = segment.size
-        if used > self._segment_bytes - size or not segment.has_room_for(last):
+        if segment.should_roll(size, max_ts, last, self._segment_bytes, self._segment_ms,
+                               self._time_ms):
             return None
-        if used > 0:
-            first_ts = segment.rolling_timestamp()
-            waited = max_ts - first_ts if first_ts >= 0 else self._time_ms() - segment.created_ms
-            if waited > self._segment_ms - segment.rolling_jitter_ms:
-                return None
         epoch = self.leader_epoch if leader_epoch is None else leader_epoch
         if epoch is None:
             segment.append_one(_BASE_OFFSET.pack(first), view[8:], last, max_ts)
@@ -518,11 +513,8 @@ class Log(LogReads, LogRetention):
                 f"{self.directory.name}: append of {plan.size} bytes exceeds segment.bytes "
                 f"({max_bytes})"
             )
-        params = RollParams(
-            self._config["segment.ms"], max_bytes, plan.max_timestamp, plan.last_offset,
-            plan.size, now,
-        )
-        if segment.should_roll(params):
+        if segment.should_roll(plan.size, plan.max_timestamp, plan.last_offset, max_bytes,
+                               self._segment_ms, lambda: now):
             return self._roll(plan.first_offset)
         return segment
 

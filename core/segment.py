@@ -63,18 +63,6 @@ class AppendedBatch:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class RollParams:
-    """The inputs of the roll decision for one append (Kafka's RollParams)."""
-
-    max_segment_ms: int
-    max_segment_bytes: int
-    max_timestamp_in_messages: int
-    max_offset_in_messages: int
-    messages_size: int
-    now_ms: int
-
-
 @dataclass(slots=True)
 class RecoveryResult:
     """What recovering one segment found."""
@@ -239,12 +227,6 @@ class LogSegment:
         self._bytes_since_last_index_entry = since
         self._max_timestamp_and_offset = max_ts
 
-    def has_room_for(self, last_offset: int) -> bool:
-        """Whether a batch ending at ``last_offset`` fits this segment's indexes (Kafka rolls
-        when an index is full or an offset leaves the 4-byte relative range)."""
-        return (last_offset - self.base_offset <= INT32_MAX
-                and not self.offset_index.is_full() and not self.time_index.is_full())
-
     def append_one(self, head: bytes, body: bytes | memoryview, last_offset: int,
                    max_timestamp: int) -> None:
         """``append`` for a single batch (its patched header prefix ``head`` and the rest,
@@ -297,26 +279,24 @@ class LogSegment:
             ts = self._rolling_based_timestamp = header.max_timestamp
         return ts
 
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        ts = self.rolling_timestamp()
-        if ts >= 0:
-            return message_timestamp - ts
-        return now_ms - self.created_ms
-
-    def should_roll(self, params: RollParams) -> bool:
-        """Kafka's roll rule: size, age, a full index, or an offset beyond 2^31 of the base."""
+    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int,
+                    max_segment_bytes: int, max_segment_ms: int,
+                    time_ms: Callable[[], int]) -> bool:
+        """Kafka's roll rule for an append of ``messages_size`` bytes whose largest timestamp
+        and offset are given: the segment would pass ``segment.bytes``, an index is full, the
+        offset leaves the 4-byte relative range, or the segment is older than ``segment.ms``
+        minus its jitter (measured from its first batch's timestamp, or from its creation by
+        ``time_ms()`` when it has none). Cheap enough for the append hot path."""
         size = self.size
-        reached_roll_ms = (
-            self.time_waited_for_roll(params.now_ms, params.max_timestamp_in_messages)
-            > params.max_segment_ms - self.rolling_jitter_ms
-        )
-        return (
-            size > params.max_segment_bytes - params.messages_size
-            or (size > 0 and reached_roll_ms)
-            or self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not self.can_convert_to_relative_offset(params.max_offset_in_messages)
-        )
+        if (size > max_segment_bytes - messages_size
+                or not self.can_convert_to_relative_offset(max_offset)
+                or self.offset_index.is_full() or self.time_index.is_full()):
+            return True
+        if size == 0:
+            return False
+        first_ts = self.rolling_timestamp()
+        waited = max_timestamp - first_ts if first_ts >= 0 else time_ms() - self.created_ms
+        return waited > max_segment_ms - self.rolling_jitter_ms
 
     def on_becoming_inactive(self) -> None:
         """Called when a newer segment takes over: final time index entry, then trim files."""
