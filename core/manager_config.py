@@ -12,9 +12,8 @@ from typing import Any
 
 from tierlog.config import LONG_MAX, TOPIC_CONFIG_KEYS, ConfigKey, LogConfig
 from tierlog.errors import ConfigError
+from tierlog.remote.options import OPTIONS_PREFIX
 
-#: Prefix of the options handed to the remote tier's filesystem (fsspec storage options).
-REMOTE_STORAGE_OPTIONS_PREFIX = "remote.storage.options."
 
 #: Kafka's broker-level names for topic defaults.
 BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType({
@@ -96,8 +95,8 @@ class ManagerConfig:
         topic: dict[str, Any] = {}
         options: dict[str, Any] = {}
         for name, raw in (values or {}).items():
-            if name.startswith(REMOTE_STORAGE_OPTIONS_PREFIX):
-                option = name[len(REMOTE_STORAGE_OPTIONS_PREFIX):]
+            if name.startswith(OPTIONS_PREFIX):
+                option = name[len(OPTIONS_PREFIX):]
                 if not option:
                     raise ConfigError(name, "an option name must follow the prefix")
                 options[option] = raw

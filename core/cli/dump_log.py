@@ -26,11 +26,11 @@ from tierlog.filenames import (
 )
 from tierlog.index import OffsetIndex, TimeIndex, TransactionIndex
 from tierlog.producer_snapshot import read_snapshot
+from tierlog.producer_state import INT32_MAX, decrement_sequence, increment_sequence
 from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, RecordBatch
 from tierlog.records.compression import codec_name
 from tierlog.records.control import ABORT, COMMIT, decode_control_record
 
-INT32_MAX = (1 << 31) - 1
 #: Kafka prints record lines with this prefix.
 RECORD_INDENT = "|"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
@@ -108,18 +108,6 @@ def _bool(value: bool) -> str:
 def _optional_long(value: int | None) -> str:
     """Java's OptionalLong.toString(), as Kafka's tool prints it."""
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
-
-
-def _increment_sequence(sequence: int, increment: int) -> int:
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-def _decrement_sequence(sequence: int, decrement: int) -> int:
-    if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
 
 
 def _map(path: Path) -> bytes | mmap.mmap:
@@ -261,7 +249,7 @@ class Dumper:
         prefix = f"{RECORD_INDENT} "
         if not self.skip_record_metadata:
             sequence = (-1 if batch.base_sequence < 0 else
-                        _increment_sequence(batch.base_sequence, record.offset - batch.base_offset))
+                        increment_sequence(batch.base_sequence, record.offset - batch.base_offset))
             header_keys = ",".join(key for key, _ in record.headers)
             parts.append(
                 f"{prefix}offset: {record.offset} {_timestamp_type(batch)}: {record.timestamp} "
@@ -399,7 +387,7 @@ class Dumper:
                     f"lastTimestamp: {entry.timestamp}")
             if entry.last_offset >= 0:
                 line += (f" firstSequence: "
-                         f"{_decrement_sequence(entry.last_sequence, entry.offset_delta)} "
+                         f"{decrement_sequence(entry.last_sequence, entry.offset_delta)} "
                          f"lastSequence: {entry.last_sequence} lastOffset: {entry.last_offset} "
                          f"offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}")
             self.out(line + "\n")
