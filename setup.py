@@ -1,6 +1,7 @@
-"""Declares the optional C accelerator for the per-record codec; everything else is in pyproject.toml.
+"""Declares the optional C accelerators (the per-record codec, the plain-batch append); everything
+else is in pyproject.toml.
 
-The extension is optional: if it cannot be compiled, tierlog falls back to its pure-Python codec.
+The extensions are optional: if one cannot be compiled, tierlog falls back to its pure-Python twin.
 """
 
 from setuptools import Extension, setup
@@ -8,19 +9,19 @@ from setuptools.command.build_ext import build_ext
 
 
 class OptionalBuildExt(build_ext):
-    """Build the accelerator when a compiler is present; never fail the install over it."""
+    """Build the accelerators when a compiler is present; never fail the install over one."""
 
     def run(self) -> None:
         try:
             super().run()
         except Exception as exc:  # noqa: BLE001 - any toolchain failure means "no accelerator"
-            self.warn(f"tierlog: C accelerator not built ({exc}); using the pure-Python codec")
+            self.warn(f"tierlog: C accelerators not built ({exc}); using pure Python")
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001
-            self.warn(f"tierlog: {ext.name} not built ({exc}); using the pure-Python codec")
+            self.warn(f"tierlog: {ext.name} not built ({exc}); using its pure-Python twin")
 
 
 setup(
@@ -29,7 +30,12 @@ setup(
             "tierlog.records._speedups",
             sources=["core/records/_speedups.c"],
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "tierlog.records._plain_batch",
+            sources=["core/records/_plain_batch.c"],
+            extra_compile_args=["-O2"],
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

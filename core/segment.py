@@ -43,10 +43,12 @@ from tierlog.records.file_records import (
     LogOffsetPosition,
     TimestampAndOffset,
 )
+from tierlog.records.plain_batch import PlainBatchLimits
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
 #: Bytes read per call by the recovery scan: big enough for few syscalls, small enough that
 #: the CRC reads the chunk from the CPU cache right after the copy.
 RECOVERY_CHUNK_BYTES = 1 << 20
@@ -111,6 +113,10 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
+        #: What lets append_plain_batch skip should_roll; None disarms it (arm_plain_appends).
+        self._plain_limits: PlainBatchLimits | None = None
+        self._plain_index_room = 0
+        self._plain_time_entry_due = True
         #: Index types contributed by plugins, by name (fed on append, rebuilt on recovery).
         self.extra_indexes: dict[str, SegmentIndex] = extra_indexes or {}
         #: True when a plugin index file was absent at open, so its data must be rebuilt.
@@ -208,6 +214,7 @@ class LogSegment:
         The offsets must already be assigned and greater than anything in the segment.
         ``views`` are the batches as the producer sent them, for plugin indexes.
         """
+        self._plain_limits = None
         position = self.log.size_in_bytes()
         if self.extra_indexes:
             self._feed_extra_indexes(position, batches, views)
@@ -227,22 +234,70 @@ class LogSegment:
         self._bytes_since_last_index_entry = since
         self._max_timestamp_and_offset = max_ts
 
-    def append_one(self, head: bytes, body: bytes | memoryview, last_offset: int,
-                   max_timestamp: int) -> None:
-        """``append`` for a single batch (its patched header prefix ``head`` and the rest,
-        ``body``) without plugin indexes: the hot path of a producer. The Log has already
-        checked that the offset fits this segment and the indexes have room."""
-        position = self.log.append_two(head, body)
-        max_ts = self._max_timestamp_and_offset or self._max_ts_and_offset()
-        if max_timestamp > max_ts.timestamp:
-            max_ts = self._max_timestamp_and_offset = TimestampOffset(max_timestamp, last_offset)
+    def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
+                          max_batch_bytes: int) -> None:
+        """Let :meth:`append_plain_batch` take batches until something else changes the segment.
+
+        Turns the roll rule (:meth:`should_roll`) into limits a batch is compared with, so the
+        producer's hot path checks four numbers instead: end position <= ``segment.bytes``, last
+        offset within the relative range, max timestamp before the age limit (from the first
+        batch's timestamp plus ``segment.ms`` minus the jitter), size <= ``max_batch_bytes``.
+        Not armed while the segment is empty, has no timestamp to age from, or has a full
+        index: then every append asks should_roll. Every other change disarms it.
+        """
+        self._plain_limits = None
+        offset_index, time_index = self.offset_index, self.time_index
+        # Entries either index can still take before it is full (is_full), counted down by
+        # append_plain_batch: each of its index entries adds at most one to each index.
+        room = min(offset_index.max_entries - offset_index.entries,
+                   time_index.max_entries - 1 - time_index.entries)
+        first_ts = self.rolling_timestamp()  # -1 for an empty segment
+        if first_ts < 0 or room <= 0:
+            return
+        self._plain_index_room = room
+        self._max_ts_and_offset()  # loaded, so the hot path can read it directly
+        self._plain_time_entry_due = True
+        self._plain_limits = (
+            max_segment_bytes,
+            self.base_offset + INT32_MAX,
+            min(first_ts + max_segment_ms - self.rolling_jitter_ms, INT64_MAX),
+            max_batch_bytes,
+        )
+
+    def append_plain_batch(self, data: bytes | bytearray | memoryview, base_offset: int,
+                           leader_epoch: int | None) -> tuple[int, int, int, int, int] | None:
+        """Append one plain producer batch (see :mod:`tierlog.records.plain_batch`) with offsets
+        from ``base_offset``: the producer's hot path, without plugin indexes.
+
+        Returns the write's ``(size, last_offset, max_timestamp, record_count, leader_epoch)``,
+        or None with nothing written when not armed (:meth:`arm_plain_appends`) or the batch
+        is not plain, intact and within the limits. The caller then takes the general path.
+        """
+        limits = self._plain_limits
+        if limits is None:
+            return None
+        log_file = self.log
+        position = log_file.size_in_bytes()
+        result = log_file.append_plain_batch(data, base_offset, leader_epoch, limits)
+        if result is None:
+            return None
+        size, last_offset, max_timestamp, _, _ = result
+        # Loaded by arm_plain_appends. (Indexing, not .timestamp: this line runs per batch.)
+        if max_timestamp > self._max_timestamp_and_offset[0]:
+            self._max_timestamp_and_offset = TimestampOffset(max_timestamp, last_offset)
+            self._plain_time_entry_due = True
         since = self._bytes_since_last_index_entry
         if since > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
-            if max_ts.timestamp > self.time_index.last_entry.timestamp:
-                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            if self._plain_time_entry_due:  # else the time index has the max already
+                self.time_index.maybe_append(*self._max_timestamp_and_offset)
+                self._plain_time_entry_due = False
+            self._plain_index_room -= 1
+            if not self._plain_index_room:  # an index may be full: should_roll decides next
+                self._plain_limits = None
             since = 0
-        self._bytes_since_last_index_entry = since + len(head) + len(body)
+        self._bytes_since_last_index_entry = since + size
+        return result
 
     def _feed_extra_indexes(self, position: int, batches: Sequence[AppendedBatch],
                             views: Sequence[RecordBatch]) -> None:
@@ -300,6 +355,7 @@ class LogSegment:
 
     def on_becoming_inactive(self) -> None:
         """Called when a newer segment takes over: final time index entry, then trim files."""
+        self._plain_limits = None
         max_ts = self._max_ts_and_offset()
         if max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
@@ -373,6 +429,7 @@ class LogSegment:
         every earlier one. The file is read in big chunks into one reused buffer and the
         index files are written whole at the end: recovery runs near the disk's read speed.
         """
+        self._plain_limits = None
         base_offset = self.base_offset
         interval = self.index_interval_bytes
         self.txn_index.reset()
@@ -508,6 +565,7 @@ class LogSegment:
 
         Kafka truncates at batch granularity: the batch containing ``offset`` goes entirely.
         """
+        self._plain_limits = None
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -550,6 +608,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Trim and close every file (the final time index entry is written first)."""
+        self._plain_limits = None
         max_ts = self._max_timestamp_and_offset
         if max_ts is not None and max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import importlib
+import resource
+import signal
 import socket
 import struct
 import threading
+from types import ModuleType
 
 import pytest
 
 from tierlog import Log, Record
+from tierlog import log as log_module
 from tierlog.errors import ConfigError, LogClosedError, OffsetOutOfRangeError
-from tierlog.records import RecordBatch, build_batch, iter_batches
+from tierlog.records import RecordBatch, build_batch, file_records, iter_batches, plain_batch
+
+
+def _plain_batch_c() -> ModuleType:
+    # Imported here so that a missing accelerator fails the C cases instead of skipping them.
+    return importlib.import_module("tierlog.records._plain_batch")
 
 
 def _records(n: int, start: int = 0, ts: int | None = None, size: int = 20) -> list[Record]:
@@ -105,15 +117,45 @@ def test_segment_jitter_is_subtracted_from_segment_ms(tmp_path, clock):
         assert len(log.segments) == 2
 
 
-def test_full_offset_index_rolls_the_segment(tmp_path, clock):
-    # 3 offset-index entries fit; index.interval.bytes=1 indexes every batch after the first.
-    config = {"segment.index.bytes": 24, "index.interval.bytes": 1}
-    with Log.open(tmp_path / "t-0", config, time_ms=clock) as log:
-        for i in range(10):
-            clock.advance(1)
-            log.append_records(_records(1, start=i))
-        assert len(log.segments) > 1
-        assert [r.offset for r in _all_records(log)] == list(range(10))
+@pytest.mark.parametrize("writer", ["c", "python"])
+def test_full_offset_index_rolls_the_segment(tmp_path, clock, monkeypatch, writer):
+    # 36 bytes: 4 offset-index entries, 3 time-index entries of which the last is kept for the
+    # roll's. index.interval.bytes=1 indexes every batch after a segment's first.
+    if writer == "python":
+        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    config = {"segment.index.bytes": 36, "index.interval.bytes": 1}
+    # Rising timestamps fill the time index first (2 entries: 3 batches); equal ones give it
+    # one entry, and the offset index fills (4 entries: 5 batches). Idempotent batches take
+    # the general path: with one as each segment's fifth, the general path fills the index.
+    for tick, batches_per_segment, idempotent in ((1, 3, False), (0, 5, False), (0, 5, True)):
+        with Log.open(tmp_path / f"t{tick}{idempotent}-0", config, time_ms=clock) as log:
+            for i in range(10):
+                clock.advance(tick)
+                if idempotent and i % 5 == 4:
+                    log.append_records(_records(1, start=i), producer_id=7, producer_epoch=0,
+                                       base_sequence=i // 5)
+                else:
+                    log.append_records(_records(1, start=i))
+            assert log.segments.base_offsets() == list(range(0, 10, batches_per_segment))
+            assert [r.offset for r in _all_records(log)] == list(range(10))
+
+
+@pytest.mark.parametrize("writer", ["c", "python"])
+def test_segment_bytes_is_a_limit_the_hot_path_can_reach_but_not_pass(
+        tmp_path, clock, monkeypatch, general_appends, writer):
+    if writer == "python":
+        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    batch = build_batch(_records(1), now_ms=clock.now)
+    for spare, base_offsets in ((0, [0, 3]), (-1, [0, 2])):
+        config = {"segment.bytes": 3 * len(batch) + spare}
+        with Log.open(tmp_path / f"t{-spare}-0", config, time_ms=clock) as log:
+            general_appends.clear()
+            for _ in range(4):
+                log.append(batch)
+            assert log.segments.base_offsets() == base_offsets
+            # Only the first batch of each segment goes the general way (for the later ones,
+            # that is the batch that did not fit and rolled); the others take the hot path.
+            assert len(general_appends) == len(base_offsets)
 
 
 def test_relative_offset_overflow_rolls(tmp_path, clock):
@@ -125,6 +167,22 @@ def test_relative_offset_overflow_rolls(tmp_path, clock):
         assert log.segments.base_offsets() == [0, far]
         assert log.log_end_offset == far + 1
         assert [r.offset for r in log.read(far).records()] == [far]
+
+
+@pytest.mark.parametrize("writer", ["c", "python"])
+def test_producer_batch_leaving_the_relative_offset_range_rolls(tmp_path, clock, monkeypatch,
+                                                               writer):
+    if writer == "python":
+        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    near = (1 << 31) - 3  # the last offsets segment 0 can index: 0 .. 2^31-1
+    with Log.open(tmp_path / "t-0", time_ms=clock) as log:
+        log.append(build_batch(_records(1), base_offset=near, now_ms=clock.now),
+                   assign_offsets=False)
+        log.append_records(_records(2))  # near+1, near+2: still fits
+        assert log.segments.base_offsets() == [0]
+        log.append_records(_records(2))  # near+3 would not
+        assert log.segments.base_offsets() == [0, near + 3]
+        assert [r.offset for r in _all_records(log, near)] == [near + i for i in range(5)]
 
 
 def test_read_respects_max_bytes_and_min_one_message(log):
@@ -315,57 +373,113 @@ def test_one_append_of_more_batches_than_iov_max(log, clock):
     assert [r.offset for r in log.read(2990).records()] == list(range(2990, 3000))
 
 
-def test_a_failed_write_leaves_no_partial_batch(log, clock, monkeypatch):
-    import os as _os
-
-    log.append_records(_records(2))
-    path = log.segments.active.path
-    size = path.stat().st_size
-    real = _os.pwritev
-
-    def full_disk(fd, buffers, offset):
-        real(fd, [bytes(buffers[0])[:10]], offset)  # a torn write, then the disk is full
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(_os, "pwritev", full_disk)
-    with pytest.raises(OSError, match="No space"):
-        log.append_records(_records(3))
-    monkeypatch.setattr(_os, "pwritev", real)
-    assert path.stat().st_size == size
-    assert log.log_end_offset == 2
-    assert log.append_records(_records(1)).first_offset == 2
+@contextlib.contextmanager
+def _file_size_limit(limit: int):
+    """Make the kernel refuse file growth past ``limit`` bytes in this process: a write that
+    crosses it writes short, and the next one fails with EFBIG, just as on a full disk."""
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, old_limit[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
 
 
-def test_fast_append_path_writes_exactly_what_the_general_path_writes(tmp_path, clock):
-    """Single producer batches take a fast path; record.validation=full forces the general
-    one. Both must leave byte-identical segments, indexes and offsets (rolls included)."""
+@pytest.fixture
+def general_appends(monkeypatch) -> list[int]:
+    """Counts the appends that took the general path (the planner); the rest took the
+    plain-batch hot path."""
+    calls: list[int] = []
+    real = log_module.plan_append
+
+    def counting(data, **kwargs):
+        calls.append(1)
+        return real(data, **kwargs)
+
+    monkeypatch.setattr(log_module, "plan_append", counting)
+    return calls
+
+
+@pytest.mark.parametrize("route", ["hot path (C)", "hot path (Python)", "general path"])
+def test_a_failed_write_leaves_no_partial_batch(tmp_path, clock, monkeypatch, general_appends,
+                                                route):
+    if route == "hot path (Python)":
+        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    elif route == "hot path (C)":
+        assert file_records.write_plain_batch is _plain_batch_c().write_plain_batch
+    config = {"record.validation": "full"} if route == "general path" else {}
+    with Log.open(tmp_path / "t-0", config, time_ms=clock) as log:
+        log.append_records(_records(2))
+        log.append_records(_records(2))
+        path = log.segments.active.path
+        size = path.stat().st_size
+        general_before = len(general_appends)
+        with _file_size_limit(size + 10), pytest.raises(OSError) as failure:
+            log.append_records(_records(3))
+        assert failure.value.errno == errno.EFBIG
+        assert len(general_appends) - general_before == (route == "general path")
+        assert path.stat().st_size == size
+        assert log.log_end_offset == 4
+        assert log.append_records(_records(1, start=9)).first_offset == 4
+        assert [r.key for r in _all_records(log)] == [b"k0", b"k1", b"k0", b"k1", b"k9"]
+
+
+@pytest.mark.parametrize("writer", ["c", "python"])
+def test_hot_path_writes_exactly_what_the_general_path_writes(tmp_path, clock, monkeypatch,
+                                                              general_appends, writer):
+    """Plain producer batches take a hot path that compares them with limits precomputed from
+    the roll rule; record.validation=full forces the general path. Both must leave
+    byte-identical segments, indexes, snapshots and checkpoints through size, age (with
+    jitter) and full-index rolls, truncations and leader epoch changes."""
     import random as _random
 
+    if writer == "python":
+        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
     rng = _random.Random(5)
-    batches = []
-    for i in range(300):
-        clock.advance(rng.randrange(0, 50_000))
-        n = rng.randrange(1, 20)
-        recs = [Record(key=b"k%d" % j, value=b"v" * rng.randrange(0, 400),
-                       timestamp=clock.now - rng.randrange(0, 1000)) for j in range(n)]
-        batches.append((clock.now, build_batch(recs, compression=rng.choice(["none", "lz4"]),
-                                               now_ms=clock.now)))
-    config = {"segment.bytes": 16384, "segment.ms": 3_600_000, "index.interval.bytes": 1024}
-    dirs = []
-    for name, extra in (("fast-0", {}), ("general-0", {"record.validation": "full"})):
-        replay = type(clock)(batches[0][0])
-        with Log.open(tmp_path / name, {**config, **extra}, time_ms=replay, leader_epoch=3) as log:
-            for now, data in batches:
+    steps = []
+    for _ in range(600):
+        clock.advance(rng.choice([0, 100, 3_000, 30_000, 200_000]))
+        roll = rng.random()
+        if roll < 0.02:
+            steps.append((clock.now, "truncate", rng.randrange(0, 30)))
+        elif roll < 0.04:
+            steps.append((clock.now, "epoch", rng.choice([None, 3, 4, 5])))
+        else:
+            n = rng.randrange(1, 20)
+            recs = [Record(key=b"k%d" % j, value=b"v" * rng.randrange(0, 400),
+                           timestamp=clock.now - rng.randrange(0, 1000)) for j in range(n)]
+            steps.append((clock.now, "append", build_batch(
+                recs, compression=rng.choice(["none", "lz4"]), now_ms=clock.now)))
+    config = {"segment.bytes": 16384, "segment.ms": 600_000, "segment.jitter.ms": 300_000,
+              "segment.index.bytes": 96, "index.interval.bytes": 1024}
+    dirs, general_counts = [], []
+    for name, extra in (("hot-0", {}), ("general-0", {"record.validation": "full"})):
+        replay = type(clock)(steps[0][0])
+        general_appends.clear()
+        with Log.open(tmp_path / name, {**config, **extra}, time_ms=replay, leader_epoch=3,
+                      seed=11) as log:
+            for now, kind, arg in steps:
                 replay.now = now
-                log.append(data)
-            assert log._fast_append is (name == "fast-0")
+                if kind == "append":
+                    log.append(arg)
+                elif kind == "truncate":
+                    log.truncate_to(max(0, log.log_end_offset - arg))
+                else:
+                    log.leader_epoch = arg
+            assert log._fast_append is (name == "hot-0")
         dirs.append(tmp_path / name)
+        general_counts.append(len(general_appends))
+    appends = sum(kind == "append" for _, kind, _ in steps)
+    assert general_counts[1] == appends
+    assert general_counts[0] < appends * 0.5  # the hot path took most of them
     # partition.metadata holds each log's own random topic id; everything else must match.
-    fast = {p.name: p.read_bytes() for p in dirs[0].iterdir() if p.name != "partition.metadata"}
+    hot = {p.name: p.read_bytes() for p in dirs[0].iterdir() if p.name != "partition.metadata"}
     general = {p.name: p.read_bytes() for p in dirs[1].iterdir()
                if p.name != "partition.metadata"}
-    assert len([n for n in fast if n.endswith(".log")]) > 3
-    assert fast == general
+    assert len([n for n in hot if n.endswith(".log")]) > 10
+    assert hot == general
 
 
 def test_reopening_does_not_regrow_the_empty_indexes_of_closed_segments(tmp_path, clock):

@@ -16,6 +16,7 @@ from typing import NamedTuple, Protocol
 
 from tierlog.errors import CorruptRecordError, LogClosedError, TruncatedBatchError
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_batches
+from tierlog.records.plain_batch import PlainBatchLimits, write_plain_batch
 from tierlog.records.record import Record
 
 log = logging.getLogger(__name__)
@@ -230,23 +231,28 @@ class FileRecords:
         self._size = position
         return position - start
 
-    def append_two(self, head: bytes, body: bytes | memoryview) -> int:
-        """Append ``head + body`` (a patched batch header and the rest of the batch) with one
-        vectored write; returns the position it was written at. Cut back on failure."""
+    def append_plain_batch(
+        self,
+        data: bytes | bytearray | memoryview,
+        base_offset: int,
+        leader_epoch: int | None,
+        limits: PlainBatchLimits,
+    ) -> tuple[int, int, int, int, int] | None:
+        """Append one plain producer batch with its offset (and epoch) patched in, if it is
+        intact and within ``limits``: see :mod:`tierlog.records.plain_batch`, whose result this
+        returns (None: nothing written). Cut back on a failed write."""
         fd = self._fd
         if fd < 0:
             raise LogClosedError(f"{self._path} is closed")
         position = self._size
-        size = len(head) + len(body)
         try:
-            written = os.pwritev(fd, (head, body), position)
-            if written != size:
-                self._finish_short_write(fd, (head, body), written, position)
+            result = write_plain_batch(fd, position, data, base_offset, leader_epoch, limits)
         except BaseException:
             os.ftruncate(fd, position)
             raise
-        self._size = position + size
-        return position
+        if result is not None:
+            self._size = position + result[0]
+        return result
 
     def _write_chunk(self, fd: int, chunk: Sequence[bytes | bytearray | memoryview],
                      position: int) -> int:
