@@ -10,7 +10,6 @@ import signal
 import socket
 import struct
 import threading
-from types import ModuleType
 
 import pytest
 
@@ -20,9 +19,12 @@ from tierlog.errors import ConfigError, LogClosedError, OffsetOutOfRangeError
 from tierlog.records import RecordBatch, build_batch, file_records, iter_batches, plain_batch
 
 
-def _plain_batch_c() -> ModuleType:
-    # Imported here so that a missing accelerator fails the C cases instead of skipping them.
-    return importlib.import_module("tierlog.records._plain_batch")
+def _use_writer(monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
+    """Make the logs of this test write plain batches with the C accelerator or its Python
+    twin, whatever TIERLOG_PURE_PYTHON chose. A missing accelerator fails the C cases."""
+    function = (importlib.import_module("tierlog.records._plain_batch").write_plain_batch
+                if writer == "c" else plain_batch.write_plain_batch_py)
+    monkeypatch.setattr(file_records, "write_plain_batch", function)
 
 
 def _records(n: int, start: int = 0, ts: int | None = None, size: int = 20) -> list[Record]:
@@ -121,8 +123,7 @@ def test_segment_jitter_is_subtracted_from_segment_ms(tmp_path, clock):
 def test_full_offset_index_rolls_the_segment(tmp_path, clock, monkeypatch, writer):
     # 36 bytes: 4 offset-index entries, 3 time-index entries of which the last is kept for the
     # roll's. index.interval.bytes=1 indexes every batch after a segment's first.
-    if writer == "python":
-        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    _use_writer(monkeypatch, writer)
     config = {"segment.index.bytes": 36, "index.interval.bytes": 1}
     # Rising timestamps fill the time index first (2 entries: 3 batches); equal ones give it
     # one entry, and the offset index fills (4 entries: 5 batches). Idempotent batches take
@@ -143,8 +144,7 @@ def test_full_offset_index_rolls_the_segment(tmp_path, clock, monkeypatch, write
 @pytest.mark.parametrize("writer", ["c", "python"])
 def test_segment_bytes_is_a_limit_the_hot_path_can_reach_but_not_pass(
         tmp_path, clock, monkeypatch, general_appends, writer):
-    if writer == "python":
-        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    _use_writer(monkeypatch, writer)
     batch = build_batch(_records(1), now_ms=clock.now)
     for spare, base_offsets in ((0, [0, 3]), (-1, [0, 2])):
         config = {"segment.bytes": 3 * len(batch) + spare}
@@ -172,8 +172,7 @@ def test_relative_offset_overflow_rolls(tmp_path, clock):
 @pytest.mark.parametrize("writer", ["c", "python"])
 def test_producer_batch_leaving_the_relative_offset_range_rolls(tmp_path, clock, monkeypatch,
                                                                writer):
-    if writer == "python":
-        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    _use_writer(monkeypatch, writer)
     near = (1 << 31) - 3  # the last offsets segment 0 can index: 0 .. 2^31-1
     with Log.open(tmp_path / "t-0", time_ms=clock) as log:
         log.append(build_batch(_records(1), base_offset=near, now_ms=clock.now),
@@ -405,10 +404,7 @@ def general_appends(monkeypatch) -> list[int]:
 @pytest.mark.parametrize("route", ["hot path (C)", "hot path (Python)", "general path"])
 def test_a_failed_write_leaves_no_partial_batch(tmp_path, clock, monkeypatch, general_appends,
                                                 route):
-    if route == "hot path (Python)":
-        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
-    elif route == "hot path (C)":
-        assert file_records.write_plain_batch is _plain_batch_c().write_plain_batch
+    _use_writer(monkeypatch, "python" if route == "hot path (Python)" else "c")
     config = {"record.validation": "full"} if route == "general path" else {}
     with Log.open(tmp_path / "t-0", config, time_ms=clock) as log:
         log.append_records(_records(2))
@@ -435,8 +431,7 @@ def test_hot_path_writes_exactly_what_the_general_path_writes(tmp_path, clock, m
     jitter) and full-index rolls, truncations and leader epoch changes."""
     import random as _random
 
-    if writer == "python":
-        monkeypatch.setattr(file_records, "write_plain_batch", plain_batch.write_plain_batch_py)
+    _use_writer(monkeypatch, writer)
     rng = _random.Random(5)
     steps = []
     for _ in range(600):
