@@ -139,7 +139,7 @@ class Log(LogReads, LogRetention):
         self._pending_deletes: list[LogSegment] = []
         loader = LogLoader(
             directory,
-            self._open_segment,
+            self.open_segment,
             recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
             log_start_offset=log_start_offset,
@@ -232,7 +232,10 @@ class Log(LogReads, LogRetention):
         metadata.write(topic_id)
         return topic_id
 
-    def _open_segment(self, base_offset: int, suffix: str) -> LogSegment:
+    def open_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
+        """Open (creating) the segment files at ``base_offset`` with this log's settings, not
+        yet part of the log: a roll adds it; the cleaner fills a ``.cleaned`` one and swaps it
+        in (:mod:`tierlog.cleaner.swap`)."""
         config = self._config
         jitter = config["segment.jitter.ms"]
         return LogSegment.open(
@@ -515,7 +518,7 @@ class Log(LogReads, LogRetention):
         active.on_becoming_inactive()
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
-        segment = self._open_segment(new_base, "")
+        segment = self.open_segment(new_base)
         self.segments.add(segment)
         log.info("%s: rolled new segment at offset %d", self.directory.name, new_base)
         self._hook.tierlog_segment_rolled(log=self, segment=active)
@@ -570,6 +573,13 @@ class Log(LogReads, LogRetention):
             return False
         self.flush()
         return True
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The log's re-entrant lock, held by appends, rolls, truncations and swaps: hold it to
+        read the segment list and several offsets as one consistent view, or to change the
+        segment list (the cleaner's swap)."""
+        return self._lock
 
     @property
     def closed(self) -> bool:

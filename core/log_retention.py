@@ -62,7 +62,7 @@ class LogRetention:
 
     def _truncate_fully(self, new_offset: int) -> None:
         self._remove_segments(self.segments.values(), "full truncation")
-        self.segments.add(self._open_segment(new_offset, ""))
+        self.segments.add(self.open_segment(new_offset))
         self._next_offset = new_offset
         self._log_start_offset = new_offset
         self.producer_state.truncate_fully_and_start_at(new_offset)
@@ -130,17 +130,23 @@ class LogRetention:
             # Kafka deletes the snapshots of deleted segments; below the first segment none
             # can serve a rebuild (those above the log end go when producer state is rebuilt).
             self.producer_state.delete_snapshots_before(first.base_offset)
-        delay = self._config["file.delete.delay.ms"]
+        self.delete_segments_later(doomed)
+
+    def delete_segments_later(self, doomed: Sequence[LogSegment]) -> None:
+        """Close and delete segments already taken out of the log (their files renamed
+        ``.deleted``) after ``file.delete.delay.ms`` through the log's scheduler, so readers
+        holding a slice of them finish first; at once without a scheduler. Segments still
+        waiting when the log closes keep their ``.deleted`` files for the loader."""
         if self._scheduler is None:
             for segment in doomed:
                 segment.close()
                 segment.delete()
-        else:
-            self._pending_deletes.extend(doomed)
-            self._scheduler.schedule(
-                f"delete-segments-{self.directory.name}",
-                lambda: self._delete_now(doomed), delay_ms=delay,
-            )
+            return
+        self._pending_deletes.extend(doomed)
+        self._scheduler.schedule(
+            f"delete-segments-{self.directory.name}",
+            lambda: self._delete_now(doomed), delay_ms=self._config["file.delete.delay.ms"],
+        )
 
     def _delete_now(self, doomed: Sequence[LogSegment]) -> None:
         with self._lock:

@@ -68,7 +68,7 @@ class LogToClean:
 
         Takes the log's lock only to copy its segment list and offsets.
         """
-        with target._lock:
+        with target.lock:
             segments = tuple(target.segments.values())
             log_start = target.log_start_offset
             log_end = target.log_end_offset

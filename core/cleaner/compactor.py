@@ -385,7 +385,7 @@ class CompactPolicy:
 
 def _last_records_of_active_producers(target: Log) -> dict[int, _LastRecord]:
     """Kafka's ``lastRecordsOfActiveProducers``, copied under the log's lock."""
-    with target._lock:
+    with target.lock:
         return {
             pid: _LastRecord(entry.last_data_offset, entry.producer_epoch)
             for pid, entry in target.producer_state.active_producers.items()

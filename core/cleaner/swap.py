@@ -41,7 +41,7 @@ def open_cleaned_segment(target: Log, base_offset: int) -> LogSegment:
     directory = target.directory
     for path in _segment_paths(directory, base_offset, filenames.CLEANED_SUFFIX):
         path.unlink(missing_ok=True)
-    return target._open_segment(base_offset, filenames.CLEANED_SUFFIX)
+    return target.open_segment(base_offset, filenames.CLEANED_SUFFIX)
 
 
 def replace_segments(
@@ -76,7 +76,7 @@ def replace_segments(
     active segment (retention or a truncation got there first).
     """
     report = hook or _no_hook
-    with target._lock:
+    with target.lock:
         reason = _changed(target, old_segments, read_sizes or {})
         if reason is not None:
             cleaned.close()
@@ -98,7 +98,8 @@ def replace_segments(
         fsync_dir(target.directory)
     log.info("%s: swapped in cleaned segment %d for segments %s", target.directory.name,
              cleaned.base_offset, [s.base_offset for s in old_segments])
-    _delete_segments(target, old_segments)
+    # Readers may hold slices of the old files: Kafka deletes them after file.delete.delay.ms.
+    target.delete_segments_later(old_segments)
     report(OLD_DELETED, cleaned.path.name)
 
 
@@ -133,21 +134,6 @@ def _rename_files(
         renamed = item.path.with_name(name[:len(name) - len(old_suffix)] + new_suffix)
         item.rename_to(renamed)
         report(step, renamed.name)
-
-
-def _delete_segments(target: Log, segments: Sequence[LogSegment]) -> None:
-    def delete() -> None:
-        for segment in segments:
-            segment.close()
-            segment.delete()
-
-    # Readers may hold slices of the old files: Kafka deletes them after file.delete.delay.ms.
-    scheduler = getattr(target, "_scheduler", None)
-    if scheduler is None:
-        delete()
-    else:
-        scheduler.schedule(f"delete-cleaned-segments-{target.directory.name}", delete,
-                           delay_ms=target.config["file.delete.delay.ms"])
 
 
 def _segment_paths(directory: Path, base_offset: int, suffix: str) -> tuple[Path, ...]:
