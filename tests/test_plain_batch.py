@@ -17,7 +17,7 @@ from crc32c import crc32c
 
 from tierlog.records import RecordBatch, Record, build_batch, build_control_batch
 from tierlog.records import plain_batch
-from tierlog.records._codec import PURE_PYTHON_ENV
+from tierlog.records._accelerator import PURE_PYTHON_ENV
 from tierlog.records.batch import CRC, HEADER_SIZE
 
 NOW = 1_700_000_000_000

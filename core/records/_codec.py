@@ -5,27 +5,12 @@
 
 from __future__ import annotations
 
-import logging
-import os
+from tierlog.records import _codec_py
+from tierlog.records._accelerator import PURE_PYTHON_ENV, accelerated
 
-log = logging.getLogger(__name__)
+_found = accelerated("tierlog.records._speedups", "decode_records", "encode_records")
+#: True when the C codec is in use.
+ACCELERATED = _found is not None
+decode_records, encode_records = _found or (_codec_py.decode_records, _codec_py.encode_records)
 
-#: Environment variable that, set to ``1``, disables the C accelerator.
-PURE_PYTHON_ENV = "TIERLOG_PURE_PYTHON"
-
-if os.environ.get(PURE_PYTHON_ENV) == "1":
-    from tierlog.records._codec_py import decode_records, encode_records
-
-    ACCELERATED = False
-else:
-    try:
-        from tierlog.records._speedups import decode_records, encode_records
-    except ImportError as exc:
-        log.debug("tierlog C accelerator unavailable (%s); using the pure-Python codec", exc)
-        from tierlog.records._codec_py import decode_records, encode_records
-
-        ACCELERATED = False
-    else:
-        ACCELERATED = True
-
-__all__ = ["ACCELERATED", "decode_records", "encode_records"]
+__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "decode_records", "encode_records"]

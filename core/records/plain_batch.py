@@ -10,20 +10,19 @@ buffer go out in one ``pwritev``, so the batch is never copied.
 
 Anything unusual returns ``None`` with nothing written; the caller then takes its general path,
 which reports the precise error. The C accelerator has the same function
-(``tierlog.records._speedups.write_plain_batch``, proven equal by the tests);
+(``tierlog.records._plain_batch.write_plain_batch``, proven equal by the tests);
 :data:`write_plain_batch` is whichever is in use.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import struct
 from collections.abc import Callable, Sequence
 
 from crc32c import crc32c
 
-from tierlog.records._codec import PURE_PYTHON_ENV
+from tierlog.records._accelerator import accelerated
 from tierlog.records.batch import (
     ATTRIBUTES,
     CONTROL_MASK,
@@ -35,8 +34,6 @@ from tierlog.records.batch import (
 )
 
 __all__ = ["PlainBatchLimits", "write_plain_batch", "write_plain_batch_py"]
-
-log = logging.getLogger(__name__)
 
 #: ``(max_end_position, max_last_offset, max_timestamp, max_batch_bytes)``: the batch must end
 #: at or before ``max_end_position`` in the file, its last offset and max timestamp must not
@@ -85,12 +82,7 @@ def write_plain_batch_py(
     return size, last_offset, max_timestamp, count, epoch
 
 
-write_plain_batch: Callable[..., tuple[int, int, int, int, int] | None]
-if os.environ.get(PURE_PYTHON_ENV) == "1":
-    write_plain_batch = write_plain_batch_py
-else:
-    try:
-        from tierlog.records._plain_batch import write_plain_batch
-    except ImportError as exc:
-        log.debug("tierlog's C plain-batch writer unavailable (%s); using Python", exc)
-        write_plain_batch = write_plain_batch_py
+_found = accelerated("tierlog.records._plain_batch", "write_plain_batch")
+#: The C function when it is built (and TIERLOG_PURE_PYTHON is not 1), else the Python twin.
+write_plain_batch: Callable[..., tuple[int, int, int, int, int] | None] = (
+    _found[0] if _found else write_plain_batch_py)
