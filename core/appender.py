@@ -70,7 +70,7 @@ def plan_append(
     log_append = config.is_log_append_time
     before_max = config["message.timestamp.before.max.ms"]
     after_max = config["message.timestamp.after.max.ms"]
-    full_validation = config["record.validation"] == "full"
+    check_records = config["record.validation"] == "full"
     client = origin == "client"
     plan = AppendPlan()
     pieces = plan.pieces
@@ -106,8 +106,8 @@ def plan_append(
                     f"batch at position {position} is a control batch; only the transaction "
                     f"coordinator may append control records"
                 )
-            if full_validation:
-                _validate_records(batch, position)
+            if check_records:
+                batch.check_records()
         if not batch.is_control and not log_append and batch.timestamp_type == 0:
             _check_timestamp(batch, position, now_ms, before_max, after_max)
         if assign_offsets:
@@ -170,21 +170,4 @@ def _check_timestamp(batch: RecordBatch, position: int, now_ms: int, before_max:
             raise InvalidTimestampError(
                 f"batch at position {position} has timestamp {ts}, more than "
                 f"message.timestamp.after.max.ms ({after_max}) after now ({now_ms})"
-            )
-
-
-def _validate_records(batch: RecordBatch, position: int) -> None:
-    """record.validation=full: decode every record and check offsets and the count."""
-    records = batch.records()
-    if len(records) != batch.record_count:
-        raise CorruptRecordError(
-            f"batch at position {position} declares {batch.record_count} records but holds "
-            f"{len(records)}"
-        )
-    base = batch.base_offset
-    for i, record in enumerate(records):
-        if record.offset != base + i:
-            raise CorruptRecordError(
-                f"batch at position {position}: record {i} has offset delta "
-                f"{record.offset - base}, expected {i}"
             )

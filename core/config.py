@@ -165,9 +165,11 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("unclean.leader.election.enable", "bool", False,
                   "Accepted for compatibility."),
         ConfigKey("message.downconversion.enable", "bool", True, "Accepted for compatibility."),
-        ConfigKey("record.validation", "string", "crc",
-                  "crc (trust the batch CRC) or full (also walk every record).",
-                  choices=("crc", "full")),
+        ConfigKey("record.validation", "string", "full",
+                  "full (check every record's framing and offset delta, as a Kafka broker "
+                  "does) or crc (trust a batch whose CRC matches: faster, for trusted "
+                  "producers only).",
+                  choices=("full", "crc")),
     )
 })
 

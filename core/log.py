@@ -51,8 +51,8 @@ def _now_ms() -> int:
 
 def _fast_append_allowed(config: LogConfig) -> bool:
     """Whether this config lets single producer batches skip the general append planner:
-    CreateTime with no timestamp bounds, and CRC-only validation."""
-    return (not config.is_log_append_time and config["record.validation"] == "crc"
+    CreateTime with no timestamp bounds."""
+    return (not config.is_log_append_time
             and config["message.timestamp.before.max.ms"] == LONG_MAX
             and config["message.timestamp.after.max.ms"] == LONG_MAX)
 
@@ -116,6 +116,7 @@ class Log(LogReads, LogRetention):
         self._segment_bytes = config["segment.bytes"]
         self._segment_ms = config["segment.ms"]
         self._flush_messages = config["flush.messages"]
+        self._check_records = config["record.validation"] == "full"
         self._known_epoch: int | None = None  # an epoch the epoch cache already covers
         #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
         self.remote: Any = None
@@ -367,7 +368,7 @@ class Log(LogReads, LogRetention):
             self._after_append(plan, segment)
             if self._fast_append:
                 segment.arm_plain_appends(self._segment_bytes, self._segment_ms,
-                                          self._max_message)
+                                          self._max_message, self._check_records)
             return LogAppendInfo(
                 plan.first_offset, plan.last_offset, plan.max_timestamp,
                 plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,

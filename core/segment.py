@@ -43,7 +43,7 @@ from tierlog.records.file_records import (
     LogOffsetPosition,
     TimestampAndOffset,
 )
-from tierlog.records.plain_batch import PlainBatchLimits
+from tierlog.records.plain_batch import PlainBatchRules
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
         #: What lets append_plain_batch skip should_roll; None disarms it (arm_plain_appends).
-        self._plain_limits: PlainBatchLimits | None = None
+        self._plain_rules: PlainBatchRules | None = None
         self._plain_index_room = 0
         self._plain_time_entry_due = True
         #: Index types contributed by plugins, by name (fed on append, rebuilt on recovery).
@@ -214,7 +214,7 @@ class LogSegment:
         The offsets must already be assigned and greater than anything in the segment.
         ``views`` are the batches as the producer sent them, for plugin indexes.
         """
-        self._plain_limits = None
+        self._plain_rules = None
         position = self.log.size_in_bytes()
         if self.extra_indexes:
             self._feed_extra_indexes(position, batches, views)
@@ -235,17 +235,18 @@ class LogSegment:
         self._max_timestamp_and_offset = max_ts
 
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
-                          max_batch_bytes: int) -> None:
+                          max_batch_bytes: int, check_records: bool) -> None:
         """Let :meth:`append_plain_batch` take batches until something else changes the segment.
 
         Turns the roll rule (:meth:`should_roll`) into limits a batch is compared with, so the
         producer's hot path checks four numbers instead: end position <= ``segment.bytes``, last
         offset within the relative range, max timestamp before the age limit (from the first
-        batch's timestamp plus ``segment.ms`` minus the jitter), size <= ``max_batch_bytes``.
-        Not armed while the segment is empty, has no timestamp to age from, or has a full
-        index: then every append asks should_roll. Every other change disarms it.
+        batch's timestamp plus ``segment.ms`` minus the jitter), size <= ``max_batch_bytes``;
+        ``check_records`` also has its records checked. Not armed while the segment is empty,
+        has no timestamp to age from, or has a full index: then every append asks should_roll.
+        Every other change disarms it.
         """
-        self._plain_limits = None
+        self._plain_rules = None
         offset_index, time_index = self.offset_index, self.time_index
         # Entries either index can still take before it is full (is_full), counted down by
         # append_plain_batch: each of its index entries adds at most one to each index.
@@ -257,11 +258,12 @@ class LogSegment:
         self._plain_index_room = room
         self._max_ts_and_offset()  # loaded, so the hot path can read it directly
         self._plain_time_entry_due = True
-        self._plain_limits = (
+        self._plain_rules = (
             max_segment_bytes,
             self.base_offset + INT32_MAX,
             min(first_ts + max_segment_ms - self.rolling_jitter_ms, INT64_MAX),
             max_batch_bytes,
+            check_records,
         )
 
     def append_plain_batch(self, data: bytes | bytearray | memoryview, base_offset: int,
@@ -271,14 +273,14 @@ class LogSegment:
 
         Returns the write's ``(size, last_offset, max_timestamp, record_count, leader_epoch)``,
         or None with nothing written when not armed (:meth:`arm_plain_appends`) or the batch
-        is not plain, intact and within the limits. The caller then takes the general path.
+        is not plain, intact and within the rules. The caller then takes the general path.
         """
-        limits = self._plain_limits
-        if limits is None:
+        rules = self._plain_rules
+        if rules is None:
             return None
         log_file = self.log
         position = log_file.size_in_bytes()
-        result = log_file.append_plain_batch(data, base_offset, leader_epoch, limits)
+        result = log_file.append_plain_batch(data, base_offset, leader_epoch, rules)
         if result is None:
             return None
         size, last_offset, max_timestamp, _, _ = result
@@ -294,7 +296,7 @@ class LogSegment:
                 self._plain_time_entry_due = False
             self._plain_index_room -= 1
             if not self._plain_index_room:  # an index may be full: should_roll decides next
-                self._plain_limits = None
+                self._plain_rules = None
             since = 0
         self._bytes_since_last_index_entry = since + size
         return result
@@ -355,7 +357,7 @@ class LogSegment:
 
     def on_becoming_inactive(self) -> None:
         """Called when a newer segment takes over: final time index entry, then trim files."""
-        self._plain_limits = None
+        self._plain_rules = None
         max_ts = self._max_ts_and_offset()
         if max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
@@ -429,7 +431,7 @@ class LogSegment:
         every earlier one. The file is read in big chunks into one reused buffer and the
         index files are written whole at the end: recovery runs near the disk's read speed.
         """
-        self._plain_limits = None
+        self._plain_rules = None
         base_offset = self.base_offset
         interval = self.index_interval_bytes
         self.txn_index.reset()
@@ -565,7 +567,7 @@ class LogSegment:
 
         Kafka truncates at batch granularity: the batch containing ``offset`` goes entirely.
         """
-        self._plain_limits = None
+        self._plain_rules = None
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -608,7 +610,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Trim and close every file (the final time index entry is written first)."""
-        self._plain_limits = None
+        self._plain_rules = None
         max_ts = self._max_timestamp_and_offset
         if max_ts is not None and max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)

@@ -25,6 +25,7 @@ def test_kafka_defaults():
     assert config["min.cleanable.dirty.ratio"] == 0.5
     assert config["file.delete.delay.ms"] == 60_000
     assert config["message.timestamp.type"] == "CreateTime"
+    assert config["record.validation"] == "full"  # tierlog's own: records walked, as Kafka
     assert config.segment_bytes == 1 << 30
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import struct
 
+import crc32c
 import pytest
 
 from tierlog import Log, Record
@@ -17,7 +19,9 @@ from tierlog.errors import (
     TruncatedBatchError,
     UnsupportedMagicError,
 )
-from tierlog.records import build_batch, build_control_batch
+from tierlog.records import build_batch, build_control_batch, file_records, plain_batch
+from tierlog.records._codec import encode_records
+from tierlog.records.compression import codec_id, compress
 
 
 def _snapshot(directory):
@@ -59,8 +63,12 @@ def test_corrupt_crc_names_the_batch(log):
 
 def test_truncated_batch(log):
     data = _good_batch()
-    for cut in (1, 12, 60, 61, len(data) - 1):
-        _assert_rejected(log, data[:cut], (TruncatedBatchError, CorruptRecordError), "")
+    for cut in (1, 12, 60):
+        _assert_rejected(log, data[:cut], TruncatedBatchError,
+                         f"{cut} trailing bytes at position 0 are not a whole batch header")
+    for cut in (61, len(data) - 1):
+        _assert_rejected(log, data[:cut], TruncatedBatchError,
+                         f"declares {len(data)} bytes but only {cut} are available")
 
 
 def test_wrong_magic(log):
@@ -69,21 +77,76 @@ def test_wrong_magic(log):
     _assert_rejected(log, data, UnsupportedMagicError, "magic")
 
 
+def _with_crc(data: bytearray) -> bytearray:
+    """``data`` with a CRC that matches it again: only the framing is wrong now."""
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return data
+
+
+def _lengthened(data: bytearray, extra: int) -> bytearray:
+    longer = data + b"\x00" * extra
+    struct.pack_into(">i", longer, 8, len(longer) - 12)
+    return longer
+
+
 def test_batch_length_disagreeing_with_its_records(log):
     data = _good_batch()
-    length = struct.unpack_from(">i", data, 8)[0]
-    longer = data + b"\x00" * 8
-    struct.pack_into(">i", longer, 8, length + 8)
-    _assert_rejected(log, longer, CorruptRecordError, "")
+    # The CRC covers the length's consequences: a changed length alone breaks it.
+    _assert_rejected(log, _lengthened(data, 8), CorruptRecordError, "stored crc")
     shorter = bytearray(data)
-    struct.pack_into(">i", shorter, 8, length - 8)
-    _assert_rejected(log, shorter, CorruptRecordError, "")
+    struct.pack_into(">i", shorter, 8, len(data) - 12 - 8)
+    _assert_rejected(log, shorter, CorruptRecordError, "stored crc")
+
+
+@pytest.fixture(params=["c", "python"])
+def writer(request, monkeypatch):
+    """The plain-batch hot path's writer (C accelerator or Python twin) the log uses."""
+    function = (importlib.import_module("tierlog.records._plain_batch").write_plain_batch
+                if request.param == "c" else plain_batch.write_plain_batch_py)
+    monkeypatch.setattr(file_records, "write_plain_batch", function)
+    return request.param
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_crc_valid_batch_whose_records_disagree_with_its_header(log, writer, compression):
+    """A producer can compute a CRC over nonsense: Kafka's broker still walks every record,
+    and so does tierlog by default (record.validation=full), on the hot path too."""
+    records = [Record(key=b"k%d" % i, value=b"v" * 10) for i in range(3)]
+    if compression == "none":
+        data = _good_batch()
+        _assert_rejected(log, _with_crc(_lengthened(data, 8)), CorruptRecordError,
+                         r"position 0\): record 3 at byte \d+: 8 bytes remain after 3 records")
+        more = bytearray(data)
+        struct.pack_into(">i", more, 57, 4)  # recordCount
+        struct.pack_into(">i", more, 23, 3)  # lastOffsetDelta, so the header agrees with itself
+        _assert_rejected(log, _with_crc(more), CorruptRecordError,
+                         "record 3 at byte \\d+: only 3 of 4 records fit the data")
+    # Offsets a producer never writes: 0, 2, 3.
+    gapped = [Record(key=r.key, value=r.value, offset=o) for r, o in zip(records, (0, 2, 3))]
+    section = encode_records(gapped, 0, 0, 0)[0]
+    if compression != "none":
+        section = compress(codec_id(compression), section)
+    data = bytearray(build_batch(records, compression=compression))
+    data[61:] = section
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">i", data, 27, 0)  # baseTimestamp 0: encode_records' timestamps are 0-based
+    _assert_rejected(log, _with_crc(data), CorruptRecordError,
+                     "record 1 at byte \\d+: offset delta 2 where a producer writes 1")
+
+
+def test_trusting_the_crc_accepts_what_it_covers(tmp_path, clock, writer):
+    """record.validation=crc trusts producers: it does not walk the records (and says so)."""
+    data = _with_crc(_lengthened(_good_batch(), 8))
+    with Log.open(tmp_path / "t-0", {"record.validation": "crc"}, time_ms=clock) as log:
+        log.append_records([Record(key=b"a", value=b"1")])
+        assert log.append(bytes(data)).first_offset == 1
+        with pytest.raises(CorruptRecordError, match="8 bytes remain after 3 records"):
+            list(log.read(1).records())
 
 
 def test_last_offset_delta_disagreeing_with_record_count(log):
     data = _good_batch()
     struct.pack_into(">i", data, 23, 7)  # lastOffsetDelta; the CRC covers it, so fix the CRC
-    import crc32c
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
     _assert_rejected(log, data, CorruptRecordError, "lastOffsetDelta 7 disagrees")
 

@@ -18,11 +18,13 @@ from crc32c import crc32c
 from tierlog.records import RecordBatch, Record, build_batch, build_control_batch
 from tierlog.records import plain_batch
 from tierlog.records._accelerator import PURE_PYTHON_ENV
+from tierlog.records._codec_py import encode_records
 from tierlog.records.batch import CRC, HEADER_SIZE
 
 NOW = 1_700_000_000_000
 INT64_MAX = (1 << 63) - 1
-OPEN = (INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX)  # limits that let everything through
+OPEN = (INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, True)  # no limits; records are checked
+TRUSTING = OPEN[:4] + (False,)  # record.validation=crc
 
 Writer = Callable[..., tuple[int, int, int, int, int] | None]
 
@@ -49,6 +51,13 @@ def _recrc(data: bytearray) -> bytes:
     return bytes(data)
 
 
+def _lengthened(data: bytes, tail: bytes) -> bytearray:
+    """``data`` with ``tail`` appended inside the batch (its length says so)."""
+    out = bytearray(data) + tail
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    return out
+
+
 def _edited(data: bytes, fmt: str, at: int, value: int) -> bytes:
     out = bytearray(data)
     struct.pack_into(fmt, out, at, value)
@@ -56,11 +65,11 @@ def _edited(data: bytes, fmt: str, at: int, value: int) -> bytes:
 
 
 def _write_to_file(write: Writer, path: Path, data, *, prefix: bytes = b"",
-                   base_offset: int = 100, epoch: int | None = 7, limits=OPEN):
+                   base_offset: int = 100, epoch: int | None = 7, rules=OPEN):
     path.write_bytes(prefix)
     fd = os.open(path, os.O_RDWR)
     try:
-        result = write(fd, len(prefix), data, base_offset, epoch, limits)
+        result = write(fd, len(prefix), data, base_offset, epoch, rules)
     finally:
         os.close(fd)
     return result, path.read_bytes()[len(prefix):]
@@ -90,8 +99,10 @@ def test_the_c_writer_is_chosen_unless_pure_python_is_asked_for(monkeypatch) -> 
 def test_writes_the_batch_with_offset_and_epoch_patched(write, tmp_path, epoch, compression):
     data = _batch(4, compression=compression)
     original_epoch = struct.unpack_from(">i", data, 12)[0]
+    # Checking a compressed batch's records means decompressing it: the general path's job.
+    rules = OPEN if compression == "none" else TRUSTING
     result, written = _write_to_file(write, tmp_path / "f", data, prefix=b"x" * 33,
-                                     base_offset=5_000_000_000, epoch=epoch)
+                                     base_offset=5_000_000_000, epoch=epoch, rules=rules)
     expected_epoch = original_epoch if epoch is None else epoch
     assert result == (len(data), 5_000_000_003, NOW + 3, 4, expected_epoch)
     assert written[:8] == struct.pack(">q", 5_000_000_000)
@@ -122,9 +133,12 @@ def test_c_and_python_write_the_same_bytes(tmp_path):
 # --- what is refused ------------------------------------------------------------------------
 
 
-def _refusals() -> dict[str, tuple[bytes, tuple[int, int, int, int]]]:
+def _refusals() -> dict[str, tuple[bytes, tuple[int, int, int, int, bool]]]:
     good = _batch(3)
     size = len(good)
+    gap = bytearray(good[:HEADER_SIZE]) + encode_records(
+        [Record(key=b"k", value=b"v", offset=o) for o in (0, 2, 3)], NOW, NOW, 0)[0]
+    struct.pack_into(">i", gap, 8, len(gap) - 12)
     return {
         "idempotent": (_batch(3, producer_id=9, producer_epoch=0, base_sequence=0), OPEN),
         "transactional": (_batch(3, producer_id=9, producer_epoch=0, base_sequence=0,
@@ -140,25 +154,39 @@ def _refusals() -> dict[str, tuple[bytes, tuple[int, int, int, int]]]:
         "shorter than a header": (good[:HEADER_SIZE - 1], OPEN),
         "no records": (_edited(_edited(good, ">i", 57, 0), ">i", 23, -1), OPEN),
         "delta disagrees with count": (_edited(good, ">i", 23, 1), OPEN),
-        "too big": (good, (INT64_MAX, INT64_MAX, INT64_MAX, size - 1)),
-        "past the segment end": (good, (size - 1, INT64_MAX, INT64_MAX, INT64_MAX)),
-        "offset past the range": (good, (INT64_MAX, 101, INT64_MAX, INT64_MAX)),
-        "too late": (good, (INT64_MAX, INT64_MAX, NOW + 1, INT64_MAX)),
+        "too big": (good, (INT64_MAX, INT64_MAX, INT64_MAX, size - 1, True)),
+        "past the segment end": (good, (size - 1, INT64_MAX, INT64_MAX, INT64_MAX, True)),
+        "offset past the range": (good, (INT64_MAX, 101, INT64_MAX, INT64_MAX, True)),
+        "too late": (good, (INT64_MAX, INT64_MAX, NOW + 1, INT64_MAX, True)),
+        # CRC-valid batches whose records disagree with the header: only the records check
+        # (record.validation=full) can tell.
+        "records end early": (_recrc(_lengthened(good, b"\0" * 8)), OPEN),
+        "one record fewer than counted": (_edited(_edited(good, ">i", 57, 4), ">i", 23, 3), OPEN),
+        "offset delta gap": (_recrc(gap), OPEN),
+        "compressed (checked by the general path)": (_batch(3, compression="lz4"), OPEN),
     }
 
 
 @pytest.mark.parametrize("case", sorted(_refusals()))
 def test_refuses_by_writing_nothing(write, tmp_path, case):
-    data, limits = _refusals()[case]
-    result, written = _write_to_file(write, tmp_path / "f", data, prefix=b"abc", limits=limits)
+    data, rules = _refusals()[case]
+    result, written = _write_to_file(write, tmp_path / "f", data, prefix=b"abc", rules=rules)
     assert result is None
     assert written == b""
 
 
+@pytest.mark.parametrize("case", ["records end early", "one record fewer than counted",
+                                  "offset delta gap", "compressed (checked by the general path)"])
+def test_trusting_the_crc_skips_the_records_check(write, tmp_path, case):
+    data, _ = _refusals()[case]
+    result, written = _write_to_file(write, tmp_path / "f", data, rules=TRUSTING)
+    assert result is not None and len(written) == len(data)
+
+
 def test_limits_are_inclusive(write, tmp_path):
     data = _batch(3)
-    exact = (3 + len(data), 102, NOW + 2, len(data))  # end, last offset, max timestamp, size
-    result, written = _write_to_file(write, tmp_path / "f", data, prefix=b"abc", limits=exact)
+    exact = (3 + len(data), 102, NOW + 2, len(data), True)  # end, last offset, max ts, size
+    result, written = _write_to_file(write, tmp_path / "f", data, prefix=b"abc", rules=exact)
     assert result == (len(data), 102, NOW + 2, 3, 7)
     assert len(written) == len(data)
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 from tierlog.records import _codec_py
 from tierlog.records._accelerator import PURE_PYTHON_ENV, accelerated
 
-_found = accelerated("tierlog.records._speedups", "decode_records", "encode_records")
+_found = accelerated("tierlog.records._speedups", "decode_records", "check_records",
+                     "encode_records")
 #: True when the C codec is in use.
 ACCELERATED = _found is not None
-decode_records, encode_records = _found or (_codec_py.decode_records, _codec_py.encode_records)
+decode_records, check_records, encode_records = _found or (
+    _codec_py.decode_records, _codec_py.check_records, _codec_py.encode_records)
 
-__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "decode_records", "encode_records"]
+__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "check_records", "decode_records", "encode_records"]

@@ -254,6 +254,25 @@ def decode_records(
     return records
 
 
+def check_records(data: Any, position: int, end: int, count: int) -> None:
+    """Check that ``data[position:end]`` holds exactly ``count`` well-formed uncompressed v2
+    records whose offset deltas are 0, 1, 2... (as a producer writes them). Raises
+    CorruptRecordError as :func:`decode_records` would; the C twin checks without decoding."""
+    for i, record in enumerate(decode_records(data, position, end, count, 0, 0)):
+        if record.offset != i:
+            start = _record_start(data, position, i)
+            raise _corrupt(i, start, f"offset delta {record.offset} where a producer writes {i}")
+
+
+def _record_start(data: Any, position: int, index: int) -> int:
+    """Where record ``index`` starts, in records already known to be well formed."""
+    with memoryview(data) as whole, whole.cast("B") as view:
+        for i in range(index):
+            length, after = _read_varint(view, position, len(view), _VARINT_MAX_BYTES, i, 0)
+            position = after + length
+    return position
+
+
 # --- encoding ---------------------------------------------------------------------------
 
 

@@ -1,11 +1,12 @@
 /* tierlog.records._plain_batch: the C twin of tierlog.records.plain_batch.write_plain_batch_py.
  *
- * write_plain_batch() checks one plain producer batch (v2, no producer id, no control records)
- * and its CRC-32C, compares it with the caller's limits, and writes it at a file position with
- * its base offset (and optionally its partition leader epoch) patched into a 16-byte prefix on
- * the stack: one pwritev of that prefix and the rest of the caller's buffer, with the GIL
- * released. Same arguments, results and None cases as the Python function; the CRC is the
- * crc32c package's. Single-phase module.
+ * write_plain_batch() checks one plain producer batch (v2, no producer id, no control records),
+ * its CRC-32C and, when the rules ask, its records' framing; compares it with the caller's
+ * limits, and writes it at a file position with its base offset (and optionally its partition
+ * leader epoch) patched into a 16-byte prefix on the stack: one pwritev of that prefix and the
+ * rest of the caller's buffer, with the GIL released. Same arguments, results and None cases as
+ * the Python function; the CRC is the crc32c package's, the records check the codec's
+ * (tierlog.records._speedups, through a capsule). Single-phase module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,9 +29,14 @@
 #define HEADER_SIZE 61
 #define LOG_OVERHEAD 12
 #define CONTROL_MASK 0x20
+#define COMPRESSION_MASK 0x07
 #define CURRENT_MAGIC 2
+#define CHECK_RECORDS_CAPSULE "tierlog.records._speedups.check_records_capi"
 
 static PyObject *crc32c_function; /* crc32c.crc32c, imported once */
+static PyObject *corrupt_error;   /* tierlog.errors.CorruptRecordError */
+/* _speedups' check_records on a raw buffer: 0, or -1 with CorruptRecordError set. */
+static int (*check_records)(const uint8_t *, Py_ssize_t, Py_ssize_t, Py_ssize_t);
 
 static inline uint32_t
 read_u32(const uint8_t *p)
@@ -111,12 +117,12 @@ write_fully(int fd, int64_t position, uint8_t *prefix, Py_ssize_t prefix_size,
 }
 
 PyDoc_STRVAR(write_plain_batch_doc,
-"write_plain_batch(fd, position, data, base_offset, leader_epoch, limits)\n"
+"write_plain_batch(fd, position, data, base_offset, leader_epoch, rules)\n"
 "--\n\n"
 "Write one plain batch at `position` of `fd` with `base_offset` and, unless None, `leader_epoch`\n"
 "patched in. Returns (size, last_offset, max_timestamp, record_count, written_leader_epoch),\n"
-"or None (nothing written) when the batch is not plain, is damaged, or falls outside `limits`\n"
-"(max_end_position, max_last_offset, max_timestamp, max_batch_bytes).");
+"or None (nothing written) when the batch is not plain, is damaged, or breaks `rules`\n"
+"(max_end_position, max_last_offset, max_timestamp, max_batch_bytes, check_records).");
 
 static PyObject *
 write_plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -147,8 +153,8 @@ write_plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         epoch = (int32_t)value;
     }
     int64_t limit[4];
-    if (!PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 4) {
-        PyErr_SetString(PyExc_TypeError, "limits must be a tuple of 4 ints");
+    if (!PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 5) {
+        PyErr_SetString(PyExc_TypeError, "rules must be a tuple of 4 ints and a bool");
         return NULL;
     }
     for (int i = 0; i < 4; i++) {
@@ -156,6 +162,9 @@ write_plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (limit[i] == -1 && PyErr_Occurred())
             return NULL;
     }
+    int must_check_records = PyObject_IsTrue(PyTuple_GET_ITEM(args[5], 4));
+    if (must_check_records < 0)
+        return NULL;
     Py_buffer buffer;
     if (PyObject_GetBuffer(args[2], &buffer, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -180,6 +189,16 @@ write_plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     if (!crc_ok)
         goto plain_no;
+    if (must_check_records) {
+        if (data[ATTRIBUTES_AT + 1] & COMPRESSION_MASK)
+            goto plain_no; /* the general path decompresses to check */
+        if (check_records(data, HEADER_SIZE, size, count) < 0) {
+            if (!PyErr_ExceptionMatches(corrupt_error))
+                goto done; /* not a verdict on the batch (no memory?): let it propagate */
+            PyErr_Clear(); /* the general path raises it again, with the batch's position */
+            goto plain_no;
+        }
+    }
     if (!have_epoch)
         epoch = (int32_t)read_u32(data + EPOCH_AT);
     uint8_t prefix[MAGIC_AT];
@@ -222,6 +241,21 @@ PyInit__plain_batch(void)
     crc32c_function = PyObject_GetAttrString(crc32c_module, "crc32c");
     Py_DECREF(crc32c_module);
     if (crc32c_function == NULL)
+        return NULL;
+    /* PyCapsule_Import walks attributes from the package: the submodule must be imported. */
+    PyObject *speedups = PyImport_ImportModule("tierlog.records._speedups");
+    if (speedups == NULL)
+        return NULL;
+    Py_DECREF(speedups);
+    check_records = PyCapsule_Import(CHECK_RECORDS_CAPSULE, 0);
+    if (check_records == NULL)
+        return NULL;
+    PyObject *errors = PyImport_ImportModule("tierlog.errors");
+    if (errors == NULL)
+        return NULL;
+    corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
+    Py_DECREF(errors);
+    if (corrupt_error == NULL)
         return NULL;
     return PyModule_Create(&module_def);
 }

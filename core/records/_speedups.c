@@ -1,9 +1,9 @@
 /* tierlog.records._speedups: the C accelerator of the per-record codec of v2 record batches.
  *
- * decode_records() and encode_records() mirror core/records/_codec_py.py: the same bytes out and
- * the same exception types on bad input. Every read is checked against the end of the record or
- * of the data, so hostile bytes can only raise CorruptRecordError. Single-phase module; the GIL
- * is held throughout.
+ * decode_records(), check_records() and encode_records() mirror core/records/_codec_py.py: the
+ * same bytes out and the same exception types on bad input. Every read is checked against the
+ * end of the record or of the data, so hostile bytes can only raise CorruptRecordError.
+ * Single-phase module; the GIL is held throughout.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +22,9 @@
 #define MAX_FIRST_GUESS (4 << 20)
 /* The varint of -1, written for a null key or value. */
 #define NULL_LENGTH_BYTE 0x01
+/* The capsule holding check_records_raw: int (*)(const uint8_t *, Py_ssize_t position,
+ * Py_ssize_t end, Py_ssize_t count), 0 or -1 with CorruptRecordError set. */
+#define CHECK_RECORDS_CAPSULE "tierlog.records._speedups.check_records_capi"
 
 /* Imported once at module init and kept for the life of the process. */
 static PyObject *record_type;   /* tierlog.records.record.Record */
@@ -99,10 +102,11 @@ read_length(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t 
     return -1;
 }
 
-/* Reads a `length | bytes` field: a new reference to bytes, or to None for length -1. */
+/* Reads a `length | bytes` field: a new reference to bytes, or to None for length -1 (or when
+ * not `keep`ing what is read: then it is only checked). */
 static PyObject *
 read_nullable_bytes(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
-                    const char *what)
+                    const char *what, int keep)
 {
     int64_t n;
     if (read_length(buf, pos, rec_end, index, what, &n) < 0)
@@ -110,22 +114,26 @@ read_nullable_bytes(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_
     if (n == -1)
         return Py_NewRef(Py_None);
     *pos += (Py_ssize_t)n;
+    if (!keep)
+        return Py_NewRef(Py_None);
     return PyBytes_FromStringAndSize((const char *)buf + *pos - n, (Py_ssize_t)n);
 }
 
-/* Reads a record's header count and headers: a new tuple of (str, bytes | None) pairs. */
+/* Reads a record's header count and headers: a new tuple of (str, bytes | None) pairs, or
+ * None when not `keep`ing them (every check is still made). */
 static PyObject *
-read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index)
+read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
+             int keep)
 {
     int64_t count, n;
     if (read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, &count) < 0)
         return NULL;
     if (count == 0)
-        return PyTuple_New(0);
+        return keep ? PyTuple_New(0) : Py_NewRef(Py_None);
     /* Each header takes at least two bytes (its two lengths): never allocate past the data. */
     if (count < 0 || count > (rec_end - *pos) / 2)
         return corrupt(index, *pos, "header count %lld does not fit the record", (long long)count);
-    PyObject *headers = PyTuple_New((Py_ssize_t)count);
+    PyObject *headers = keep ? PyTuple_New((Py_ssize_t)count) : Py_NewRef(Py_None);
     if (headers == NULL)
         return NULL;
     for (Py_ssize_t k = 0; k < (Py_ssize_t)count; k++) {
@@ -146,7 +154,12 @@ read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t
             goto fail;
         }
         *pos += (Py_ssize_t)n;
-        value = read_nullable_bytes(buf, pos, rec_end, index, "header value");
+        value = read_nullable_bytes(buf, pos, rec_end, index, "header value", keep);
+        if (!keep && value != NULL) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            continue;
+        }
         pair = value == NULL ? NULL : PyTuple_New(2);
         if (pair == NULL) {
             Py_DECREF(key);
@@ -197,10 +210,11 @@ new_record(PyObject *values[N_FIELDS])
     return record;
 }
 
-/* Decodes the record at *pos (record number `index`) that must end by `end`. */
+/* Decodes the record at *pos (record number `index`) that must end by `end`. Without `keep`,
+ * only checks it: returns None, and its offset delta in *offset_delta_out. */
 static PyObject *
 decode_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index,
-           int64_t base_offset, int64_t base_timestamp)
+           int64_t base_offset, int64_t base_timestamp, int keep, int64_t *offset_delta_out)
 {
     PyObject *values[N_FIELDS] = {NULL};
     Py_ssize_t start = *pos;
@@ -219,14 +233,20 @@ decode_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index
     (*pos)++; /* attributes: Kafka defines no record-level attribute */
     if (read_varint(buf, pos, rec_end, VARLONG_MAX_BYTES, index, &ts_delta) < 0 ||
         read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, &offset_delta) < 0 ||
-        (values[F_KEY] = read_nullable_bytes(buf, pos, rec_end, index, "key")) == NULL ||
-        (values[F_VALUE] = read_nullable_bytes(buf, pos, rec_end, index, "value")) == NULL ||
-        (values[F_HEADERS] = read_headers(buf, pos, rec_end, index)) == NULL)
+        (values[F_KEY] = read_nullable_bytes(buf, pos, rec_end, index, "key", keep)) == NULL ||
+        (values[F_VALUE] = read_nullable_bytes(buf, pos, rec_end, index, "value", keep)) == NULL ||
+        (values[F_HEADERS] = read_headers(buf, pos, rec_end, index, keep)) == NULL)
         goto fail;
     if (*pos != rec_end) {
         corrupt(index, start, "record length %lld differs from the %zd bytes read",
                 (long long)length, *pos - body);
         goto fail;
+    }
+    if (!keep) {
+        *offset_delta_out = offset_delta;
+        for (int f = 0; f < N_FIELDS; f++)
+            Py_XDECREF(values[f]);
+        return Py_NewRef(Py_None);
     }
     values[F_OFFSET] = long_from_sum(base_offset, offset_delta);
     if (values[F_OFFSET] == NULL)
@@ -239,6 +259,125 @@ fail:
     for (int f = 0; f < N_FIELDS; f++)
         Py_XDECREF(values[f]);
     return NULL;
+}
+
+/* Reads a varint of at most three bytes at *pos, all before `limit`, into *value (zigzag
+ * decoded): such a varint cannot overflow. Returns 1, or 0 (nothing moved) for anything else:
+ * a longer varint or one cut by `limit`, which the full reader then judges. */
+static inline int
+short_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int64_t *value)
+{
+    Py_ssize_t p = *pos;
+    uint32_t raw;
+    if (p < limit && buf[p] < 0x80) {
+        raw = buf[p];
+        p += 1;
+    } else if (p + 1 < limit && buf[p + 1] < 0x80) {
+        raw = (buf[p] & 0x7Fu) | ((uint32_t)buf[p + 1] << 7);
+        p += 2;
+    } else if (p + 2 < limit && buf[p + 1] >= 0x80 && buf[p + 2] < 0x80) {
+        raw = (buf[p] & 0x7Fu) | ((buf[p + 1] & 0x7Fu) << 7) | ((uint32_t)buf[p + 2] << 14);
+        p += 3;
+    } else {
+        return 0;
+    }
+    *value = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+    *pos = p;
+    return 1;
+}
+
+/* Checks the record at *pos the quick way: 1 (and *pos past it) when it is plainly well formed
+ * with offset delta `index`: short varints, key and value null or inside the record, no
+ * headers, nothing left over. 0 (nothing moved) sends it to decode_one, which judges anything
+ * else exactly; so this accepts nothing decode_one would reject. */
+static inline int
+quick_check_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index)
+{
+    Py_ssize_t p = *pos;
+    int64_t length, ts_delta, offset_delta, n;
+    if (!short_varint(buf, &p, end, &length) || length < 1 || length > end - p)
+        return 0;
+    Py_ssize_t rec_end = p + (Py_ssize_t)length;
+    p++; /* attributes */
+    if (!short_varint(buf, &p, rec_end, &ts_delta) ||
+        !short_varint(buf, &p, rec_end, &offset_delta) || offset_delta != index)
+        return 0;
+    for (int field = 0; field < 2; field++) { /* key, value */
+        if (!short_varint(buf, &p, rec_end, &n) || n < -1 || n > rec_end - p)
+            return 0;
+        if (n > 0)
+            p += (Py_ssize_t)n;
+    }
+    if (p + 1 != rec_end || buf[p] != 0) /* the header count, zero, ends the record */
+        return 0;
+    *pos = rec_end;
+    return 1;
+}
+
+/* Walks `count` records in buf[position:end]: decodes them into `list` (offsets and timestamps
+ * from the bases), or, with `list` NULL, checks them as decoding would and also that their
+ * offset deltas are 0, 1, 2... (a producer's batch). Returns 0, or -1 with an exception set. */
+static int
+walk_records(const uint8_t *buf, Py_ssize_t position, Py_ssize_t end, Py_ssize_t count,
+             int64_t base_offset, int64_t base_timestamp, PyObject *list)
+{
+    if (count < 0) {
+        corrupt(0, position, "negative record count %zd", count);
+        return -1;
+    }
+    Py_ssize_t pos = position;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        /* No record is shorter than MIN_RECORD_SIZE: a hostile count stops here, early. */
+        if (pos >= end || i >= (end - position) / MIN_RECORD_SIZE) {
+            corrupt(i, pos, "only %zd of %zd records fit the data", i, count);
+            return -1;
+        }
+        if (list == NULL && quick_check_one(buf, &pos, end, i))
+            continue;
+        Py_ssize_t start = pos;
+        int64_t offset_delta = 0;
+        PyObject *record = decode_one(buf, &pos, end, i, base_offset, base_timestamp,
+                                      list != NULL, &offset_delta);
+        if (record == NULL)
+            return -1;
+        if (list != NULL) {
+            PyList_SET_ITEM(list, i, record);
+            continue;
+        }
+        Py_DECREF(record);
+        if (offset_delta != i) {
+            corrupt(i, start, "offset delta %lld where a producer writes %zd",
+                    (long long)offset_delta, i);
+            return -1;
+        }
+    }
+    if (pos != end) {
+        corrupt(count, pos, "%zd bytes remain after %zd records", end - pos, count);
+        return -1;
+    }
+    return 0;
+}
+
+/* The capsule's function (see PyInit__speedups): check_records on a raw buffer. */
+static int
+check_records_raw(const uint8_t *buf, Py_ssize_t position, Py_ssize_t end, Py_ssize_t count)
+{
+    return walk_records(buf, position, end, count, 0, 0, NULL);
+}
+
+/* Gets data's buffer and checks that [position, end) lies inside it; 0 or -1. */
+static int
+get_records_range(PyObject *data, Py_buffer *view, Py_ssize_t position, Py_ssize_t end)
+{
+    if (PyObject_GetBuffer(data, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (position < 0 || position > end || end > view->len) {
+        PyErr_Format(PyExc_ValueError, "records range [%zd, %zd) is outside a buffer of %zd bytes",
+                     position, end, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(decode_records_doc,
@@ -259,47 +398,43 @@ decode_records(PyObject *module, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OnnnLL:decode_records", kwlist, &data,
                                      &position, &end, &count, &base_offset, &base_timestamp))
         return NULL;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+    if (get_records_range(data, &view, position, end) < 0)
         return NULL;
-    if (position < 0 || position > end || end > view.len) {
-        PyErr_Format(PyExc_ValueError, "records range [%zd, %zd) is outside a buffer of %zd bytes",
-                     position, end, view.len);
-        goto done;
-    }
-    if (count < 0) {
-        corrupt(0, position, "negative record count %zd", count);
-        goto done;
-    }
     /* No more than (end - position) / MIN_RECORD_SIZE records fit: a hostile count cannot make
      * us allocate more than the data justifies. */
     Py_ssize_t capacity = (end - position) / MIN_RECORD_SIZE;
     if (count < capacity)
         capacity = count;
-    list = PyList_New(capacity);
-    if (list == NULL)
-        goto done;
-    const uint8_t *buf = (const uint8_t *)view.buf;
-    Py_ssize_t pos = position;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (pos >= end || i >= capacity) {
-            corrupt(i, pos, "only %zd of %zd records fit the data", i, count);
-            Py_CLEAR(list);
-            goto done;
-        }
-        PyObject *record = decode_one(buf, &pos, end, i, base_offset, base_timestamp);
-        if (record == NULL) {
-            Py_CLEAR(list); /* unfilled items are NULL, which list dealloc skips */
-            goto done;
-        }
-        PyList_SET_ITEM(list, i, record);
-    }
-    if (pos != end) {
-        corrupt(count, pos, "%zd bytes remain after %zd records", end - pos, count);
-        Py_CLEAR(list);
-    }
-done:
+    list = PyList_New(capacity < 0 ? 0 : capacity);
+    if (list != NULL && walk_records((const uint8_t *)view.buf, position, end, count,
+                                     base_offset, base_timestamp, list) < 0)
+        Py_CLEAR(list); /* unfilled items are NULL, which list dealloc skips */
     PyBuffer_Release(&view);
     return list;
+}
+
+PyDoc_STRVAR(check_records_doc,
+"check_records(data, position, end, count) -> None\n\n"
+"Check, without decoding them, that data[position:end] holds exactly `count` well-formed\n"
+"uncompressed v2 records whose offset deltas are 0, 1, 2... Raises CorruptRecordError as\n"
+"decode_records would, naming the record index and byte position.");
+
+static PyObject *
+check_records(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"data", "position", "end", "count", NULL};
+    PyObject *data;
+    Py_ssize_t position, end, count;
+    Py_buffer view;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Onnn:check_records", kwlist, &data,
+                                     &position, &end, &count))
+        return NULL;
+    if (get_records_range(data, &view, position, end) < 0)
+        return NULL;
+    int status = check_records_raw((const uint8_t *)view.buf, position, end, count);
+    PyBuffer_Release(&view);
+    return status < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 /* --- Encoding ------------------------------------------------------------------------------ */
@@ -667,6 +802,8 @@ static PyMethodDef methods[] = {
      decode_records_doc},
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_VARARGS | METH_KEYWORDS,
      encode_records_doc},
+    {"check_records", (PyCFunction)(void (*)(void))check_records, METH_VARARGS | METH_KEYWORDS,
+     check_records_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -683,5 +820,15 @@ PyInit__speedups(void)
 {
     if (load_types() < 0)
         return NULL;
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    /* For tierlog.records._plain_batch, which checks records on the append hot path. */
+    PyObject *capsule = PyCapsule_New((void *)check_records_raw, CHECK_RECORDS_CAPSULE, NULL);
+    if (capsule == NULL || PyModule_AddObject(module, "check_records_capi", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from crc32c import crc32c
 
 from tierlog.errors import CorruptRecordError, TruncatedBatchError, UnsupportedMagicError
-from tierlog.records._codec import decode_records
+from tierlog.records._codec import check_records, decode_records
 from tierlog.records.compression import NONE, ZSTD, codec_name, decompress
 from tierlog.records.control import ControlRecord, decode_control_record
 
@@ -270,6 +270,30 @@ class RecordBatch:
             for record in records:
                 record.timestamp = log_append_time
         return records
+
+    def check_records(self) -> None:
+        """Check, decompressing first when needed, that the records fill the batch exactly,
+        are each well formed, and carry offset deltas 0, 1, 2... as a producer writes them;
+        what a broker checks of every producer batch. Raises CorruptRecordError naming the
+        batch, the record and the byte; cheaper than :meth:`records` (nothing is decoded in C).
+        """
+        self._require_body()
+        header = self._header
+        start = self._position + HEADER_SIZE
+        end = self._position + header[1] + LOG_OVERHEAD
+        codec = header[5] & COMPRESSION_MASK
+        if codec > ZSTD:
+            raise CorruptRecordError(f"{self._where()} has unknown compression codec id {codec}")
+        try:
+            if codec == NONE:
+                check_records(self._buffer, start, end, header[12])
+            else:
+                with memoryview(self._buffer) as whole, whole[start:end] as section:
+                    data = decompress(codec, section)
+                check_records(data, 0, len(data), header[12])
+        except CorruptRecordError as e:
+            codec_note = f" ({codec_name(codec)})" if codec != NONE else ""
+            raise type(e)(f"{self._where()}{codec_note}: {e}") from e
 
     def control_record(self) -> ControlRecord | None:
         """The control record of a control batch (None for data or empty batches)."""

@@ -16,7 +16,7 @@ from typing import NamedTuple, Protocol
 
 from tierlog.errors import CorruptRecordError, LogClosedError, TruncatedBatchError
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_batches
-from tierlog.records.plain_batch import PlainBatchLimits, write_plain_batch
+from tierlog.records.plain_batch import PlainBatchRules, write_plain_batch
 from tierlog.records.record import Record
 
 log = logging.getLogger(__name__)
@@ -236,17 +236,17 @@ class FileRecords:
         data: bytes | bytearray | memoryview,
         base_offset: int,
         leader_epoch: int | None,
-        limits: PlainBatchLimits,
+        rules: PlainBatchRules,
     ) -> tuple[int, int, int, int, int] | None:
         """Append one plain producer batch with its offset (and epoch) patched in, if it is
-        intact and within ``limits``: see :mod:`tierlog.records.plain_batch`, whose result this
+        intact and keeps ``rules``: see :mod:`tierlog.records.plain_batch`, whose result this
         returns (None: nothing written). Cut back on a failed write."""
         fd = self._fd
         if fd < 0:
             raise LogClosedError(f"{self._path} is closed")
         position = self._size
         try:
-            result = write_plain_batch(fd, position, data, base_offset, leader_epoch, limits)
+            result = write_plain_batch(fd, position, data, base_offset, leader_epoch, rules)
         except BaseException:
             os.ftruncate(fd, position)
             raise

@@ -2,11 +2,13 @@
 
 A *plain* batch is the commonest thing a producer sends: one v2 batch with no producer id
 (not idempotent, not transactional) and no control records. ``write_plain_batch`` checks its
-header and CRC-32C against the same rules as the general append path, checks it against the
-limits the caller computed (so the batch can neither overflow the segment nor trigger a
-roll), and writes it at a file position with its base offset (and optionally its partition
-leader epoch) patched in on the way: the patched 16-byte prefix and the rest of the caller's
-buffer go out in one ``pwritev``, so the batch is never copied.
+header, its CRC-32C and (unless the rules say the CRC is trusted) its records' framing against
+the same rules as the general append path, checks it against the limits the caller computed
+(so the batch can neither overflow the segment nor trigger a roll), and writes it at a file
+position with its base offset (and optionally its partition leader epoch) patched in on the
+way: the patched 16-byte prefix and the rest of the caller's buffer go out in one ``pwritev``,
+so the batch is never copied. A compressed batch whose records must be checked is left to the
+general path, which decompresses it.
 
 Anything unusual returns ``None`` with nothing written; the caller then takes its general path,
 which reports the precise error. The C accelerator has the same function
@@ -22,9 +24,12 @@ from collections.abc import Callable, Sequence
 
 from crc32c import crc32c
 
+from tierlog.errors import CorruptRecordError
 from tierlog.records._accelerator import accelerated
+from tierlog.records._codec import check_records
 from tierlog.records.batch import (
     ATTRIBUTES,
+    COMPRESSION_MASK,
     CONTROL_MASK,
     CURRENT_MAGIC,
     HEADER,
@@ -33,12 +38,14 @@ from tierlog.records.batch import (
     MAGIC,
 )
 
-__all__ = ["PlainBatchLimits", "write_plain_batch", "write_plain_batch_py"]
+__all__ = ["PlainBatchRules", "write_plain_batch", "write_plain_batch_py"]
 
-#: ``(max_end_position, max_last_offset, max_timestamp, max_batch_bytes)``: the batch must end
-#: at or before ``max_end_position`` in the file, its last offset and max timestamp must not
-#: exceed the next two, and its size must not exceed the last. All fit a signed 64-bit int.
-PlainBatchLimits = tuple[int, int, int, int]
+#: ``(max_end_position, max_last_offset, max_timestamp, max_batch_bytes, check_records)``: the
+#: batch must end at or before ``max_end_position`` in the file, its last offset and max
+#: timestamp must not exceed the next two (all fit a signed 64-bit int), its size must not
+#: exceed ``max_batch_bytes``, and with ``check_records`` its records must be well formed with
+#: offset deltas 0, 1, 2... (``record.validation=full``).
+PlainBatchRules = tuple[int, int, int, int, bool]
 
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
@@ -49,17 +56,17 @@ def write_plain_batch_py(
     data: bytes | bytearray | memoryview,
     base_offset: int,
     leader_epoch: int | None,
-    limits: Sequence[int],
+    rules: Sequence[int],
 ) -> tuple[int, int, int, int, int] | None:
     """Write ``data`` (one plain batch) at ``position`` of ``fd`` with ``base_offset`` and, unless
     None, ``leader_epoch`` patched in; the pure-Python twin of the C function.
 
     Returns ``(size, last_offset, max_timestamp, record_count, written_leader_epoch)``, or None
-    (nothing written) when the batch is not plain, is damaged, or falls outside ``limits``.
+    (nothing written) when the batch is not plain, is damaged, or breaks ``rules``.
     Raises OSError if the write fails; a short write is completed before returning.
     """
     size = len(data)
-    max_end, max_last_offset, max_timestamp_limit, max_batch_bytes = limits
+    max_end, max_last_offset, max_timestamp_limit, max_batch_bytes, must_check_records = rules
     if size < HEADER_SIZE or size > max_batch_bytes or position + size > max_end:
         return None
     (_, length, batch_epoch, magic, crc, attributes, delta, _, max_timestamp, producer_id, _, _,
@@ -72,6 +79,13 @@ def write_plain_batch_py(
     view = memoryview(data)
     if crc32c(view[ATTRIBUTES:]) != crc:
         return None
+    if must_check_records:
+        if attributes & COMPRESSION_MASK:
+            return None
+        try:
+            check_records(data, HEADER_SIZE, size, count)
+        except CorruptRecordError:
+            return None
     epoch = batch_epoch if leader_epoch is None else leader_epoch
     pieces = (_PREFIX.pack(base_offset, length, epoch), view[MAGIC:])
     written = os.pwritev(fd, pieces, position)
