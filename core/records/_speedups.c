@@ -212,7 +212,7 @@ new_record(PyObject *values[N_FIELDS])
 
 /* Decodes the record at *pos (record number `index`) that must end by `end`. Without `keep`,
  * only checks it: returns None, and its offset delta in *offset_delta_out. */
-static PyObject *
+static inline PyObject *
 decode_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t index,
            int64_t base_offset, int64_t base_timestamp, int keep, int64_t *offset_delta_out)
 {
@@ -336,8 +336,10 @@ walk_records(const uint8_t *buf, Py_ssize_t position, Py_ssize_t end, Py_ssize_t
             continue;
         Py_ssize_t start = pos;
         int64_t offset_delta = 0;
-        PyObject *record = decode_one(buf, &pos, end, i, base_offset, base_timestamp,
-                                      list != NULL, &offset_delta);
+        /* Two calls with a constant `keep`, so the compiler can make a version of each. */
+        PyObject *record = list != NULL
+            ? decode_one(buf, &pos, end, i, base_offset, base_timestamp, 1, &offset_delta)
+            : decode_one(buf, &pos, end, i, base_offset, base_timestamp, 0, &offset_delta);
         if (record == NULL)
             return -1;
         if (list != NULL) {
