@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from crc32c import crc32c
 
@@ -56,7 +56,7 @@ def write_plain_batch_py(
     data: bytes | bytearray | memoryview,
     base_offset: int,
     leader_epoch: int | None,
-    rules: Sequence[int],
+    rules: PlainBatchRules,
 ) -> tuple[int, int, int, int, int] | None:
     """Write ``data`` (one plain batch) at ``position`` of ``fd`` with ``base_offset`` and, unless
     None, ``leader_epoch`` patched in; the pure-Python twin of the C function.
