@@ -250,21 +250,12 @@ class RecordBatch:
                     f"batch at offset {base_offset} has a negative record count {count}"
                 )
             return []
-        start = self._position + HEADER_SIZE
-        end = self._position + header[1] + LOG_OVERHEAD
-        codec = header[5] & COMPRESSION_MASK
-        if codec > ZSTD:
-            raise CorruptRecordError(f"{self._where()} has unknown compression codec id {codec}")
+        codec = self._known_codec()
         try:
-            if codec == NONE:
-                records = decode_records(self._buffer, start, end, count, base_offset, header[7])
-            else:
-                with memoryview(self._buffer) as whole, whole[start:end] as section:
-                    data = decompress(codec, section)
-                records = decode_records(data, 0, len(data), count, base_offset, header[7])
+            data, start, end = self._records_section(codec)
+            records = decode_records(data, start, end, count, base_offset, header[7])
         except CorruptRecordError as e:
-            codec_note = f" ({codec_name(codec)})" if codec != NONE else ""
-            raise type(e)(f"{self._where()}{codec_note}: {e}") from e
+            raise self._located(e, codec) from e
         if header[5] & TIMESTAMP_TYPE_MASK:
             log_append_time = header[8]
             for record in records:
@@ -278,22 +269,33 @@ class RecordBatch:
         batch, the record and the byte; cheaper than :meth:`records` (nothing is decoded in C).
         """
         self._require_body()
-        header = self._header
-        start = self._position + HEADER_SIZE
-        end = self._position + header[1] + LOG_OVERHEAD
-        codec = header[5] & COMPRESSION_MASK
+        codec = self._known_codec()
+        try:
+            data, start, end = self._records_section(codec)
+            check_records(data, start, end, self._header[12])
+        except CorruptRecordError as e:
+            raise self._located(e, codec) from e
+
+    def _known_codec(self) -> int:
+        codec = self._header[5] & COMPRESSION_MASK
         if codec > ZSTD:
             raise CorruptRecordError(f"{self._where()} has unknown compression codec id {codec}")
-        try:
-            if codec == NONE:
-                check_records(self._buffer, start, end, header[12])
-            else:
-                with memoryview(self._buffer) as whole, whole[start:end] as section:
-                    data = decompress(codec, section)
-                check_records(data, 0, len(data), header[12])
-        except CorruptRecordError as e:
-            codec_note = f" ({codec_name(codec)})" if codec != NONE else ""
-            raise type(e)(f"{self._where()}{codec_note}: {e}") from e
+        return codec
+
+    def _records_section(self, codec: int) -> tuple[ByteBuffer, int, int]:
+        """``(buffer, start, end)`` of the records: in the batch's own bytes, or decompressed."""
+        start = self._position + HEADER_SIZE
+        end = self._position + self._header[1] + LOG_OVERHEAD
+        if codec == NONE:
+            return self._buffer, start, end
+        with memoryview(self._buffer) as whole, whole[start:end] as section:
+            data = decompress(codec, section)
+        return data, 0, len(data)
+
+    def _located(self, error: CorruptRecordError, codec: int) -> CorruptRecordError:
+        """``error`` from the records section, prefixed with where this batch is."""
+        codec_note = f" ({codec_name(codec)})" if codec != NONE else ""
+        return type(error)(f"{self._where()}{codec_note}: {error}")
 
     def control_record(self) -> ControlRecord | None:
         """The control record of a control batch (None for data or empty batches)."""
