@@ -58,8 +58,12 @@ def plan_append(
     assign_offsets: bool,
     leader_epoch: int | None,
     origin: str,
+    check_records: bool,
 ) -> AppendPlan:
-    """Validate every batch in ``data`` and plan the write; raises before anything is written."""
+    """Validate every batch in ``data`` and plan the write; raises before anything is written.
+
+    ``check_records`` also walks every record of a producer's batch (record.validation=full).
+    """
     if origin not in ORIGINS:
         raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, got {origin!r}")
     view = data if isinstance(data, memoryview) else memoryview(data)
@@ -70,7 +74,6 @@ def plan_append(
     log_append = config.is_log_append_time
     before_max = config["message.timestamp.before.max.ms"]
     after_max = config["message.timestamp.after.max.ms"]
-    check_records = config["record.validation"] == "full"
     client = origin == "client"
     plan = AppendPlan()
     pieces = plan.pieces

@@ -34,7 +34,7 @@ from tierlog.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAM
 from tierlog.log_retention import LogRetention
 from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.records.builder import build_batch, build_control_batch
-from tierlog.records.compression import codec_id
+from tierlog.records.compression import NONE, codec_id
 from tierlog.records.record import Record
 from tierlog.scheduler import Scheduler
 from tierlog.segment import LogSegment
@@ -352,28 +352,37 @@ class Log(LogReads, LogRetention):
                 info = self._append_plain_batch(data, leader_epoch)
                 if info is not None:
                     return info
-            now = self._time_ms()
-            if leader_epoch is None and origin != "replication":
-                leader_epoch = self.leader_epoch
-            plan = plan_append(
-                data, config=self._config, next_offset=self._next_offset, now_ms=now,
-                assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
-            )
-            duplicate = self._producer_checks(plan, origin)
-            if duplicate is not None:
-                return duplicate
-            segment = self._maybe_roll(plan, now)
-            segment.append(plan.pieces, plan.batches, plan.views)
-            self._next_offset = plan.last_offset + 1
-            self._after_append(plan, segment)
-            if self._fast_append:
-                segment.arm_plain_appends(self._segment_bytes, self._segment_ms,
-                                          self._max_message, self._check_records)
-            return LogAppendInfo(
-                plan.first_offset, plan.last_offset, plan.max_timestamp,
-                plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,
-                plan.record_count, len(plan.batches), plan.size,
-            )
+            return self._append_planned(data, assign_offsets, leader_epoch, origin,
+                                        self._check_records)
+
+    def _append_planned(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
+                        leader_epoch: int | None, origin: str,
+                        check_records: bool) -> LogAppendInfo:
+        """The general path of :meth:`append`, under the lock: plan (validating every batch,
+        walking the records when ``check_records``), roll if due, write, update the state."""
+        now = self._time_ms()
+        if leader_epoch is None and origin != "replication":
+            leader_epoch = self.leader_epoch
+        plan = plan_append(
+            data, config=self._config, next_offset=self._next_offset, now_ms=now,
+            assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
+            check_records=check_records,
+        )
+        duplicate = self._producer_checks(plan, origin)
+        if duplicate is not None:
+            return duplicate
+        segment = self._maybe_roll(plan, now)
+        segment.append(plan.pieces, plan.batches, plan.views)
+        self._next_offset = plan.last_offset + 1
+        self._after_append(plan, segment)
+        if self._fast_append:
+            segment.arm_plain_appends(self._segment_bytes, self._segment_ms,
+                                      self._max_message, self._check_records)
+        return LogAppendInfo(
+            plan.first_offset, plan.last_offset, plan.max_timestamp,
+            plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,
+            plan.record_count, len(plan.batches), plan.size,
+        )
 
     def _append_plain_batch(self, data: bytes | bytearray | memoryview,
                             leader_epoch: int | None) -> LogAppendInfo | None:
@@ -468,12 +477,19 @@ class Log(LogReads, LogRetention):
         records = records if isinstance(records, Sequence) else list(records)
         if compression == "producer":
             compression = "none"
+        codec = codec_id(compression)
         data = build_batch(
-            records, compression=codec_id(compression), producer_id=producer_id,
+            records, compression=codec, producer_id=producer_id,
             producer_epoch=producer_epoch, base_sequence=base_sequence,
             is_transactional=transactional, now_ms=self._time_ms(),
         )
-        return self.append(data, leader_epoch=leader_epoch)
+        if codec == NONE:
+            return self.append(data, leader_epoch=leader_epoch)
+        # The records were encoded right here: checking them would decompress what was just
+        # compressed (a quarter of the cost of the append).
+        with self._lock:
+            self._check_open()
+            return self._append_planned(data, True, leader_epoch, "client", False)
 
     def append_marker(
         self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
