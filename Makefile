@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py core/records/_speedups.c core/records/_plain_batch.c
+$(STAMP): pyproject.toml setup.py core/records/_speedups.c core/records/_plain_batch.c \
+		core/records/_plain_batch.h core/_plain_appender.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

@@ -1,5 +1,5 @@
-"""Declares the optional C accelerators (the per-record codec, the plain-batch append); everything
-else is in pyproject.toml.
+"""Declares the optional C accelerators (the per-record codec, the plain-batch append and the
+active segment's appender); everything else is in pyproject.toml.
 
 The extensions are optional: if one cannot be compiled, tierlog falls back to its pure-Python twin.
 """
@@ -34,6 +34,13 @@ setup(
         Extension(
             "tierlog.records._plain_batch",
             sources=["core/records/_plain_batch.c"],
+            depends=["core/records/_plain_batch.h"],
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "tierlog._plain_appender",
+            sources=["core/_plain_appender.c"],
+            depends=["core/records/_plain_batch.h"],
             extra_compile_args=["-O2"],
         ),
     ],

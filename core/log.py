@@ -24,6 +24,7 @@ from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.loader import LogLoader, RecoveryReport, apply_batch, rebuild_producer_state
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
+from tierlog.plain_appender import PlainAppenderType
 from tierlog.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     CompletedTxn,
@@ -118,6 +119,9 @@ class Log(LogReads, LogRetention):
         self._flush_messages = config["flush.messages"]
         self._check_records = config["record.validation"] == "full"
         self._known_epoch: int | None = None  # an epoch the epoch cache already covers
+        #: The active segment's hot-path appender, armed after a general append (may since
+        #: have been disarmed by the segment: it then writes nothing and returns None).
+        self._plain_appender: PlainAppenderType | None = None
         #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
         self.remote: Any = None
         self._highest_offset_in_remote = -1
@@ -348,10 +352,17 @@ class Log(LogReads, LogRetention):
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"{self.directory} is closed")
-            if self._fast_append and assign_offsets and origin == "client":
-                info = self._append_plain_batch(data, leader_epoch)
-                if info is not None:
-                    return info
+            appender = self._plain_appender
+            if appender is not None and assign_offsets and origin == "client":
+                # The producer hot path: one plain batch (no producer id, no control records)
+                # while the active segment is armed, so no roll can be due. The header, CRC
+                # and records get the general path's checks; None (nothing changed) sends
+                # anything unusual down the general path, which reports the precise error.
+                first = self._next_offset
+                written = appender.append(
+                    data, first, self.leader_epoch if leader_epoch is None else leader_epoch)
+                if written is not None:
+                    return self._after_plain_append(first, written)
             return self._append_planned(data, assign_offsets, leader_epoch, origin,
                                         self._check_records)
 
@@ -376,25 +387,17 @@ class Log(LogReads, LogRetention):
         self._next_offset = plan.last_offset + 1
         self._after_append(plan, segment)
         if self._fast_append:
-            segment.arm_plain_appends(self._segment_bytes, self._segment_ms,
-                                      self._max_message, self._check_records)
+            self._plain_appender = segment.arm_plain_appends(
+                self._segment_bytes, self._segment_ms, self._max_message, self._check_records)
         return LogAppendInfo(
             plan.first_offset, plan.last_offset, plan.max_timestamp,
             plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,
             plan.record_count, len(plan.batches), plan.size,
         )
 
-    def _append_plain_batch(self, data: bytes | bytearray | memoryview,
-                            leader_epoch: int | None) -> LogAppendInfo | None:
-        """The producer hot path: one plain batch (no producer id, no control records) while
-        the active segment is armed for it (no roll can be due). The header and CRC get the
-        general path's checks; None (nothing changed) sends anything unusual down the general
-        path, which reports the precise error."""
-        epoch = self.leader_epoch if leader_epoch is None else leader_epoch
-        first = self._next_offset
-        written = self.segments.active.append_plain_batch(data, first, epoch)
-        if written is None:
-            return None
+    def _after_plain_append(self, first: int, written: tuple[int, int, int, int, int]
+                            ) -> LogAppendInfo:
+        """The Log's bookkeeping after the hot path wrote one plain batch from ``first``."""
         size, last, max_ts, count, epoch = written
         self._next_offset = next_offset = last + 1
         self.producer_state.update_map_end_offset(next_offset)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from crc32c import crc32c
 
-from tierlog import filenames
+from tierlog import filenames, plain_appender
 from tierlog.errors import CorruptRecordError, TruncatedBatchError
 from tierlog.index import (
     AbortedTxn,
@@ -43,7 +43,6 @@ from tierlog.records.file_records import (
     LogOffsetPosition,
     TimestampAndOffset,
 )
-from tierlog.records.plain_batch import PlainBatchRules
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +112,8 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
-        #: What lets append_plain_batch skip should_roll; None disarms it (arm_plain_appends).
-        self._plain_rules: PlainBatchRules | None = None
-        self._plain_index_room = 0
-        self._plain_time_entry_due = True
+        #: The producer hot path while armed (arm_plain_appends); every other change disarms it.
+        self._plain_appender: plain_appender.PlainAppenderType | None = None
         #: Index types contributed by plugins, by name (fed on append, rebuilt on recovery).
         self.extra_indexes: dict[str, SegmentIndex] = extra_indexes or {}
         #: True when a plugin index file was absent at open, so its data must be rebuilt.
@@ -214,7 +211,7 @@ class LogSegment:
         The offsets must already be assigned and greater than anything in the segment.
         ``views`` are the batches as the producer sent them, for plugin indexes.
         """
-        self._plain_rules = None
+        self.disarm_plain_appends()
         position = self.log.size_in_bytes()
         if self.extra_indexes:
             self._feed_extra_indexes(position, batches, views)
@@ -235,71 +232,45 @@ class LogSegment:
         self._max_timestamp_and_offset = max_ts
 
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
-                          max_batch_bytes: int, check_records: bool) -> None:
-        """Let :meth:`append_plain_batch` take batches until something else changes the segment.
+                          max_batch_bytes: int,
+                          check_records: bool) -> plain_appender.PlainAppenderType | None:
+        """Hand the producer's hot path a :class:`~tierlog.plain_appender.PlainAppender` that
+        appends plain batches until something else changes the segment (which disarms it).
 
         Turns the roll rule (:meth:`should_roll`) into limits a batch is compared with, so the
-        producer's hot path checks four numbers instead: end position <= ``segment.bytes``, last
-        offset within the relative range, max timestamp before the age limit (from the first
-        batch's timestamp plus ``segment.ms`` minus the jitter), size <= ``max_batch_bytes``;
-        ``check_records`` also has its records checked. Not armed while the segment is empty,
-        has no timestamp to age from, or has a full index: then every append asks should_roll.
-        Every other change disarms it.
+        hot path checks four numbers instead: end position <= ``segment.bytes``, last offset
+        within the relative range, max timestamp before the age limit (from the first batch's
+        timestamp plus ``segment.ms`` minus the jitter), size <= ``max_batch_bytes``;
+        ``check_records`` also has its records checked. None (not armed) while the segment is
+        empty, has no timestamp to age from, or has a full index: then every append asks
+        should_roll.
         """
-        self._plain_rules = None
+        self.disarm_plain_appends()
         offset_index, time_index = self.offset_index, self.time_index
-        # Entries either index can still take before it is full (is_full), counted down by
-        # append_plain_batch: each of its index entries adds at most one to each index.
+        # Entries either index can still take before it is full (is_full): each index entry
+        # of a plain append adds at most one to each index.
         room = min(offset_index.max_entries - offset_index.entries,
                    time_index.max_entries - 1 - time_index.entries)
         first_ts = self.rolling_timestamp()  # -1 for an empty segment
         if first_ts < 0 or room <= 0:
-            return
-        self._plain_index_room = room
-        self._max_ts_and_offset()  # loaded, so the hot path can read it directly
-        self._plain_time_entry_due = True
-        self._plain_rules = (
+            return None
+        self._max_ts_and_offset()  # loaded, so the appender can take it over
+        rules = (
             max_segment_bytes,
             self.base_offset + INT32_MAX,
             min(first_ts + max_segment_ms - self.rolling_jitter_ms, INT64_MAX),
             max_batch_bytes,
             check_records,
         )
+        appender = self._plain_appender = plain_appender.PlainAppender(self, rules, room)
+        return appender
 
-    def append_plain_batch(self, data: bytes | bytearray | memoryview, base_offset: int,
-                           leader_epoch: int | None) -> tuple[int, int, int, int, int] | None:
-        """Append one plain producer batch (see :mod:`tierlog.records.plain_batch`) with offsets
-        from ``base_offset``: the producer's hot path, without plugin indexes.
-
-        Returns the write's ``(size, last_offset, max_timestamp, record_count, leader_epoch)``,
-        or None with nothing written when not armed (:meth:`arm_plain_appends`) or the batch
-        is not plain, intact and within the rules. The caller then takes the general path.
-        """
-        rules = self._plain_rules
-        if rules is None:
-            return None
-        log_file = self.log
-        position = log_file.size_in_bytes()
-        result = log_file.append_plain_batch(data, base_offset, leader_epoch, rules)
-        if result is None:
-            return None
-        size, last_offset, max_timestamp, _, _ = result
-        # Loaded by arm_plain_appends. (Indexing, not .timestamp: this line runs per batch.)
-        if max_timestamp > self._max_timestamp_and_offset[0]:
-            self._max_timestamp_and_offset = TimestampOffset(max_timestamp, last_offset)
-            self._plain_time_entry_due = True
-        since = self._bytes_since_last_index_entry
-        if since > self.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            if self._plain_time_entry_due:  # else the time index has the max already
-                self.time_index.maybe_append(*self._max_timestamp_and_offset)
-                self._plain_time_entry_due = False
-            self._plain_index_room -= 1
-            if not self._plain_index_room:  # an index may be full: should_roll decides next
-                self._plain_rules = None
-            since = 0
-        self._bytes_since_last_index_entry = since + size
-        return result
+    def disarm_plain_appends(self) -> None:
+        """Stop the hot path's appender (if armed) before anything else changes the segment."""
+        appender = self._plain_appender
+        if appender is not None:
+            self._plain_appender = None
+            appender.disarm()
 
     def _feed_extra_indexes(self, position: int, batches: Sequence[AppendedBatch],
                             views: Sequence[RecordBatch]) -> None:
@@ -357,7 +328,7 @@ class LogSegment:
 
     def on_becoming_inactive(self) -> None:
         """Called when a newer segment takes over: final time index entry, then trim files."""
-        self._plain_rules = None
+        self.disarm_plain_appends()
         max_ts = self._max_ts_and_offset()
         if max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
@@ -431,7 +402,7 @@ class LogSegment:
         every earlier one. The file is read in big chunks into one reused buffer and the
         index files are written whole at the end: recovery runs near the disk's read speed.
         """
-        self._plain_rules = None
+        self.disarm_plain_appends()
         base_offset = self.base_offset
         interval = self.index_interval_bytes
         self.txn_index.reset()
@@ -567,7 +538,7 @@ class LogSegment:
 
         Kafka truncates at batch granularity: the batch containing ``offset`` goes entirely.
         """
-        self._plain_rules = None
+        self.disarm_plain_appends()
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -610,7 +581,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Trim and close every file (the final time index entry is written first)."""
-        self._plain_rules = None
+        self.disarm_plain_appends()
         max_ts = self._max_timestamp_and_offset
         if max_ts is not None and max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
@@ -623,6 +594,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Delete every file of the segment (missing files are fine)."""
+        self.disarm_plain_appends()
         self.offset_index.delete_if_exists()
         self.time_index.delete_if_exists()
         self.txn_index.delete_if_exists()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib
 import resource
 import signal
 import socket
@@ -12,23 +11,16 @@ import struct
 import threading
 
 import pytest
+from hot_path import TWINS, use_hot_path
 
 from tierlog import Log, Record
 from tierlog import log as log_module
 from tierlog.errors import ConfigError, LogClosedError, OffsetOutOfRangeError
-from tierlog.records import RecordBatch, build_batch, file_records, iter_batches, plain_batch
+from tierlog.records import RecordBatch, build_batch, iter_batches
 
 
 #: A timestamp bound (ten years, never reached here) keeps every append on the general path.
 GENERAL_PATH = {"message.timestamp.before.max.ms": 10 * 365 * 86_400_000}
-
-
-def _use_writer(monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
-    """Make the logs of this test write plain batches with the C accelerator or its Python
-    twin, whatever TIERLOG_PURE_PYTHON chose. A missing accelerator fails the C cases."""
-    function = (importlib.import_module("tierlog.records._plain_batch").write_plain_batch
-                if writer == "c" else plain_batch.write_plain_batch_py)
-    monkeypatch.setattr(file_records, "write_plain_batch", function)
 
 
 def _records(n: int, start: int = 0, ts: int | None = None, size: int = 20) -> list[Record]:
@@ -123,11 +115,11 @@ def test_segment_jitter_is_subtracted_from_segment_ms(tmp_path, clock):
         assert len(log.segments) == 2
 
 
-@pytest.mark.parametrize("writer", ["c", "python"])
+@pytest.mark.parametrize("writer", TWINS)
 def test_full_offset_index_rolls_the_segment(tmp_path, clock, monkeypatch, writer):
     # 36 bytes: 4 offset-index entries, 3 time-index entries of which the last is kept for the
     # roll's. index.interval.bytes=1 indexes every batch after a segment's first.
-    _use_writer(monkeypatch, writer)
+    use_hot_path(monkeypatch, writer)
     config = {"segment.index.bytes": 36, "index.interval.bytes": 1}
     # Rising timestamps fill the time index first (2 entries: 3 batches); equal ones give it
     # one entry, and the offset index fills (4 entries: 5 batches). Idempotent batches take
@@ -145,10 +137,10 @@ def test_full_offset_index_rolls_the_segment(tmp_path, clock, monkeypatch, write
             assert [r.offset for r in _all_records(log)] == list(range(10))
 
 
-@pytest.mark.parametrize("writer", ["c", "python"])
+@pytest.mark.parametrize("writer", TWINS)
 def test_segment_bytes_is_a_limit_the_hot_path_can_reach_but_not_pass(
         tmp_path, clock, monkeypatch, general_appends, writer):
-    _use_writer(monkeypatch, writer)
+    use_hot_path(monkeypatch, writer)
     batch = build_batch(_records(1), now_ms=clock.now)
     for spare, base_offsets in ((0, [0, 3]), (-1, [0, 2])):
         config = {"segment.bytes": 3 * len(batch) + spare}
@@ -173,10 +165,10 @@ def test_relative_offset_overflow_rolls(tmp_path, clock):
         assert [r.offset for r in log.read(far).records()] == [far]
 
 
-@pytest.mark.parametrize("writer", ["c", "python"])
+@pytest.mark.parametrize("writer", TWINS)
 def test_producer_batch_leaving_the_relative_offset_range_rolls(tmp_path, clock, monkeypatch,
                                                                writer):
-    _use_writer(monkeypatch, writer)
+    use_hot_path(monkeypatch, writer)
     near = (1 << 31) - 3  # the last offsets segment 0 can index: 0 .. 2^31-1
     with Log.open(tmp_path / "t-0", time_ms=clock) as log:
         log.append(build_batch(_records(1), base_offset=near, now_ms=clock.now),
@@ -408,7 +400,7 @@ def general_appends(monkeypatch) -> list[int]:
 @pytest.mark.parametrize("route", ["hot path (C)", "hot path (Python)", "general path"])
 def test_a_failed_write_leaves_no_partial_batch(tmp_path, clock, monkeypatch, general_appends,
                                                 route):
-    _use_writer(monkeypatch, "python" if route == "hot path (Python)" else "c")
+    use_hot_path(monkeypatch, "python" if route == "hot path (Python)" else "c")
     config = GENERAL_PATH if route == "general path" else {}
     with Log.open(tmp_path / "t-0", config, time_ms=clock) as log:
         log.append_records(_records(2))
@@ -426,7 +418,7 @@ def test_a_failed_write_leaves_no_partial_batch(tmp_path, clock, monkeypatch, ge
         assert [r.key for r in _all_records(log)] == [b"k0", b"k1", b"k0", b"k1", b"k9"]
 
 
-@pytest.mark.parametrize("writer", ["c", "python"])
+@pytest.mark.parametrize("writer", TWINS)
 def test_hot_path_writes_exactly_what_the_general_path_writes(tmp_path, clock, monkeypatch,
                                                               general_appends, writer):
     """Plain producer batches take a hot path that compares them with limits precomputed from
@@ -435,7 +427,7 @@ def test_hot_path_writes_exactly_what_the_general_path_writes(tmp_path, clock, m
     jitter) and full-index rolls, truncations and leader epoch changes."""
     import random as _random
 
-    _use_writer(monkeypatch, writer)
+    use_hot_path(monkeypatch, writer)
     rng = _random.Random(5)
     steps = []
     for _ in range(600):

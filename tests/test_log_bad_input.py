@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import struct
 
 import crc32c
 import pytest
+from hot_path import TWINS, use_hot_path
 
 from tierlog import Log, Record
 from tierlog.errors import (
@@ -19,7 +19,7 @@ from tierlog.errors import (
     TruncatedBatchError,
     UnsupportedMagicError,
 )
-from tierlog.records import build_batch, build_control_batch, file_records, plain_batch
+from tierlog.records import build_batch, build_control_batch
 from tierlog.records._codec import encode_records
 from tierlog.records.compression import codec_id, compress
 
@@ -98,12 +98,10 @@ def test_batch_length_disagreeing_with_its_records(log):
     _assert_rejected(log, shorter, CorruptRecordError, "stored crc")
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=TWINS)
 def writer(request, monkeypatch):
-    """The plain-batch hot path's writer (C accelerator or Python twin) the log uses."""
-    function = (importlib.import_module("tierlog.records._plain_batch").write_plain_batch
-                if request.param == "c" else plain_batch.write_plain_batch_py)
-    monkeypatch.setattr(file_records, "write_plain_batch", function)
+    """The plain-batch hot path (C accelerators or Python twins) the log uses."""
+    use_hot_path(monkeypatch, request.param)
     return request.param
 
 

@@ -6,7 +6,8 @@
  * leader epoch) patched into a 16-byte prefix on the stack: one pwritev of that prefix and the
  * rest of the caller's buffer, with the GIL released. Same arguments, results and None cases as
  * the Python function; the CRC is the crc32c package's, the records check the codec's
- * (tierlog.records._speedups, through a capsule). Single-phase module.
+ * (tierlog.records._speedups, through a capsule). Its core, write_plain(), is handed to
+ * tierlog._plain_appender through the capsule described in _plain_batch.h. Single-phase module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
+
+#include "_plain_batch.h"
 
 /* The v2 batch header fields this needs (byte offsets) and its size. */
 #define LENGTH_AT 8
@@ -116,6 +119,74 @@ write_fully(int fd, int64_t position, uint8_t *prefix, Py_ssize_t prefix_size,
     }
 }
 
+/* Reads PlainBatchRules (4 ints and a bool) into *rules; 0, or -1 with TypeError set. */
+static int
+plain_rules_from_tuple(PyObject *tuple, plain_rules *rules)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 5) {
+        PyErr_SetString(PyExc_TypeError, "rules must be a tuple of 4 ints and a bool");
+        return -1;
+    }
+    int64_t *limits[4] = {&rules->max_end_position, &rules->max_last_offset,
+                          &rules->max_timestamp, &rules->max_batch_bytes};
+    for (int i = 0; i < 4; i++) {
+        *limits[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+        if (*limits[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    rules->check_records = PyObject_IsTrue(PyTuple_GET_ITEM(tuple, 4));
+    return rules->check_records < 0 ? -1 : 0;
+}
+
+/* The capsule's function (see _plain_batch.h): check, then write, one plain batch. */
+static int
+write_plain(int fd, int64_t position, const uint8_t *data, Py_ssize_t size, int64_t base_offset,
+            int have_epoch, int32_t epoch, const plain_rules *rules, plain_written *out)
+{
+    if (size < HEADER_SIZE || size > rules->max_batch_bytes
+            || position > rules->max_end_position - size)
+        return 0;
+    int64_t length = (int32_t)read_u32(data + LENGTH_AT);
+    int32_t delta = (int32_t)read_u32(data + LAST_OFFSET_DELTA_AT);
+    int32_t count = (int32_t)read_u32(data + RECORDS_COUNT_AT);
+    int64_t max_timestamp = read_i64(data + MAX_TIMESTAMP_AT);
+    int64_t last_offset;
+    if (length + LOG_OVERHEAD != size || data[MAGIC_AT] != CURRENT_MAGIC
+            || read_i64(data + PRODUCER_ID_AT) != -1 || (data[ATTRIBUTES_AT + 1] & CONTROL_MASK)
+            || count < 1 || delta != count - 1 || max_timestamp > rules->max_timestamp
+            || __builtin_add_overflow(base_offset, (int64_t)delta, &last_offset)
+            || last_offset > rules->max_last_offset)
+        return 0;
+    int crc_ok = crc_matches(data, ATTRIBUTES_AT, size, read_u32(data + CRC_AT));
+    if (crc_ok <= 0)
+        return crc_ok;
+    if (rules->check_records) {
+        if (data[ATTRIBUTES_AT + 1] & COMPRESSION_MASK)
+            return 0; /* the general path decompresses to check */
+        if (check_records(data, HEADER_SIZE, size, count) < 0) {
+            if (!PyErr_ExceptionMatches(corrupt_error))
+                return -1; /* not a verdict on the batch (no memory?): let it propagate */
+            PyErr_Clear(); /* the general path raises it again, with the batch's position */
+            return 0;
+        }
+    }
+    if (!have_epoch)
+        epoch = (int32_t)read_u32(data + EPOCH_AT);
+    uint8_t prefix[MAGIC_AT];
+    write_u32(prefix, (uint32_t)((uint64_t)base_offset >> 32));
+    write_u32(prefix + 4, (uint32_t)base_offset);
+    memcpy(prefix + LENGTH_AT, data + LENGTH_AT, 4);
+    write_u32(prefix + EPOCH_AT, (uint32_t)epoch);
+    if (write_fully(fd, position, prefix, MAGIC_AT, data + MAGIC_AT, size - MAGIC_AT) < 0)
+        return -1;
+    out->size = size;
+    out->last_offset = last_offset;
+    out->max_timestamp = max_timestamp;
+    out->record_count = count;
+    out->leader_epoch = epoch;
+    return 1;
+}
+
 PyDoc_STRVAR(write_plain_batch_doc,
 "write_plain_batch(fd, position, data, base_offset, leader_epoch, rules)\n"
 "--\n\n"
@@ -152,70 +223,22 @@ write_plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         epoch = (int32_t)value;
     }
-    int64_t limit[4];
-    if (!PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) != 5) {
-        PyErr_SetString(PyExc_TypeError, "rules must be a tuple of 4 ints and a bool");
-        return NULL;
-    }
-    for (int i = 0; i < 4; i++) {
-        limit[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[5], i));
-        if (limit[i] == -1 && PyErr_Occurred())
-            return NULL;
-    }
-    int must_check_records = PyObject_IsTrue(PyTuple_GET_ITEM(args[5], 4));
-    if (must_check_records < 0)
+    plain_rules rules;
+    if (plain_rules_from_tuple(args[5], &rules) < 0)
         return NULL;
     Py_buffer buffer;
     if (PyObject_GetBuffer(args[2], &buffer, PyBUF_SIMPLE) < 0)
         return NULL;
-    const uint8_t *data = buffer.buf;
-    Py_ssize_t size = buffer.len;
-    PyObject *result = NULL;
-    if (size < HEADER_SIZE || size > limit[3] || position > limit[0] - size)
-        goto plain_no;
-    int64_t length = (int32_t)read_u32(data + LENGTH_AT);
-    int32_t delta = (int32_t)read_u32(data + LAST_OFFSET_DELTA_AT);
-    int32_t count = (int32_t)read_u32(data + RECORDS_COUNT_AT);
-    int64_t max_timestamp = read_i64(data + MAX_TIMESTAMP_AT);
-    int64_t last_offset;
-    if (length + LOG_OVERHEAD != size || data[MAGIC_AT] != CURRENT_MAGIC
-            || read_i64(data + PRODUCER_ID_AT) != -1 || (data[ATTRIBUTES_AT + 1] & CONTROL_MASK)
-            || count < 1 || delta != count - 1 || max_timestamp > limit[2]
-            || __builtin_add_overflow(base_offset, (int64_t)delta, &last_offset)
-            || last_offset > limit[1])
-        goto plain_no;
-    int crc_ok = crc_matches(data, ATTRIBUTES_AT, size, read_u32(data + CRC_AT));
-    if (crc_ok < 0)
-        goto done;
-    if (!crc_ok)
-        goto plain_no;
-    if (must_check_records) {
-        if (data[ATTRIBUTES_AT + 1] & COMPRESSION_MASK)
-            goto plain_no; /* the general path decompresses to check */
-        if (check_records(data, HEADER_SIZE, size, count) < 0) {
-            if (!PyErr_ExceptionMatches(corrupt_error))
-                goto done; /* not a verdict on the batch (no memory?): let it propagate */
-            PyErr_Clear(); /* the general path raises it again, with the batch's position */
-            goto plain_no;
-        }
-    }
-    if (!have_epoch)
-        epoch = (int32_t)read_u32(data + EPOCH_AT);
-    uint8_t prefix[MAGIC_AT];
-    write_u32(prefix, (uint32_t)((uint64_t)base_offset >> 32));
-    write_u32(prefix + 4, (uint32_t)base_offset);
-    memcpy(prefix + LENGTH_AT, data + LENGTH_AT, 4);
-    write_u32(prefix + EPOCH_AT, (uint32_t)epoch);
-    if (write_fully((int)fd, position, prefix, MAGIC_AT, data + MAGIC_AT, size - MAGIC_AT) < 0)
-        goto done;
-    result = Py_BuildValue("(nLLii)", size, (long long)last_offset,
-                           (long long)max_timestamp, count, epoch);
-    goto done;
-plain_no:
-    result = Py_NewRef(Py_None);
-done:
+    plain_written out;
+    int status = write_plain((int)fd, position, buffer.buf, buffer.len, base_offset, have_epoch,
+                             epoch, &rules, &out);
     PyBuffer_Release(&buffer);
-    return result;
+    if (status < 0)
+        return NULL;
+    if (status == 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(nLLii)", out.size, (long long)out.last_offset,
+                         (long long)out.max_timestamp, out.record_count, out.leader_epoch);
 }
 
 static PyMethodDef methods[] = {
@@ -257,5 +280,15 @@ PyInit__plain_batch(void)
     Py_DECREF(errors);
     if (corrupt_error == NULL)
         return NULL;
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    static plain_batch_capi capi = {write_plain, plain_rules_from_tuple};
+    PyObject *capsule = PyCapsule_New(&capi, PLAIN_BATCH_CAPSULE, NULL);
+    if (PyModule_AddObject(module, "write_plain_capi", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -1,0 +1,487 @@
+/* tierlog._plain_appender: the C twin of tierlog.plain_appender.PlainAppenderPy.
+ *
+ * A PlainAppender is an armed active segment's producer hot path in one call: it writes one
+ * plain batch through tierlog.records._plain_batch's write_plain() (the capsule in
+ * records/_plain_batch.h), then does what LogSegment.append does with the indexes: an
+ * offset-index entry once more than index.interval.bytes were written since the last one, and
+ * a time-index entry there when the segment's max timestamp rose. It keeps a copy of the
+ * segment's tail state, writes entries straight into the indexes' memory maps (whose buffers it
+ * holds while armed, so the maps cannot be closed or resized under it), and writes every change
+ * through to the Python objects' attributes before returning, so readers never see stale state.
+ * plain_appender.py names those attributes; the tests prove both twins leave the same files and
+ * attributes. Not thread-safe: the Log's lock serialises appends. Single-phase module.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "records/_plain_batch.h"
+
+#define OFFSET_ENTRY_SIZE 8 /* relative offset int32, position int32 */
+#define TIME_ENTRY_SIZE 12  /* timestamp int64, relative offset int32 */
+
+static const plain_batch_capi *batch_api;
+static PyObject *timestamp_offset_type; /* tierlog.index.TimestampOffset, a namedtuple */
+static PyObject *log_closed_error;      /* tierlog.errors.LogClosedError */
+
+/* Attribute names, interned once. */
+static PyObject *str_log, *str_offset_index, *str_time_index, *str_base_offset,
+    *str_index_interval_bytes, *str_fd, *str_size, *str_mm, *str_entries, *str_last_offset,
+    *str_last_entry, *str_bytes_since, *str_max_ts;
+
+typedef struct {
+    PyObject_HEAD
+    int armed;
+    int fd;
+    int time_entry_due;
+    PyObject *segment, *log_file, *offset_index, *time_index; /* NULL once disarmed */
+    PyObject *max_ts_and_offset; /* the segment's TimestampOffset of its max timestamp */
+    Py_buffer offset_map, time_map; /* held while armed */
+    plain_rules rules;
+    int64_t base_offset, interval, position, since_index_entry;
+    int64_t max_timestamp, offset_entries, time_entries, time_last_timestamp, room;
+} Appender;
+
+static inline void
+put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static int
+get_i64(PyObject *obj, PyObject *name, int64_t *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* The first item of the TimestampOffset attribute `name` of obj (a new reference in *pair). */
+static int
+get_timestamp_offset(PyObject *obj, PyObject *name, PyObject **pair, int64_t *timestamp)
+{
+    *pair = PyObject_GetAttr(obj, name);
+    if (*pair == NULL)
+        return -1;
+    if (!PyTuple_Check(*pair) || PyTuple_GET_SIZE(*pair) != 2) {
+        PyErr_Format(PyExc_TypeError, "%R of %R is not a (timestamp, offset) pair", name, obj);
+        Py_CLEAR(*pair);
+        return -1;
+    }
+    *timestamp = PyLong_AsLongLong(PyTuple_GET_ITEM(*pair, 0));
+    if (*timestamp == -1 && PyErr_Occurred()) {
+        Py_CLEAR(*pair);
+        return -1;
+    }
+    return 0;
+}
+
+/* Holds the writable buffer of index's mapping, which must have room for `entries + room`
+ * entries of `entry_size` bytes. */
+static int
+hold_map(PyObject *index, Py_buffer *view, int64_t entries, int64_t room, int64_t entry_size)
+{
+    PyObject *mm = PyObject_GetAttr(index, str_mm);
+    if (mm == NULL)
+        return -1;
+    int status = PyObject_GetBuffer(mm, view, PyBUF_WRITABLE);
+    Py_DECREF(mm);
+    if (status < 0)
+        return -1;
+    if (entries < 0 || (entries + room) * entry_size > (int64_t)view->len) {
+        PyErr_Format(PyExc_ValueError, "index %R maps %zd bytes: no room for %lld more entries "
+                     "after %lld", index, view->len, (long long)room, (long long)entries);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void
+appender_disarm_now(Appender *self)
+{
+    self->armed = 0;
+    if (self->offset_map.obj != NULL)
+        PyBuffer_Release(&self->offset_map);
+    if (self->time_map.obj != NULL)
+        PyBuffer_Release(&self->time_map);
+    self->offset_map.obj = self->time_map.obj = NULL;
+    Py_CLEAR(self->segment);
+    Py_CLEAR(self->log_file);
+    Py_CLEAR(self->offset_index);
+    Py_CLEAR(self->time_index);
+    Py_CLEAR(self->max_ts_and_offset);
+}
+
+static PyObject *
+appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"segment", "rules", "index_room", NULL};
+    PyObject *segment, *rules;
+    long long room;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOL:PlainAppender", kwlist, &segment, &rules,
+                                     &room))
+        return NULL;
+    if (room <= 0) {
+        PyErr_Format(PyExc_ValueError, "index room %lld leaves no append to arm for", room);
+        return NULL;
+    }
+    Appender *self = (Appender *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->room = room;
+    self->time_entry_due = 1;
+    int64_t fd;
+    self->segment = Py_NewRef(segment);
+    if (batch_api->rules_from_tuple(rules, &self->rules) < 0
+            || (self->log_file = PyObject_GetAttr(segment, str_log)) == NULL
+            || (self->offset_index = PyObject_GetAttr(segment, str_offset_index)) == NULL
+            || (self->time_index = PyObject_GetAttr(segment, str_time_index)) == NULL
+            || get_i64(segment, str_base_offset, &self->base_offset) < 0
+            || get_i64(segment, str_index_interval_bytes, &self->interval) < 0
+            || get_i64(segment, str_bytes_since, &self->since_index_entry) < 0
+            || get_timestamp_offset(segment, str_max_ts, &self->max_ts_and_offset,
+                                    &self->max_timestamp) < 0
+            || get_i64(self->log_file, str_fd, &fd) < 0
+            || get_i64(self->log_file, str_size, &self->position) < 0
+            || get_i64(self->offset_index, str_entries, &self->offset_entries) < 0
+            || get_i64(self->time_index, str_entries, &self->time_entries) < 0)
+        goto fail;
+    PyObject *last_entry;
+    if (get_timestamp_offset(self->time_index, str_last_entry, &last_entry,
+                             &self->time_last_timestamp) < 0)
+        goto fail;
+    Py_DECREF(last_entry);
+    if (fd < 0 || fd > INT_MAX) {
+        PyErr_Format(log_closed_error, "%R is closed", self->log_file);
+        goto fail;
+    }
+    self->fd = (int)fd;
+    /* Entries store positions and relative offsets as int32: the rules must keep them so. */
+    if (self->rules.max_end_position > INT32_MAX
+            || self->rules.max_last_offset - self->base_offset > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "rules allow positions or offsets past the 4-byte index "
+                     "fields of the segment at base offset %lld", (long long)self->base_offset);
+        goto fail;
+    }
+    if (hold_map(self->offset_index, &self->offset_map, self->offset_entries, room,
+                 OFFSET_ENTRY_SIZE) < 0
+            || hold_map(self->time_index, &self->time_map, self->time_entries, room,
+                        TIME_ENTRY_SIZE) < 0)
+        goto fail;
+    self->armed = 1;
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* A new TimestampOffset(timestamp, offset); `offset` is borrowed. */
+static PyObject *
+new_timestamp_offset(int64_t timestamp, PyObject *offset)
+{
+    PyObject *ts = PyLong_FromLongLong(timestamp);
+    if (ts == NULL)
+        return NULL;
+    PyObject *items = PyTuple_Pack(2, ts, offset);
+    Py_DECREF(ts);
+    if (items == NULL)
+        return NULL;
+    /* tuple.__new__(TimestampOffset, items): what the namedtuple's own __new__ does. */
+    PyObject *args = PyTuple_Pack(1, items);
+    Py_DECREF(items);
+    if (args == NULL)
+        return NULL;
+    PyObject *pair = PyTuple_Type.tp_new((PyTypeObject *)timestamp_offset_type, args, NULL);
+    Py_DECREF(args);
+    return pair;
+}
+
+static int
+set_i64(PyObject *obj, PyObject *name, int64_t value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL)
+        return -1;
+    int status = PyObject_SetAttr(obj, name, number);
+    Py_DECREF(number);
+    return status;
+}
+
+/* After a batch of `size` bytes ending at offset `last` (and with max timestamp `max_ts`) was
+ * written at `position`: the tail state, the indexes, and the Python attributes. */
+static int
+account(Appender *self, int64_t position, Py_ssize_t size, PyObject *last, int64_t last_offset,
+        int64_t max_ts)
+{
+    self->position = position + size;
+    if (set_i64(self->log_file, str_size, self->position) < 0)
+        return -1;
+    if (max_ts > self->max_timestamp) {
+        PyObject *pair = new_timestamp_offset(max_ts, last);
+        if (pair == NULL)
+            return -1;
+        Py_SETREF(self->max_ts_and_offset, pair);
+        self->max_timestamp = max_ts;
+        self->time_entry_due = 1;
+        if (PyObject_SetAttr(self->segment, str_max_ts, pair) < 0)
+            return -1;
+    }
+    if (self->since_index_entry > self->interval) {
+        uint8_t *entry = (uint8_t *)self->offset_map.buf + self->offset_entries * OFFSET_ENTRY_SIZE;
+        put_u32(entry, (uint32_t)(last_offset - self->base_offset));
+        put_u32(entry + 4, (uint32_t)position);
+        self->offset_entries++;
+        if (set_i64(self->offset_index, str_entries, self->offset_entries) < 0
+                || PyObject_SetAttr(self->offset_index, str_last_offset, last) < 0)
+            return -1;
+        if (self->time_entry_due) {
+            self->time_entry_due = 0;
+            if (self->max_timestamp > self->time_last_timestamp) {
+                PyObject *pair = self->max_ts_and_offset;
+                int64_t offset = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+                if (offset == -1 && PyErr_Occurred())
+                    return -1;
+                entry = (uint8_t *)self->time_map.buf + self->time_entries * TIME_ENTRY_SIZE;
+                put_u32(entry, (uint32_t)((uint64_t)self->max_timestamp >> 32));
+                put_u32(entry + 4, (uint32_t)self->max_timestamp);
+                put_u32(entry + 8, (uint32_t)(offset - self->base_offset));
+                self->time_entries++;
+                self->time_last_timestamp = self->max_timestamp;
+                if (set_i64(self->time_index, str_entries, self->time_entries) < 0
+                        || PyObject_SetAttr(self->time_index, str_last_entry, pair) < 0)
+                    return -1;
+            }
+        }
+        self->since_index_entry = 0;
+        self->room--;
+    }
+    self->since_index_entry += size;
+    int status = set_i64(self->segment, str_bytes_since, self->since_index_entry);
+    if (self->room == 0)
+        appender_disarm_now(self); /* an index may be full: the roll rule decides next */
+    return status;
+}
+
+PyDoc_STRVAR(append_doc,
+"append(data, base_offset, leader_epoch)\n"
+"--\n\n"
+"Write one plain batch with offsets from `base_offset` (and `leader_epoch` unless None) and\n"
+"feed the indexes. Returns (size, last_offset, max_timestamp, record_count, leader_epoch), or\n"
+"None (nothing written) when disarmed or the batch is not plain, intact and within the rules.");
+
+static PyObject *
+appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "append takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!self->armed)
+        Py_RETURN_NONE;
+    int64_t base_offset = PyLong_AsLongLong(args[1]);
+    if (base_offset == -1 && PyErr_Occurred())
+        return NULL;
+    int have_epoch = args[2] != Py_None;
+    int32_t epoch = 0;
+    if (have_epoch) {
+        long value = PyLong_AsLong(args[2]);
+        if (value == -1 && PyErr_Occurred())
+            return NULL;
+        if (value < INT32_MIN || value > INT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "leader epoch %ld does not fit an int32", value);
+            return NULL;
+        }
+        epoch = (int32_t)value;
+    }
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int64_t position = self->position;
+    plain_written w;
+    int status = batch_api->write_plain(self->fd, position, buffer.buf, buffer.len, base_offset,
+                                        have_epoch, epoch, &self->rules, &w);
+    PyBuffer_Release(&buffer);
+    if (status < 0) {
+        /* A failed write may have left part of the batch: cut the file back (as
+         * FileRecords.append_plain_batch does); the write's exception is the one to report. */
+        int cut;
+        Py_BEGIN_ALLOW_THREADS
+        cut = ftruncate(self->fd, (off_t)position);
+        Py_END_ALLOW_THREADS
+        (void)cut;
+        return NULL;
+    }
+    if (status == 0)
+        Py_RETURN_NONE;
+    PyObject *last = PyLong_FromLongLong(w.last_offset);
+    if (last == NULL)
+        return NULL;
+    if (account(self, position, w.size, last, w.last_offset, w.max_timestamp) < 0) {
+        Py_DECREF(last);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(5);
+    if (result == NULL) {
+        Py_DECREF(last);
+        return NULL;
+    }
+    PyObject *items[5] = {PyLong_FromSsize_t(w.size), last, PyLong_FromLongLong(w.max_timestamp),
+                          PyLong_FromLong(w.record_count), PyLong_FromLong(w.leader_epoch)};
+    for (int i = 0; i < 5; i++) {
+        if (items[i] == NULL) {
+            for (int j = i + 1; j < 5; j++)
+                Py_XDECREF(items[j]);
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, i, items[i]);
+    }
+    return result;
+}
+
+static PyObject *
+appender_disarm(Appender *self, PyObject *Py_UNUSED(ignored))
+{
+    appender_disarm_now(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+appender_get_armed(Appender *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->armed);
+}
+
+static int
+appender_traverse(Appender *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->segment);
+    Py_VISIT(self->log_file);
+    Py_VISIT(self->offset_index);
+    Py_VISIT(self->time_index);
+    Py_VISIT(self->max_ts_and_offset);
+    return 0;
+}
+
+static int
+appender_clear(Appender *self)
+{
+    appender_disarm_now(self);
+    return 0;
+}
+
+static void
+appender_dealloc(Appender *self)
+{
+    PyObject_GC_UnTrack(self);
+    appender_disarm_now(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef appender_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))appender_append, METH_FASTCALL, append_doc},
+    {"disarm", (PyCFunction)appender_disarm, METH_NOARGS,
+     "Write nothing more (idempotent) and let go of the index mappings."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef appender_getset[] = {
+    {"armed", (getter)appender_get_armed, NULL,
+     "False once disarmed, by the segment or by filling the indexes' room.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject appender_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tierlog._plain_appender.PlainAppender",
+    .tp_doc = PyDoc_STR("PlainAppender(segment, rules, index_room): an armed segment's hot path."),
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = appender_new,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
+    .tp_methods = appender_methods,
+    .tp_getset = appender_getset,
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_plain_appender",
+    .m_doc = "C twin of tierlog.plain_appender.PlainAppenderPy.",
+    .m_size = -1,
+};
+
+static int
+intern_names(void)
+{
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {
+        {&str_log, "log"}, {&str_offset_index, "offset_index"}, {&str_time_index, "time_index"},
+        {&str_base_offset, "base_offset"}, {&str_index_interval_bytes, "index_interval_bytes"},
+        {&str_fd, "_fd"}, {&str_size, "_size"}, {&str_mm, "_mm"}, {&str_entries, "_entries"},
+        {&str_last_offset, "_last_offset"}, {&str_last_entry, "_last_entry"},
+        {&str_bytes_since, "_bytes_since_last_index_entry"},
+        {&str_max_ts, "_max_timestamp_and_offset"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
+            return -1;
+    return 0;
+}
+
+PyMODINIT_FUNC
+PyInit__plain_appender(void)
+{
+    if (intern_names() < 0)
+        return NULL;
+    /* PyCapsule_Import walks attributes from the package: the submodule must be imported. */
+    PyObject *writer = PyImport_ImportModule("tierlog.records._plain_batch");
+    if (writer == NULL)
+        return NULL;
+    Py_DECREF(writer);
+    batch_api = PyCapsule_Import(PLAIN_BATCH_CAPSULE, 0);
+    if (batch_api == NULL)
+        return NULL;
+    PyObject *index = PyImport_ImportModule("tierlog.index");
+    if (index == NULL)
+        return NULL;
+    timestamp_offset_type = PyObject_GetAttrString(index, "TimestampOffset");
+    Py_DECREF(index);
+    if (timestamp_offset_type == NULL)
+        return NULL;
+    if (!PyType_Check(timestamp_offset_type)
+            || !PyType_IsSubtype((PyTypeObject *)timestamp_offset_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "tierlog.index.TimestampOffset is not a tuple type");
+        return NULL;
+    }
+    PyObject *errors = PyImport_ImportModule("tierlog.errors");
+    if (errors == NULL)
+        return NULL;
+    log_closed_error = PyObject_GetAttrString(errors, "LogClosedError");
+    Py_DECREF(errors);
+    if (log_closed_error == NULL)
+        return NULL;
+    if (PyType_Ready(&appender_type) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(module, "PlainAppender", (PyObject *)&appender_type) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
