@@ -349,7 +349,10 @@ class Log(LogReads, LogRetention):
         a remote fetch, compaction output): they must start at or after the log end and
         increase. Any invalid batch rejects the whole append and leaves the log unchanged.
         """
-        with self._lock:
+        # acquire/release rather than `with`: half the cost (~75 ns) on a path run per batch.
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._closed:
                 raise LogClosedError(f"{self.directory} is closed")
             appender = self._plain_appender
@@ -362,9 +365,24 @@ class Log(LogReads, LogRetention):
                 written = appender.append(
                     data, first, self.leader_epoch if leader_epoch is None else leader_epoch)
                 if written is not None:
-                    return self._after_plain_append(first, written)
+                    # The Log's bookkeeping, inline (as _append_planned's _after_append).
+                    size, last, max_ts, count, epoch = written
+                    self._next_offset = next_offset = last + 1
+                    self.producer_state.update_map_end_offset(next_offset)
+                    if self._auto_high_watermark:
+                        self._set_high_watermark(next_offset)
+                    if epoch >= 0 and epoch != self._known_epoch:
+                        self._assign_epoch(epoch, first)
+                    if next_offset - self._recovery_point >= self._flush_messages:
+                        self.flush()
+                    # tuple.__new__ skips the Python frame of the generated __new__.
+                    return _new_tuple(LogAppendInfo, (
+                        first, last, max_ts, last, -1, self._log_start_offset, count, 1, size,
+                        False))
             return self._append_planned(data, assign_offsets, leader_epoch, origin,
                                         self._check_records)
+        finally:
+            lock.release()
 
     def _append_planned(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
                         leader_epoch: int | None, origin: str,
@@ -394,22 +412,6 @@ class Log(LogReads, LogRetention):
             plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,
             plan.record_count, len(plan.batches), plan.size,
         )
-
-    def _after_plain_append(self, first: int, written: tuple[int, int, int, int, int]
-                            ) -> LogAppendInfo:
-        """The Log's bookkeeping after the hot path wrote one plain batch from ``first``."""
-        size, last, max_ts, count, epoch = written
-        self._next_offset = next_offset = last + 1
-        self.producer_state.update_map_end_offset(next_offset)
-        if self._auto_high_watermark:
-            self._set_high_watermark(next_offset)
-        if epoch >= 0 and epoch != self._known_epoch:
-            self._assign_epoch(epoch, first)
-        if next_offset - self._recovery_point >= self._flush_messages:
-            self.flush()
-        # tuple.__new__ skips the Python frame of the generated __new__ (~0.1 us a batch).
-        return _new_tuple(LogAppendInfo, (first, last, max_ts, last, -1, self._log_start_offset,
-                                          count, 1, size, False))
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record a leader epoch that starts at ``start_offset`` if it is newer than any."""
