@@ -291,18 +291,10 @@ appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
     int64_t base_offset = PyLong_AsLongLong(args[1]);
     if (base_offset == -1 && PyErr_Occurred())
         return NULL;
-    int have_epoch = args[2] != Py_None;
-    int32_t epoch = 0;
-    if (have_epoch) {
-        long value = PyLong_AsLong(args[2]);
-        if (value == -1 && PyErr_Occurred())
-            return NULL;
-        if (value < INT32_MIN || value > INT32_MAX) {
-            PyErr_Format(PyExc_OverflowError, "leader epoch %ld does not fit an int32", value);
-            return NULL;
-        }
-        epoch = (int32_t)value;
-    }
+    int have_epoch;
+    int32_t epoch;
+    if (batch_api->epoch_from_object(args[2], &have_epoch, &epoch) < 0)
+        return NULL;
     Py_buffer buffer;
     if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -442,6 +434,18 @@ intern_names(void)
     return 0;
 }
 
+/* module.name, a new reference (NULL with an exception set). */
+static PyObject *
+import_attr(const char *module, const char *name)
+{
+    PyObject *imported = PyImport_ImportModule(module);
+    if (imported == NULL)
+        return NULL;
+    PyObject *attr = PyObject_GetAttrString(imported, name);
+    Py_DECREF(imported);
+    return attr;
+}
+
 PyMODINIT_FUNC
 PyInit__plain_appender(void)
 {
@@ -455,25 +459,14 @@ PyInit__plain_appender(void)
     batch_api = PyCapsule_Import(PLAIN_BATCH_CAPSULE, 0);
     if (batch_api == NULL)
         return NULL;
-    PyObject *index = PyImport_ImportModule("tierlog.index");
-    if (index == NULL)
-        return NULL;
-    timestamp_offset_type = PyObject_GetAttrString(index, "TimestampOffset");
-    Py_DECREF(index);
-    if (timestamp_offset_type == NULL)
+    if ((timestamp_offset_type = import_attr("tierlog.index", "TimestampOffset")) == NULL
+            || (log_closed_error = import_attr("tierlog.errors", "LogClosedError")) == NULL)
         return NULL;
     if (!PyType_Check(timestamp_offset_type)
             || !PyType_IsSubtype((PyTypeObject *)timestamp_offset_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "tierlog.index.TimestampOffset is not a tuple type");
         return NULL;
     }
-    PyObject *errors = PyImport_ImportModule("tierlog.errors");
-    if (errors == NULL)
-        return NULL;
-    log_closed_error = PyObject_GetAttrString(errors, "LogClosedError");
-    Py_DECREF(errors);
-    if (log_closed_error == NULL)
-        return NULL;
     if (PyType_Ready(&appender_type) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);

@@ -105,6 +105,21 @@ def writer(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("epoch", [1 << 31, -2])
+def test_a_leader_epoch_outside_int32_is_refused_on_every_path(log, writer, epoch):
+    """The hot path would have to patch it into the batch, the general path too: neither may
+    write, and both say the same."""
+    log.append(bytes(_good_batch()))  # the segment is armed for the hot path now
+    _assert_rejected(log, _good_batch(), ValueError, f"leader epoch {epoch} is not -1 or",
+                     leader_epoch=epoch)
+    with pytest.raises(ValueError, match=f"leader epoch {epoch} is not"):
+        log.append_records([Record(key=b"k", value=b"v")], compression="zstd",
+                           leader_epoch=epoch)
+    with pytest.raises(ValueError, match=f"leader epoch {epoch} is not"):
+        log.leader_epoch = epoch
+    assert log.leader_epoch is None
+
+
 @pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
 def test_crc_valid_batch_whose_records_disagree_with_its_header(log, writer, compression):
     """A producer can compute a CRC over nonsense: Kafka's broker still walks every record,

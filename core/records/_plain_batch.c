@@ -138,6 +138,25 @@ plain_rules_from_tuple(PyObject *tuple, plain_rules *rules)
     return rules->check_records < 0 ? -1 : 0;
 }
 
+/* A leader epoch argument: None (*have_epoch = 0) or an int32; 0, or -1 with an exception set. */
+static int
+epoch_from_object(PyObject *obj, int *have_epoch, int32_t *epoch)
+{
+    *have_epoch = obj != Py_None;
+    *epoch = 0;
+    if (!*have_epoch)
+        return 0;
+    long value = PyLong_AsLong(obj);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (value < INT32_MIN || value > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "leader epoch %ld does not fit an int32", value);
+        return -1;
+    }
+    *epoch = (int32_t)value;
+    return 0;
+}
+
 /* The capsule's function (see _plain_batch.h): check, then write, one plain batch. */
 static int
 write_plain(int fd, int64_t position, const uint8_t *data, Py_ssize_t size, int64_t base_offset,
@@ -211,20 +230,11 @@ write_plain_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_ValueError, "bad file descriptor %ld", fd);
         return NULL;
     }
-    int have_epoch = args[4] != Py_None;
-    int32_t epoch = 0;
-    if (have_epoch) {
-        long value = PyLong_AsLong(args[4]);
-        if (value == -1 && PyErr_Occurred())
-            return NULL;
-        if (value < INT32_MIN || value > INT32_MAX) {
-            PyErr_Format(PyExc_OverflowError, "leader epoch %ld does not fit an int32", value);
-            return NULL;
-        }
-        epoch = (int32_t)value;
-    }
+    int have_epoch;
+    int32_t epoch;
     plain_rules rules;
-    if (plain_rules_from_tuple(args[5], &rules) < 0)
+    if (epoch_from_object(args[4], &have_epoch, &epoch) < 0
+            || plain_rules_from_tuple(args[5], &rules) < 0)
         return NULL;
     Py_buffer buffer;
     if (PyObject_GetBuffer(args[2], &buffer, PyBUF_SIMPLE) < 0)
@@ -283,7 +293,7 @@ PyInit__plain_batch(void)
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    static plain_batch_capi capi = {write_plain, plain_rules_from_tuple};
+    static plain_batch_capi capi = {write_plain, plain_rules_from_tuple, epoch_from_object};
     PyObject *capsule = PyCapsule_New(&capi, PLAIN_BATCH_CAPSULE, NULL);
     if (PyModule_AddObject(module, "write_plain_capi", capsule) < 0) {
         Py_XDECREF(capsule);

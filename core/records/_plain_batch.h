@@ -40,6 +40,9 @@ typedef struct {
     write_plain_fn write_plain;
     /* Reads PlainBatchRules (a tuple of 4 ints and a bool); 0, or -1 with an exception set. */
     int (*rules_from_tuple)(PyObject *tuple, plain_rules *rules);
+    /* Reads a leader epoch argument: None (*have_epoch = 0) or an int32; 0, or -1 with an
+     * exception set. */
+    int (*epoch_from_object)(PyObject *obj, int *have_epoch, int32_t *epoch);
 } plain_batch_capi;
 
 #endif
