@@ -35,7 +35,6 @@ typedef struct {
     PyObject_HEAD
     int armed;
     int fd;
-    int time_entry_due;
     PyObject *segment, *log_file, *offset_index, *time_index; /* NULL once disarmed */
     PyObject *max_ts_and_offset; /* the segment's TimestampOffset of its max timestamp */
     Py_buffer offset_map, time_map; /* held while armed */
@@ -139,7 +138,6 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (self == NULL)
         return NULL;
     self->room = room;
-    self->time_entry_due = 1;
     int64_t fd;
     self->segment = Py_NewRef(segment);
     if (batch_api->rules_from_tuple(rules, &self->rules) < 0
@@ -206,68 +204,123 @@ new_timestamp_offset(int64_t timestamp, PyObject *offset)
     return pair;
 }
 
-static int
-set_i64(PyObject *obj, PyObject *name, int64_t value)
+/* The objects one append hands to Python, all made before any state changes (prepare), so that
+ * running out of memory leaves nothing half done; then set in place (commit), which allocates
+ * nothing. NULL where the append does not change that attribute. */
+typedef struct {
+    PyObject *result;       /* (size, last_offset, max_timestamp, record_count, leader_epoch) */
+    PyObject *size;         /* FileRecords._size */
+    PyObject *since;        /* LogSegment._bytes_since_last_index_entry */
+    PyObject *max_ts;       /* LogSegment._max_timestamp_and_offset, when it rose */
+    PyObject *entries;      /* OffsetIndex._entries, when an entry is added */
+    PyObject *time_entries; /* TimeIndex._entries, when an entry is added */
+} changes;
+
+static void
+changes_clear(changes *c)
 {
-    PyObject *number = PyLong_FromLongLong(value);
-    if (number == NULL)
-        return -1;
-    int status = PyObject_SetAttr(obj, name, number);
-    Py_DECREF(number);
-    return status;
+    Py_CLEAR(c->result);
+    Py_CLEAR(c->size);
+    Py_CLEAR(c->since);
+    Py_CLEAR(c->max_ts);
+    Py_CLEAR(c->entries);
+    Py_CLEAR(c->time_entries);
 }
 
-/* After a batch of `size` bytes ending at offset `last` (and with max timestamp `max_ts`) was
- * written at `position`: the tail state, the indexes, and the Python attributes. */
-static int
-account(Appender *self, int64_t position, Py_ssize_t size, PyObject *last, int64_t last_offset,
-        int64_t max_ts)
+/* The result tuple; `last` is borrowed. */
+static PyObject *
+new_result(const plain_written *w, PyObject *last)
 {
-    self->position = position + size;
-    if (set_i64(self->log_file, str_size, self->position) < 0)
+    PyObject *items[5] = {PyLong_FromSsize_t(w->size), Py_NewRef(last),
+                          PyLong_FromLongLong(w->max_timestamp), PyLong_FromLong(w->record_count),
+                          PyLong_FromLong(w->leader_epoch)};
+    PyObject *result = NULL;
+    if (items[0] != NULL && items[2] != NULL && items[3] != NULL && items[4] != NULL)
+        result = PyTuple_Pack(5, items[0], items[1], items[2], items[3], items[4]);
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(items[i]);
+    return result;
+}
+
+/* What appending `w` at `position` changes (LogSegment.append's index rule), made ready.
+ * 0, or -1 with MemoryError set and nothing made. */
+static int
+prepare(Appender *self, const plain_written *w, int64_t position, changes *c)
+{
+    *c = (changes){NULL};
+    int index_entry = self->since_index_entry > self->interval;
+    int new_max = w->max_timestamp > self->max_timestamp;
+    int64_t max_timestamp = new_max ? w->max_timestamp : self->max_timestamp;
+    /* The time index takes the segment's max timestamp when it is above its last entry's. */
+    int time_entry = index_entry && max_timestamp > self->time_last_timestamp;
+    PyObject *last = PyLong_FromLongLong(w->last_offset);
+    if (last == NULL)
         return -1;
-    if (max_ts > self->max_timestamp) {
-        PyObject *pair = new_timestamp_offset(max_ts, last);
-        if (pair == NULL)
-            return -1;
-        Py_SETREF(self->max_ts_and_offset, pair);
-        self->max_timestamp = max_ts;
-        self->time_entry_due = 1;
-        if (PyObject_SetAttr(self->segment, str_max_ts, pair) < 0)
-            return -1;
+    c->result = new_result(w, last);
+    c->size = PyLong_FromLongLong(position + w->size);
+    c->since = PyLong_FromLongLong((index_entry ? 0 : self->since_index_entry) + w->size);
+    if (new_max)
+        c->max_ts = new_timestamp_offset(w->max_timestamp, last);
+    if (index_entry)
+        c->entries = PyLong_FromLongLong(self->offset_entries + 1);
+    if (time_entry)
+        c->time_entries = PyLong_FromLongLong(self->time_entries + 1);
+    Py_DECREF(last);
+    if (c->result == NULL || c->size == NULL || c->since == NULL || (new_max && !c->max_ts)
+            || (index_entry && !c->entries) || (time_entry && !c->time_entries)) {
+        changes_clear(c);
+        return -1;
     }
-    if (self->since_index_entry > self->interval) {
+    return 0;
+}
+
+/* Sets obj.name = value unless an earlier set failed (*status < 0). */
+static inline void
+set_attr(int *status, PyObject *obj, PyObject *name, PyObject *value)
+{
+    if (*status == 0)
+        *status = PyObject_SetAttr(obj, name, value);
+}
+
+/* Applies prepared changes: the tail state, the index entries, the Python attributes (which
+ * all exist already, so setting them allocates nothing). */
+static int
+commit(Appender *self, const plain_written *w, int64_t position, changes *c)
+{
+    int status = 0;
+    self->position = position + w->size;
+    set_attr(&status, self->log_file, str_size, c->size);
+    if (c->max_ts != NULL) {
+        Py_SETREF(self->max_ts_and_offset, Py_NewRef(c->max_ts));
+        self->max_timestamp = w->max_timestamp;
+        set_attr(&status, self->segment, str_max_ts, c->max_ts);
+    }
+    if (c->entries != NULL) {
         uint8_t *entry = (uint8_t *)self->offset_map.buf + self->offset_entries * OFFSET_ENTRY_SIZE;
-        put_u32(entry, (uint32_t)(last_offset - self->base_offset));
+        put_u32(entry, (uint32_t)(w->last_offset - self->base_offset));
         put_u32(entry + 4, (uint32_t)position);
         self->offset_entries++;
-        if (set_i64(self->offset_index, str_entries, self->offset_entries) < 0
-                || PyObject_SetAttr(self->offset_index, str_last_offset, last) < 0)
-            return -1;
-        if (self->time_entry_due) {
-            self->time_entry_due = 0;
-            if (self->max_timestamp > self->time_last_timestamp) {
-                PyObject *pair = self->max_ts_and_offset;
-                int64_t offset = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
-                if (offset == -1 && PyErr_Occurred())
-                    return -1;
-                entry = (uint8_t *)self->time_map.buf + self->time_entries * TIME_ENTRY_SIZE;
-                put_u32(entry, (uint32_t)((uint64_t)self->max_timestamp >> 32));
-                put_u32(entry + 4, (uint32_t)self->max_timestamp);
-                put_u32(entry + 8, (uint32_t)(offset - self->base_offset));
-                self->time_entries++;
-                self->time_last_timestamp = self->max_timestamp;
-                if (set_i64(self->time_index, str_entries, self->time_entries) < 0
-                        || PyObject_SetAttr(self->time_index, str_last_entry, pair) < 0)
-                    return -1;
-            }
+        set_attr(&status, self->offset_index, str_entries, c->entries);
+        set_attr(&status, self->offset_index, str_last_offset, PyTuple_GET_ITEM(c->result, 1));
+        if (c->time_entries != NULL) {
+            /* max_ts_and_offset is (max timestamp, its offset): the entry to add. */
+            PyObject *pair = self->max_ts_and_offset;
+            int64_t offset = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+            entry = (uint8_t *)self->time_map.buf + self->time_entries * TIME_ENTRY_SIZE;
+            put_u32(entry, (uint32_t)((uint64_t)self->max_timestamp >> 32));
+            put_u32(entry + 4, (uint32_t)self->max_timestamp);
+            put_u32(entry + 8, (uint32_t)(offset - self->base_offset));
+            self->time_entries++;
+            self->time_last_timestamp = self->max_timestamp;
+            set_attr(&status, self->time_index, str_entries, c->time_entries);
+            set_attr(&status, self->time_index, str_last_entry, pair);
         }
         self->since_index_entry = 0;
         self->room--;
     }
-    self->since_index_entry += size;
-    int status = set_i64(self->segment, str_bytes_since, self->since_index_entry);
-    if (self->room == 0)
+    self->since_index_entry += w->size;
+    set_attr(&status, self->segment, str_bytes_since, c->since);
+    if (self->room == 0 || status < 0)
         appender_disarm_now(self); /* an index may be full: the roll rule decides next */
     return status;
 }
@@ -303,9 +356,12 @@ appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
     int status = batch_api->write_plain(self->fd, position, buffer.buf, buffer.len, base_offset,
                                         have_epoch, epoch, &self->rules, &w);
     PyBuffer_Release(&buffer);
+    changes c;
+    if (status > 0 && prepare(self, &w, position, &c) < 0)
+        status = -1; /* out of memory after the write: undone below, nothing else changed */
     if (status < 0) {
         /* A failed write may have left part of the batch: cut the file back (as
-         * FileRecords.append_plain_batch does); the write's exception is the one to report. */
+         * FileRecords.append_plain_batch does); the first exception is the one to report. */
         int cut;
         Py_BEGIN_ALLOW_THREADS
         cut = ftruncate(self->fd, (off_t)position);
@@ -315,29 +371,10 @@ appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (status == 0)
         Py_RETURN_NONE;
-    PyObject *last = PyLong_FromLongLong(w.last_offset);
-    if (last == NULL)
-        return NULL;
-    if (account(self, position, w.size, last, w.last_offset, w.max_timestamp) < 0) {
-        Py_DECREF(last);
-        return NULL;
-    }
-    PyObject *result = PyTuple_New(5);
-    if (result == NULL) {
-        Py_DECREF(last);
-        return NULL;
-    }
-    PyObject *items[5] = {PyLong_FromSsize_t(w.size), last, PyLong_FromLongLong(w.max_timestamp),
-                          PyLong_FromLong(w.record_count), PyLong_FromLong(w.leader_epoch)};
-    for (int i = 0; i < 5; i++) {
-        if (items[i] == NULL) {
-            for (int j = i + 1; j < 5; j++)
-                Py_XDECREF(items[j]);
-            Py_DECREF(result);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(result, i, items[i]);
-    }
+    PyObject *result = Py_NewRef(c.result);
+    if (commit(self, &w, position, &c) < 0)
+        Py_CLEAR(result); /* cannot happen short of a broken object; disarmed, so never again */
+    changes_clear(&c);
     return result;
 }
 

@@ -60,7 +60,7 @@ class PlainAppenderPy:
     them, the appender disarms itself so that the next append asks the roll rule again.
     """
 
-    __slots__ = ("_room", "_rules", "_segment", "_time_entry_due", "armed")
+    __slots__ = ("_room", "_rules", "_segment", "armed")
 
     def __init__(self, segment: LogSegment, rules: PlainBatchRules, index_room: int) -> None:
         if index_room <= 0:
@@ -73,9 +73,6 @@ class PlainAppenderPy:
         self._segment = segment
         self._rules = rules
         self._room = index_room
-        # The time index gets an entry at the next offset-index entry only if the segment's
-        # max timestamp rose since the last one (it may already hold it).
-        self._time_entry_due = True
         self.armed = True
 
     def append(self, data: bytes | bytearray | memoryview, base_offset: int,
@@ -94,13 +91,11 @@ class PlainAppenderPy:
         if max_timestamp > max_ts.timestamp:
             max_ts = segment._max_timestamp_and_offset = TimestampOffset(max_timestamp,
                                                                          last_offset)
-            self._time_entry_due = True
         since = segment._bytes_since_last_index_entry
         if since > segment.index_interval_bytes:
             segment.offset_index.append(last_offset, position)
-            if self._time_entry_due:
-                segment.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-                self._time_entry_due = False
+            # Adds the max timestamp when it is above the time index's last entry.
+            segment.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             self._room -= 1
             if not self._room:  # an index may be full: the roll rule decides next
                 self.armed = False
