@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 
 from _util import report, scratch_dir
-
 from tierlog import Log, Record
 from tierlog.records import build_batch
 
@@ -77,18 +76,18 @@ def main() -> dict[str, float]:
     best = {name: min(sum(p[name]) for p in passes) for name in passes[0]}
     mib = total / (1 << 20)
     per_batch = 1e6 / len(batches)
-    rows = [("raw os.write", f"{mib / best['raw']:8.0f} MiB/s, "
-                             f"{best['raw'] * per_batch:.2f} us a batch")]
+    rows = [("raw os.write", (f"{mib / best['raw']:8.0f} MiB/s, "
+                              f"{best['raw'] * per_batch:.2f} us a batch"))]
     ratios = {}
     for mode, label in (("full", "default, records walked"), ("crc", "record.validation=crc")):
         paired = statistics.median(raw / mine for p in passes
                                    for raw, mine in zip(p["raw"], p[mode]))
         ratios[mode] = best["raw"] / best[mode]
         rows += [
-            (f"Log.append ({label})", f"{mib / best[mode]:8.0f} MiB/s, "
-                                      f"{best[mode] * per_batch:.2f} us a batch"),
-            ("  ratio tierlog/raw", f"{ratios[mode]:8.0%}   best/best (median of paired "
-                                    f"chunks: {paired:.0%}; target >= 60%)"),
+            (f"Log.append ({label})", (f"{mib / best[mode]:8.0f} MiB/s, "
+                                       f"{best[mode] * per_batch:.2f} us a batch")),
+            ("  ratio tierlog/raw", (f"{ratios[mode]:8.0%}   best/best (median of paired "
+                                     f"chunks: {paired:.0%}; target >= 60%)")),
         ]
     report(f"append: {len(batches)} batches of {len(batches[0])} bytes ({mib:.0f} MiB) per "
            f"writer, {PASSES} passes, page cache, timing the write/append loops only", rows)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from hot_path import TWINS
-
 from tierlog import plain_appender
 from tierlog.errors import LogClosedError
 from tierlog.index import TimestampOffset
