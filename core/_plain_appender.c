@@ -43,15 +43,6 @@ typedef struct {
     int64_t max_timestamp, offset_entries, time_entries, time_last_timestamp, room;
 } Appender;
 
-static inline void
-put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 static int
 get_i64(PyObject *obj, PyObject *name, int64_t *out)
 {
@@ -297,8 +288,8 @@ commit(Appender *self, const plain_written *w, int64_t position, changes *c)
     }
     if (c->entries != NULL) {
         uint8_t *entry = (uint8_t *)self->offset_map.buf + self->offset_entries * OFFSET_ENTRY_SIZE;
-        put_u32(entry, (uint32_t)(w->last_offset - self->base_offset));
-        put_u32(entry + 4, (uint32_t)position);
+        put_be32(entry, (uint32_t)(w->last_offset - self->base_offset));
+        put_be32(entry + 4, (uint32_t)position);
         self->offset_entries++;
         set_attr(&status, self->offset_index, str_entries, c->entries);
         set_attr(&status, self->offset_index, str_last_offset, PyTuple_GET_ITEM(c->result, 1));
@@ -307,9 +298,9 @@ commit(Appender *self, const plain_written *w, int64_t position, changes *c)
             PyObject *pair = self->max_ts_and_offset;
             int64_t offset = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
             entry = (uint8_t *)self->time_map.buf + self->time_entries * TIME_ENTRY_SIZE;
-            put_u32(entry, (uint32_t)((uint64_t)self->max_timestamp >> 32));
-            put_u32(entry + 4, (uint32_t)self->max_timestamp);
-            put_u32(entry + 8, (uint32_t)(offset - self->base_offset));
+            put_be32(entry, (uint32_t)((uint64_t)self->max_timestamp >> 32));
+            put_be32(entry + 4, (uint32_t)self->max_timestamp);
+            put_be32(entry + 8, (uint32_t)(offset - self->base_offset));
             self->time_entries++;
             self->time_last_timestamp = self->max_timestamp;
             set_attr(&status, self->time_index, str_entries, c->time_entries);

@@ -411,8 +411,6 @@ class Log(LogReads, LogRetention):
         now = self._time_ms()
         if leader_epoch is None and origin != "replication":
             leader_epoch = self._leader_epoch
-        elif leader_epoch is not None:
-            _check_leader_epoch(leader_epoch)
         plan = plan_append(
             data, config=self._config, next_offset=self._next_offset, now_ms=now,
             assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
@@ -513,6 +511,8 @@ class Log(LogReads, LogRetention):
             return self.append(data, leader_epoch=leader_epoch)
         # The records were encoded right here: checking them would decompress what was just
         # compressed (a quarter of the cost of the append).
+        if leader_epoch is not None:
+            _check_leader_epoch(leader_epoch)
         with self._lock:
             self._check_open()
             return self._append_planned(data, True, leader_epoch, "client", False)

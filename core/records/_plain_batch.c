@@ -53,15 +53,6 @@ read_i64(const uint8_t *p)
     return (int64_t)(((uint64_t)read_u32(p) << 32) | read_u32(p + 4));
 }
 
-static inline void
-write_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* 1 when crc32c(data[from:]) equals `expected`, 0 when not, -1 with an exception set. */
 static int
 crc_matches(const uint8_t *data, Py_ssize_t from, Py_ssize_t size, uint32_t expected)
@@ -192,10 +183,10 @@ write_plain(int fd, int64_t position, const uint8_t *data, Py_ssize_t size, int6
     if (!have_epoch)
         epoch = (int32_t)read_u32(data + EPOCH_AT);
     uint8_t prefix[MAGIC_AT];
-    write_u32(prefix, (uint32_t)((uint64_t)base_offset >> 32));
-    write_u32(prefix + 4, (uint32_t)base_offset);
+    put_be32(prefix, (uint32_t)((uint64_t)base_offset >> 32));
+    put_be32(prefix + 4, (uint32_t)base_offset);
     memcpy(prefix + LENGTH_AT, data + LENGTH_AT, 4);
-    write_u32(prefix + EPOCH_AT, (uint32_t)epoch);
+    put_be32(prefix + EPOCH_AT, (uint32_t)epoch);
     if (write_fully(fd, position, prefix, MAGIC_AT, data + MAGIC_AT, size - MAGIC_AT) < 0)
         return -1;
     out->size = size;

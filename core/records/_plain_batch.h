@@ -8,6 +8,16 @@
 
 #define PLAIN_BATCH_CAPSULE "tierlog.records._plain_batch.write_plain_capi"
 
+/* Stores v big-endian at p: batch headers and index entries are big-endian. */
+static inline void
+put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
 /* What a batch must keep to be written (PlainBatchRules in plain_batch.py). */
 typedef struct {
     int64_t max_end_position; /* the batch must end at or before this file position */
