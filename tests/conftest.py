@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-3.7-logdir"
-if not FIXTURES.is_dir():  # CI clones main with shared/ beside it
-    FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "kafka-3.7-logdir"
+# Public test data written by a real Kafka 3.7 broker, kept in the repository (see its README).
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka-3.7-logdir"
 
 
 class FakeClock:

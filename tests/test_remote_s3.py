@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import moto.server  # noqa: F401 - the dev install has these: a missing one fails the suite
 import pytest
+import s3fs  # noqa: F401
 from remote_storage_suite import RemoteStorageManagerTests, metadata_for, write_segment
 
 from tierlog.errors import ConfigError
 from tierlog.plugins.s3 import S3Config, create_remote_storage
 from tierlog.plugins.s3.plugin import tierlog_register_remote_storage
 from tierlog.remote import FsspecRemoteStorageManager, IndexType, TopicIdPartition
-
-s3fs = pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
 
 from conftest import S3_ACCESS_KEY as ACCESS_KEY
 from conftest import S3_BUCKET as BUCKET
