@@ -7,9 +7,7 @@ start offset and ``offset_for_timestamp`` go through it transparently.
 
 from __future__ import annotations
 
-import io
 import logging
-import struct
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -18,15 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError, RemoteStorageError
-from tierlog.fetch import FetchDataInfo
-from tierlog.index import AbortedTxn
+from tierlog.errors import RemoteStorageError
 from tierlog.producer_snapshot import write_snapshot
-from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, iter_batches
-from tierlog.records.file_records import MemoryRecords, TimestampAndOffset
 from tierlog.remote.index_cache import RemoteIndexCache
-from tierlog.remote.integrity import validate_fetched_batches
 from tierlog.remote.metadata import RemoteLogMetadataManager
+from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.storage import (
     LogSegmentData,
     RemoteLogSegmentId,
@@ -45,10 +39,6 @@ _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 _DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 #: progress(event, detail): called by a tiering run, e.g. ("copied", metadata).
 Progress = Callable[[str, Any], None]
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-#: Bytes read per request while scanning a remote segment for a timestamp.
-_TIMESTAMP_SCAN_BYTES = 1 << 20
 
 
 @dataclass(slots=True)
@@ -59,10 +49,6 @@ class TierResult:
     deleted_remote: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     orphans_removed: int = 0
     errors: list[str] = field(default_factory=list)
-
-
-def topic_id_partition(log_: Any) -> TopicIdPartition:
-    return TopicIdPartition(log_.topic_id, log_.topic, log_.partition)
 
 
 class RemoteLogManager:
@@ -101,7 +87,7 @@ class RemoteLogManager:
         tip = topic_id_partition(log_)
         copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
         highest = max((m.end_offset for m in copied), default=-1)
-        log_.attach_remote(_RemoteReader(self, log_), highest)
+        log_.attach_remote(RemoteLogReader(self, log_), highest)
         log.info("%s: tiered storage attached (remote holds offsets up to %d)",
                  log_.directory.name, highest)
 
@@ -281,157 +267,6 @@ class RemoteLogManager:
         self.index_cache.close()
         self.rsm.close()
         self.rlmm.close()
-
-
-class _RemoteReader:
-    """What a Log calls for offsets below its local log start offset."""
-
-    def __init__(self, rlm: RemoteLogManager, log_: Any) -> None:
-        self._rlm = rlm
-        self._log = log_
-        self._tip = topic_id_partition(log_)
-
-    def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
-        epoch = self._log.leader_epoch_cache.epoch_for_offset(offset)
-        metadata = self._rlm.rlmm.remote_log_segment_metadata(self._tip, offset, epoch)
-        if metadata is None and epoch is not None:
-            metadata = self._rlm.rlmm.remote_log_segment_metadata(self._tip, offset)
-        return metadata
-
-    def read(self, offset: int, max_bytes: int, isolation: str, upper: int,
-             min_one_message: bool) -> FetchDataInfo:
-        return self._rlm.submit_read(
-            lambda: self._read(offset, max_bytes, isolation, upper, min_one_message))
-
-    def _read(self, offset: int, max_bytes: int, isolation: str, upper: int,
-              min_one_message: bool) -> FetchDataInfo:
-        metadata = self.segment_for(offset)
-        if metadata is None:
-            raise OffsetOutOfRangeError(
-                f"{self._log.directory.name}: offset {offset} is below the local log start "
-                f"offset {self._log.local_log_start_offset} and no remote segment holds it"
-            )
-        rsm, cache = self._rlm.rsm, self._rlm.index_cache
-        position = cache.offset_index(metadata).lookup(offset).position
-        size = metadata.segment_size_in_bytes
-        # The index is sparse: the batch holding `offset` starts up to an index interval
-        # after `position`, so one read covers that gap as well as max_bytes.
-        gap = self._log.config["index.interval.bytes"] + HEADER_SIZE
-        data = _read_range(rsm, metadata, position, min(size, position + max_bytes + gap) - 1)
-        found, at, length = _locate(data, offset)
-        if not found:
-            # Rare (the index points further back than one interval): read on from the batch
-            # boundary where the walk stopped to the end of the segment.
-            position += at
-            data = _read_range(rsm, metadata, position, size - 1)
-            found, at, length = _locate(data, offset)
-        elif at + length > len(data) and min_one_message:
-            # The first batch is larger than the read: fetch it whole (a second request).
-            position += at
-            data = _read_range(rsm, metadata, position,
-                               min(size, position + max(length, max_bytes)) - 1)
-            found, at, length = _locate(data, offset)
-        view = memoryview(data)[:0]
-        if found:
-            view = memoryview(data)[at:_batches_end(data, at, max_bytes, upper, min_one_message)]
-        try:
-            validate_fetched_batches(view)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(
-                f"{self._log.directory.name}: remote segment {metadata.remote_log_segment_id} "
-                f"returned corrupt data near position {position}: {exc}"
-            ) from exc
-        aborted = None
-        if isolation == "read_committed":
-            aborted = self._aborted(metadata, offset, upper)
-        return FetchDataInfo(offset, upper, MemoryRecords(view), isolation, False, aborted,
-                             from_remote=True)
-
-    def _aborted(self, metadata: RemoteLogSegmentMetadata, offset: int,
-                 upper: int) -> tuple[AbortedTxn, ...]:
-        index = self._rlm.index_cache.transaction_index(metadata)
-        if index is None:
-            return ()
-        return tuple(index.collect_aborted_txns(offset, upper).aborted)
-
-    def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
-        return self._rlm.submit_read(lambda: self._find_timestamp(timestamp, start_offset))
-
-    def _find_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
-        rlmm, cache = self._rlm.rlmm, self._rlm.index_cache
-        for metadata in rlmm.list_remote_log_segments(self._tip):
-            if metadata.state is not _FINISHED or metadata.max_timestamp_ms < timestamp:
-                continue
-            if metadata.end_offset < start_offset:
-                continue
-            hint = cache.time_index(metadata).lookup(timestamp)
-            position = cache.offset_index(metadata).lookup(max(hint.offset, start_offset)).position
-            found = self._scan_for_timestamp(metadata, position, timestamp, start_offset)
-            if found is not None:
-                return found
-        return None
-
-    def _scan_for_timestamp(self, metadata: RemoteLogSegmentMetadata, position: int,
-                            timestamp: int, start_offset: int) -> TimestampAndOffset | None:
-        size = metadata.segment_size_in_bytes
-        while position < size:
-            data = _read_range(self._rlm.rsm, metadata, position,
-                               min(size, position + _TIMESTAMP_SCAN_BYTES) - 1)
-            consumed = 0
-            for batch in iter_batches(data):
-                consumed = batch.position + batch.size_in_bytes
-                if batch.max_timestamp < timestamp:
-                    continue
-                for record in batch.records():
-                    if record.timestamp >= timestamp and record.offset >= start_offset:
-                        return TimestampAndOffset(record.timestamp, record.offset)
-            if consumed == 0:
-                length = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
-                data = _read_range(self._rlm.rsm, metadata, position, position + length - 1)
-                consumed = length
-                for record in next(iter_batches(data)).records():
-                    if record.timestamp >= timestamp and record.offset >= start_offset:
-                        return TimestampAndOffset(record.timestamp, record.offset)
-            position += consumed
-        return None
-
-
-def _read_range(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, start: int,
-                end: int) -> bytes:
-    with rsm.fetch_log_segment(metadata, start, end) as stream:
-        return stream.read() if not isinstance(stream, io.BytesIO) else stream.getvalue()
-
-
-def _locate(data: bytes, offset: int) -> tuple[bool, int, int]:
-    """Walk the 61-byte batch headers of ``data`` to the first batch whose last offset >=
-    ``offset``: (True, its position, its size); or (False, the batch boundary where ``data``
-    ran out, 0)."""
-    position = 0
-    while position + HEADER_SIZE <= len(data):
-        base, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + 23)
-        size = length + LOG_OVERHEAD
-        if size < HEADER_SIZE:
-            raise CorruptRecordError(f"batch at position {position} declares {size} bytes")
-        if base + delta >= offset:
-            return True, position, size
-        position += size
-    return False, position, 0
-
-
-def _batches_end(data: bytes, start: int, max_bytes: int, upper: int,
-                 min_one_message: bool) -> int:
-    """End of the whole batches from ``start`` within ``max_bytes`` (at least one when
-    ``min_one_message``) that start below ``upper``."""
-    stop = start
-    for batch in iter_batches(data, start):
-        if batch.base_offset >= upper:
-            break
-        end = batch.position + batch.size_in_bytes
-        if end - start > max_bytes and not (min_one_message and stop == start):
-            break
-        stop = end
-    return stop
 
 
 def _segment_epochs(log_: Any, start: int, next_base: int) -> dict[int, int]:
