@@ -6,6 +6,7 @@ both are parsed and validated the same way, and any problem is a ConfigError nam
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,25 +27,36 @@ def _parse_bool(key: str, raw: Any) -> bool:
     raise ConfigError(key, f"expected true or false, got {raw!r}")
 
 
-def _parse_int(key: str, raw: Any) -> int:
+#: Kafka's (Java's) number syntax in ASCII only: Python's int()/float() would also take other
+#: scripts' digits ("\u0661\u0662"), underscores ("1_000"), "nan" and "inf".
+_INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def parse_int(key: str, raw: Any) -> int:
+    """An integer from a Python int or its ASCII decimal text; ConfigError naming ``key``."""
     if isinstance(raw, bool):
         raise ConfigError(key, f"expected an integer, got {raw!r}")
     if isinstance(raw, int):
         return raw
-    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
-        return int(raw)
+    if isinstance(raw, str) and _INT_RE.fullmatch(raw.strip()):
+        return int(raw.strip())
     raise ConfigError(key, f"expected an integer, got {raw!r}")
 
 
-def _parse_float(key: str, raw: Any) -> float:
+def parse_float(key: str, raw: Any) -> float:
+    """A finite number from a Python int/float or its ASCII decimal text (no nan, no inf)."""
     if isinstance(raw, bool):
-        raise ConfigError(key, f"expected a number, got {raw!r}")
+        raise ConfigError(key, f"expected a finite number, got {raw!r}")
     if isinstance(raw, (int, float)):
-        return float(raw)
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"expected a number, got {raw!r}") from None
+        value = float(raw)
+    elif isinstance(raw, str) and _FLOAT_RE.fullmatch(raw.strip()):
+        value = float(raw.strip())
+    else:
+        raise ConfigError(key, f"expected a finite number, got {raw!r}")
+    if not math.isfinite(value):
+        raise ConfigError(key, f"expected a finite number, got {raw!r}")
+    return value
 
 
 def _parse_string(key: str, raw: Any) -> str:
@@ -65,9 +77,9 @@ def _parse_list(key: str, raw: Any) -> tuple[str, ...]:
 
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "bool": _parse_bool,
-    "int": _parse_int,
-    "long": _parse_int,
-    "double": _parse_float,
+    "int": parse_int,
+    "long": parse_int,
+    "double": parse_float,
     "string": _parse_string,
     "list": _parse_list,
 }

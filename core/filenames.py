@@ -33,7 +33,11 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 MAX_TOPIC_LENGTH = 249
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
-_OFFSET_NAME_RE = re.compile(r"\d{20}")
+_OFFSET_NAME_RE = re.compile(r"[0-9]{20}", re.ASCII)
+#: A partition number as Kafka writes it in a directory name: canonical ASCII decimal.
+_PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,9}", re.ASCII)
+#: Kafka's partition numbers are Java ints.
+MAX_PARTITION = (1 << 31) - 1
 
 
 def filename_prefix_from_offset(offset: int) -> str:
@@ -89,15 +93,28 @@ def validate_topic(topic: str) -> str:
 def partition_dir_name(topic: str, partition: int) -> str:
     """``<topic>-<partition>``, after validating both parts."""
     validate_topic(topic)
-    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
-        raise InvalidTopicError(f"partition must be a non-negative integer, got {partition!r}")
+    if (not isinstance(partition, int) or isinstance(partition, bool)
+            or not 0 <= partition <= MAX_PARTITION):
+        raise InvalidTopicError(
+            f"partition must be an integer from 0 to {MAX_PARTITION}, got {partition!r}")
     return f"{topic}-{partition}"
+
+
+def partition_from_text(text: str) -> int | None:
+    """The partition number a directory name's last part spells (canonical ASCII decimal,
+    0 to 2**31-1), else None. The one rule for local and remote partition directories."""
+    if not _PARTITION_RE.fullmatch(text):
+        return None
+    partition = int(text)
+    return partition if partition <= MAX_PARTITION else None
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """Split a partition directory name into (topic, partition); the topic may contain '-'."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not partition.isdigit():
-        raise LogDirectoryError(f"{name!r} is not a partition directory (<topic>-<partition>)")
+    topic, sep, text = name.rpartition("-")
+    partition = partition_from_text(text) if sep else None
+    if partition is None:
+        raise LogDirectoryError(f"{name!r} is not a partition directory (<topic>-<partition>, "
+                                f"a partition from 0 to {MAX_PARTITION})")
     validate_topic(topic)
-    return topic, int(partition)
+    return topic, partition

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from tierlog.filenames import LOG_SUFFIX, filename_prefix_from_offset
+from tierlog.filenames import LOG_SUFFIX, filename_prefix_from_offset, partition_from_text
 from tierlog.remote.storage import (
     UUID_TEXT_LENGTH,
     IndexType,
@@ -50,11 +50,12 @@ def parse_partition_dir_name(name: str) -> TopicIdPartition | None:
     if len(name) <= UUID_TEXT_LENGTH + 1 or name[-UUID_TEXT_LENGTH - 1] != "-":
         return None
     head, topic_id = name[:-UUID_TEXT_LENGTH - 1], name[-UUID_TEXT_LENGTH:]
-    topic, sep, partition = head.rpartition("-")
-    if not sep or not partition.isdigit():
+    topic, sep, text = head.rpartition("-")
+    partition = partition_from_text(text) if sep else None
+    if partition is None:
         return None
     try:
-        return TopicIdPartition(topic_id, topic, int(partition))
+        return TopicIdPartition(topic_id, topic, partition)
     except ValueError:
         return None
 
