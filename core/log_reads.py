@@ -4,12 +4,11 @@ lookups; below the local log start offset, reads go to the remote tier when one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from tierlog.errors import OffsetOutOfRangeError, PluginError
 from tierlog.fetch import FetchDataInfo, check_isolation
-from tierlog.index import AbortedTxn
+from tierlog.index.aborted_txns import collect_aborted_txns
 from tierlog.records.file_records import TimestampAndOffset
 from tierlog.segment import LogSegment
 
@@ -63,7 +62,9 @@ class LogReads:
         if offset >= upper:
             return FetchDataInfo.empty(offset, upper, isolation)
         if self.remote is not None and offset < local_start:
-            return self.remote.read(offset, max_bytes, isolation, upper, min_one_message)
+            # The local segments go along: markers of remote transactions may be in them.
+            return self.remote.read(offset, max_bytes, isolation, upper, min_one_message,
+                                    segments)
         for i, segment in enumerate(segments):
             if segment.base_offset >= upper:
                 break
@@ -74,10 +75,10 @@ class LogReads:
             result = segment.read(offset, max_bytes, max_position, min_one_message)
             if result is None:
                 continue
-            start_pos, data, incomplete = result
+            _, data, incomplete = result
             aborted = None
             if isolation == "read_committed":
-                aborted = self._collect_aborted(segments[i:], offset, upper)
+                aborted = tuple(collect_aborted_txns(segments[i:], offset, upper))
             return FetchDataInfo(offset, upper, data, isolation, incomplete, aborted)
         return FetchDataInfo.empty(offset, upper, isolation)
 
@@ -93,20 +94,6 @@ class LogReads:
         if header is not None and header.base_offset < upper:
             return cap.position + cap.size
         return cap.position
-
-    def _collect_aborted(
-        self, segments: Sequence[LogSegment], start: int, upper: int
-    ) -> tuple[AbortedTxn, ...]:
-        # A transaction starting below ``upper`` may be aborted by a marker in any later
-        # segment: scan on (as Kafka does) until an entry's last stable offset reaches
-        # ``upper``, past which no marker can belong to a transaction of the range.
-        aborted: list[AbortedTxn] = []
-        for segment in segments:
-            result = segment.collect_aborted_txns(start, upper)
-            aborted.extend(result.aborted)
-            if result.is_complete:
-                break
-        return tuple(aborted)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp`` (None if none)."""

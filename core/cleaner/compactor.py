@@ -30,6 +30,7 @@ from tierlog.cleaner.swap import SwapHook, open_cleaned_segment, replace_segment
 from tierlog.cleaner.txn_metadata import CleanedTransactionMetadata
 from tierlog.errors import LogCleaningAbortedError, LogClosedError
 from tierlog.index import AbortedTxn
+from tierlog.index.aborted_txns import collect_aborted_txns
 from tierlog.records import Record, RecordBatch
 from tierlog.segment import AppendedBatch
 
@@ -402,13 +403,7 @@ def _collect_aborted(segments: Sequence[LogSegment], start: int, upper: int) -> 
     """Aborted transactions overlapping ``[start, upper)``, from the transaction indexes of the
     segment holding ``start`` and of every later one until an entry's last stable offset
     reaches ``upper`` (Kafka's ``collectAbortedTransactions``)."""
-    aborted: list[AbortedTxn] = []
-    for segment in _from_floor(segments, start):
-        found = segment.collect_aborted_txns(start, upper)
-        aborted.extend(found.aborted)
-        if found.is_complete:
-            break
-    return aborted
+    return collect_aborted_txns(_from_floor(segments, start), start, upper)
 
 
 def _copy_mtime(source: LogSegment, dest: LogSegment) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +50,22 @@ class TxnIndexSearchResult(NamedTuple):
 
     aborted: list[AbortedTxn]
     is_complete: bool
+
+
+def search_aborted_txns(
+    entries: Iterable[AbortedTxn], fetch_offset: int, upper_bound_offset: int
+) -> TxnIndexSearchResult:
+    """Kafka's search of one transaction index (entries in ``last_offset`` order): the
+    entries overlapping ``[fetch_offset, upper_bound_offset)``, complete once an entry's last
+    stable offset reaches the upper bound. The one copy of the rule; every source of aborted
+    transactions (local, remote, the tier reader's fetched objects) answers through it."""
+    aborted: list[AbortedTxn] = []
+    for txn in entries:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            aborted.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(aborted, True)
+    return TxnIndexSearchResult(aborted, False)
 
 
 class TransactionIndex:
@@ -176,13 +192,8 @@ class TransactionIndex:
         ``is_complete`` is True once an entry's last stable offset reaches the upper bound:
         no transaction aborted in a later segment can then overlap the range.
         """
-        aborted: list[AbortedTxn] = []
-        for _, txn in self._entries_with_positions():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                aborted.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(aborted, True)
-        return TxnIndexSearchResult(aborted, False)
+        entries = (txn for _, txn in self._entries_with_positions())
+        return search_aborted_txns(entries, fetch_offset, upper_bound_offset)
 
     def sanity_check(self) -> None:
         """Check the length, every entry's version, first <= last offset, last offsets

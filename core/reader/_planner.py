@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tierlog.errors import OffsetOutOfRangeError, RemoteStorageError
+from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
 from tierlog.producer_snapshot import decode_snapshot
 from tierlog.reader._indexes import OffsetIndexView, TimeIndexView, parse_aborted_txns
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
@@ -272,18 +273,18 @@ class PartitionPlanner:
         ]
 
     def _aborted_txns(self, start: int, end: int) -> tuple[tuple[int, int, int], ...]:
-        """Aborted transactions touching ``[start, end)``, as Kafka collects them: from the
-        transaction indexes of the segments from ``start`` on, until an entry's last stable
-        offset reaches ``end`` (no later marker can end a transaction of the range)."""
-        found: list[tuple[int, int, int]] = []
+        """Aborted transactions touching ``[start, end)``, collected as every read path
+        collects them (``tierlog.index.aborted_txns``): from the transaction indexes of the
+        segments from ``start`` on, each fetched only when needed."""
+        found = collect_aborted_txns(self._txn_indexes_from(start), start, end)
+        return tuple((txn.producer_id, txn.first_offset, txn.last_offset) for txn in found)
+
+    def _txn_indexes_from(self, start: int) -> Iterator[AbortedTxnList | None]:
         for link in self.chain:
-            if link.last_offset < start or link.segment.txn_idx_empty:
+            if link.last_offset < start:
+                continue
+            if link.segment.txn_idx_empty:
+                yield None
                 continue
             path = object_path(self.tier, link.segment, IndexType.TRANSACTION.suffix)
-            data = get_optional(self.tier, path)
-            for txn in parse_aborted_txns(data or b"", path):
-                if txn.last_offset >= start and txn.first_offset < end:
-                    found.append((txn.producer_id, txn.first_offset, txn.last_offset))
-                if txn.last_stable_offset >= end:
-                    return tuple(found)
-        return tuple(found)
+            yield AbortedTxnList(parse_aborted_txns(get_optional(self.tier, path) or b"", path))

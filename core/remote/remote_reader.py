@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError
 from tierlog.fetch import FetchDataInfo
 from tierlog.index import AbortedTxn
+from tierlog.index.aborted_txns import AbortedTxnSource, collect_aborted_txns
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, iter_batches
 from tierlog.records.file_records import MemoryRecords, TimestampAndOffset
 from tierlog.remote.integrity import validate_fetched_batches
@@ -24,6 +26,7 @@ from tierlog.remote.storage import (
 
 if TYPE_CHECKING:
     from tierlog.remote.rlm import RemoteLogManager
+    from tierlog.segment import LogSegment
 
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
@@ -54,12 +57,16 @@ class RemoteLogReader:
         return metadata
 
     def read(self, offset: int, max_bytes: int, isolation: str, upper: int,
-             min_one_message: bool) -> FetchDataInfo:
-        return self._rlm.submit_read(
-            lambda: self._read(offset, max_bytes, isolation, upper, min_one_message))
+             min_one_message: bool, local_segments: Sequence[LogSegment] = ()
+             ) -> FetchDataInfo:
+        """Kafka's remote fetch of ``offset``: batches of the one remote segment holding it,
+        capped at ``upper``; under read_committed with the aborted transactions collected
+        from it, the later remote segments and ``local_segments`` (the log's segments)."""
+        return self._rlm.submit_read(lambda: self._read(
+            offset, max_bytes, isolation, upper, min_one_message, local_segments))
 
     def _read(self, offset: int, max_bytes: int, isolation: str, upper: int,
-              min_one_message: bool) -> FetchDataInfo:
+              min_one_message: bool, local_segments: Sequence[LogSegment]) -> FetchDataInfo:
         metadata = self.segment_for(offset)
         if metadata is None:
             raise OffsetOutOfRangeError(
@@ -98,16 +105,35 @@ class RemoteLogReader:
             ) from exc
         aborted = None
         if isolation == "read_committed":
-            aborted = self._aborted(metadata, offset, upper)
+            aborted = self._aborted(metadata, offset, upper, local_segments)
         return FetchDataInfo(offset, upper, MemoryRecords(view), isolation, False, aborted,
                              from_remote=True)
 
-    def _aborted(self, metadata: RemoteLogSegmentMetadata, offset: int,
-                 upper: int) -> tuple[AbortedTxn, ...]:
-        index = self._rlm.index_cache.transaction_index(metadata)
-        if index is None:
-            return ()
-        return tuple(index.collect_aborted_txns(offset, upper).aborted)
+    def _aborted(self, metadata: RemoteLogSegmentMetadata, offset: int, upper: int,
+                 local_segments: Sequence[LogSegment]) -> tuple[AbortedTxn, ...]:
+        """As Kafka's RemoteLogManager: the transaction indexes of the fetched remote segment
+        and of the following remote segments, then of the local segments after them, until
+        one answers complete (the marker of a transaction may be in any of them)."""
+        return tuple(collect_aborted_txns(
+            self._txn_indexes_from(metadata, local_segments), offset, upper))
+
+    def _txn_indexes_from(self, metadata: RemoteLogSegmentMetadata,
+                          local_segments: Sequence[LogSegment]
+                          ) -> Iterator[AbortedTxnSource | None]:
+        """The transaction indexes of the segments from ``metadata`` on, in offset order,
+        each fetched only when asked for."""
+        cache = self._rlm.index_cache
+        current: RemoteLogSegmentMetadata | None = metadata
+        end = metadata.end_offset
+        while current is not None:
+            end = current.end_offset
+            yield cache.transaction_index(current)
+            current = self.segment_for(end + 1)
+        for i, segment in enumerate(local_segments):
+            next_base = (local_segments[i + 1].base_offset if i + 1 < len(local_segments)
+                         else None)
+            if next_base is None or next_base > end + 1:  # holds offsets after the remote ones
+                yield segment
 
     def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         return self._rlm.submit_read(lambda: self._find_timestamp(timestamp, start_offset))
