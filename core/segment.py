@@ -209,7 +209,8 @@ class LogSegment:
         """Write the batches (as ``pieces`` for one vectored write) and feed the indexes.
 
         The offsets must already be assigned and greater than anything in the segment.
-        ``views`` are the batches as the producer sent them, for plugin indexes.
+        ``views`` are the same batches, one view each, for plugin indexes (required when the
+        segment has any; ``base_offset`` of a view may still be the producer's value).
         """
         self.disarm_plain_appends()
         position = self.log.size_in_bytes()
@@ -274,11 +275,15 @@ class LogSegment:
 
     def _feed_extra_indexes(self, position: int, batches: Sequence[AppendedBatch],
                             views: Sequence[RecordBatch]) -> None:
-        for batch, view in zip(batches, views):
-            base = batch.last_offset - view.last_offset_delta
-            for index in self.extra_indexes.values():
-                index.on_append(view, base, position)
+        for batch, view in zip(batches, views, strict=True):
+            self._feed_extra_batch(view, batch.last_offset - view.last_offset_delta, position)
             position += batch.size
+
+    def _feed_extra_batch(self, view: RecordBatch, base_offset: int, position: int) -> None:
+        """Feed one batch written at ``position`` to every plugin index: appends (the Log's
+        and the cleaner's) and rebuilds all come through here."""
+        for index in self.extra_indexes.values():
+            index.on_append(view, base_offset, position)
 
     def rebuild_extra_indexes(self) -> None:
         """Reset the plugin indexes and feed them every batch of the segment again."""
@@ -287,8 +292,7 @@ class LogSegment:
         for index in self.extra_indexes.values():
             index.reset()
         for position, batch in self.log.batches_from(0):
-            for index in self.extra_indexes.values():
-                index.on_append(batch, batch.base_offset, position)
+            self._feed_extra_batch(batch, batch.base_offset, position)
         self.missing_extra_indexes = False
 
     def append_aborted_txn(self, txn: AbortedTxn) -> None:
@@ -602,15 +606,34 @@ class LogSegment:
             index.delete_if_exists()
         self.log.delete_if_exists()
 
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename all files from ``<name><old_suffix>`` to ``<name><new_suffix>``."""
-        for item in (self.log, self.offset_index, self.time_index, self.txn_index):
-            target = _with_suffix_replaced(item.path, old_suffix, new_suffix)
+    def change_file_suffixes(
+        self, old_suffix: str, new_suffix: str,
+        on_renamed: Callable[[Path], None] | None = None,
+    ) -> None:
+        """Rename every file of the segment from ``<name><old_suffix>`` to
+        ``<name><new_suffix>``: the ``.log`` first, then the offset, time and transaction
+        indexes, then the plugin indexes. The one place that knows a segment's files: the
+        cleaner's swap (``.cleaned`` -> ``.swap`` -> final, old ones ``.deleted``) and
+        retention both rename through it, so a plugin index always moves with its ``.log``.
+
+        ``on_renamed(new path)`` is called after each file that was renamed on disk (the
+        swap reports each step; a file not written yet only has its path changed). Raises
+        ValueError, renaming nothing, when a file's name does not end with ``old_suffix``.
+        """
+        items: list[Any] = [self.log, self.offset_index, self.time_index, self.txn_index]
+        extras = list(self.extra_indexes.values())
+        targets = [_with_suffix_replaced(item.path, old_suffix, new_suffix)
+                   for item in (*items, *extras)]
+        for item, target in zip(items, targets):
             if item.path.exists():
                 item.rename_to(target)
-        for index in self.extra_indexes.values():
+                if on_renamed is not None:
+                    on_renamed(target)
+        for index, target in zip(extras, targets[len(items):]):
             # A plugin index may live only in memory so far; it renames itself.
-            index.rename_to(_with_suffix_replaced(index.path, old_suffix, new_suffix))
+            index.rename_to(target)
+            if on_renamed is not None and target.exists():
+                on_renamed(target)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.path})"

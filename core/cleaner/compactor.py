@@ -275,25 +275,29 @@ class Cleaner:
     def _clean_into(
         self, source: LogSegment, dest: LogSegment, run: _Pass, group_end: bool
     ) -> None:
-        """Copy what ``source`` keeps into ``dest``, batch by batch, in write chunks."""
+        """Copy what ``source`` keeps into ``dest``, batch by batch, in write chunks, through
+        ``LogSegment.append`` as the Log's appends: the indexes, plugin ones included, are
+        fed the kept batches."""
         size = run.read_sizes.setdefault(source, source.size)
         pieces: list[bytes | memoryview] = []
         appended: list[AppendedBatch] = []
+        views: list[RecordBatch] = []
         pending = 0
         for position, batch in source.log.batches_from(0, size):
             last_of_group = group_end and position + batch.size_in_bytes == size
             kept = self._filter_batch(batch, run, last_of_group)
             if kept is None:
                 continue
-            header = RecordBatch(kept, 0, header_only=True)
+            view = RecordBatch(kept, 0)
             pieces.append(kept)
-            appended.append(AppendedBatch(header.last_offset, header.max_timestamp, len(kept)))
+            appended.append(AppendedBatch(view.last_offset, view.max_timestamp, len(kept)))
+            views.append(view)
             pending += len(kept)
             if pending >= WRITE_CHUNK_BYTES or len(pieces) >= WRITE_CHUNK_BATCHES:
-                dest.append(pieces, appended)
-                pieces, appended, pending = [], [], 0
+                dest.append(pieces, appended, views)
+                pieces, appended, views, pending = [], [], [], 0
         if pieces:
-            dest.append(pieces, appended)
+            dest.append(pieces, appended, views)
 
     def _filter_batch(
         self, batch: RecordBatch, run: _Pass, last_of_group: bool

@@ -38,8 +38,9 @@ OLD_DELETED = "old-deleted"
 def open_cleaned_segment(target: Log, base_offset: int) -> LogSegment:
     """A new, empty ``<base>.*.cleaned`` segment in the log's directory (stale ones from an
     earlier, failed attempt are removed first, as Kafka's ``createNewCleanedSegment``)."""
-    directory = target.directory
-    for path in _segment_paths(directory, base_offset, filenames.CLEANED_SUFFIX):
+    prefix = filenames.filename_prefix_from_offset(base_offset)
+    for path in target.directory.glob(f"{prefix}.*{filenames.CLEANED_SUFFIX}"):
+        # Every file of the segment, plugin indexes too: a stale one would be read back.
         path.unlink(missing_ok=True)
     return target.open_segment(base_offset, filenames.CLEANED_SUFFIX)
 
@@ -55,7 +56,8 @@ def replace_segments(
     """Swap the flushed ``.cleaned`` segment in for ``old_segments`` (its base offset is the
     first one's), crash-safely:
 
-    1. the ``.cleaned`` files are renamed ``.swap`` (the ``.log`` first, as Kafka);
+    1. the ``.cleaned`` files are renamed ``.swap`` (the ``.log`` first, as Kafka; every
+       rename, plugin indexes included, is ``LogSegment.change_file_suffixes``);
     2. the log's segment map takes the new segment and drops the old ones, whose files are
        renamed ``.deleted`` (in offset order);
     3. the ``.swap`` files are renamed to their final names;
@@ -86,15 +88,16 @@ def replace_segments(
                 f"{[s.base_offset for s in old_segments]} abandoned: {reason}"
             )
         report(CLEANED_WRITTEN, cleaned.path.name)
-        _rename_files(cleaned, filenames.CLEANED_SUFFIX, filenames.SWAP_SUFFIX,
-                      RENAMED_TO_SWAP, report)
+        cleaned.change_file_suffixes(filenames.CLEANED_SUFFIX, filenames.SWAP_SUFFIX,
+                                     _reporting(RENAMED_TO_SWAP, report))
         fsync_dir(target.directory)
         target.segments.add(cleaned)
         for segment in sorted(old_segments, key=lambda s: s.base_offset):
             if segment.base_offset != cleaned.base_offset:
                 target.segments.remove(segment.base_offset)
-            _rename_files(segment, "", filenames.DELETED_SUFFIX, RENAMED_TO_DELETED, report)
-        _rename_files(cleaned, filenames.SWAP_SUFFIX, "", SWAP_RENAMED, report)
+            segment.change_file_suffixes("", filenames.DELETED_SUFFIX,
+                                         _reporting(RENAMED_TO_DELETED, report))
+        cleaned.change_file_suffixes(filenames.SWAP_SUFFIX, "", _reporting(SWAP_RENAMED, report))
         fsync_dir(target.directory)
     log.info("%s: swapped in cleaned segment %d for segments %s", target.directory.name,
              cleaned.base_offset, [s.base_offset for s in old_segments])
@@ -123,26 +126,9 @@ def _changed(
     return None
 
 
-def _rename_files(
-    segment: LogSegment, old_suffix: str, new_suffix: str, step: str, report: SwapHook
-) -> None:
-    """Rename the segment's ``.log``, then its indexes, from ``old_suffix`` to ``new_suffix``."""
-    for item in (segment.log, segment.offset_index, segment.time_index, segment.txn_index):
-        name = item.path.name
-        if not name.endswith(old_suffix):
-            raise ValueError(f"{item.path} does not end with {old_suffix!r}")
-        renamed = item.path.with_name(name[:len(name) - len(old_suffix)] + new_suffix)
-        item.rename_to(renamed)
-        report(step, renamed.name)
-
-
-def _segment_paths(directory: Path, base_offset: int, suffix: str) -> tuple[Path, ...]:
-    return (
-        filenames.log_file(directory, base_offset, suffix),
-        filenames.offset_index_file(directory, base_offset, suffix),
-        filenames.time_index_file(directory, base_offset, suffix),
-        filenames.transaction_index_file(directory, base_offset, suffix),
-    )
+def _reporting(step: str, report: SwapHook) -> Callable[[Path], None]:
+    """Report ``step`` with the new name of each file a rename moved."""
+    return lambda path: report(step, path.name)
 
 
 def _no_hook(step: str, name: str) -> None:
