@@ -19,6 +19,7 @@ from tierlog.errors import (
     TruncatedBatchError,
 )
 from tierlog.records.batch import HEADER_SIZE, RecordBatch, set_log_append_time
+from tierlog.records.compression import max_decompressed_bytes
 from tierlog.segment import AppendedBatch
 
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
@@ -110,7 +111,7 @@ def plan_append(
                     f"coordinator may append control records"
                 )
             if check_records:
-                batch.check_records()
+                batch.check_records(max_decompressed_bytes(max_message))
         if not batch.is_control and not log_append and batch.timestamp_type == 0:
             _check_timestamp(batch, position, now_ms, before_max, after_max)
         if assign_offsets:

@@ -41,6 +41,11 @@ class UnsupportedMagicError(CorruptRecordError):
     """A batch has a magic byte other than 2 (only v2 record batches are supported)."""
 
 
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed batch expands beyond the decompression bound (a multiple of
+    max.message.bytes): refused as a decompression bomb before it is fully expanded."""
+
+
 class UnsupportedCompressionError(TierlogError, ValueError):
     """A compression codec id or name that Kafka does not define."""
 
@@ -120,6 +125,11 @@ class RemoteStorageError(TierlogError, OSError):
 
 class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
     """A remote object (segment or index) does not exist."""
+
+
+class CorruptRemoteMetadataError(RemoteStorageError, ValueError):
+    """A remote metadata object (a partition manifest, a segment's metadata) is malformed:
+    not JSON, nested too deeply, wrong types or missing fields; names the object."""
 
 
 class IndexFullError(TierlogError, ValueError):

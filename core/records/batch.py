@@ -13,7 +13,13 @@ from crc32c import crc32c
 
 from tierlog.errors import CorruptRecordError, TruncatedBatchError, UnsupportedMagicError
 from tierlog.records._codec import check_records, decode_records
-from tierlog.records.compression import NONE, ZSTD, codec_name, decompress
+from tierlog.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    NONE,
+    ZSTD,
+    codec_name,
+    decompress,
+)
 from tierlog.records.control import ControlRecord, decode_control_record
 
 if TYPE_CHECKING:
@@ -234,11 +240,12 @@ class RecordBatch:
 
     # -- records ------------------------------------------------------------------------
 
-    def records(self) -> list[Record]:
+    def records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> list[Record]:
         """Decode every record (decompressing first when needed); offsets are absolute.
 
         In a LogAppendTime batch every record carries the batch's max_timestamp. Raises
-        CorruptRecordError when the records do not fill the batch exactly.
+        CorruptRecordError when the records do not fill the batch exactly, and its subclass
+        DecompressionLimitError when they would expand beyond ``max_decompressed_bytes``.
         """
         self._require_body()
         header = self._header
@@ -252,7 +259,7 @@ class RecordBatch:
             return []
         codec = self._known_codec()
         try:
-            data, start, end = self._records_section(codec)
+            data, start, end = self._records_section(codec, max_decompressed_bytes)
             records = decode_records(data, start, end, count, base_offset, header[7])
         except CorruptRecordError as e:
             raise self._located(e, codec) from e
@@ -262,16 +269,17 @@ class RecordBatch:
                 record.timestamp = log_append_time
         return records
 
-    def check_records(self) -> None:
+    def check_records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
         """Check, decompressing first when needed, that the records fill the batch exactly,
         are each well formed, and carry offset deltas 0, 1, 2... as a producer writes them;
         what a broker checks of every producer batch. Raises CorruptRecordError naming the
         batch, the record and the byte; cheaper than :meth:`records` (nothing is decoded in C).
+        Records that would expand beyond ``max_decompressed_bytes`` raise DecompressionLimitError.
         """
         self._require_body()
         codec = self._known_codec()
         try:
-            data, start, end = self._records_section(codec)
+            data, start, end = self._records_section(codec, max_decompressed_bytes)
             check_records(data, start, end, self._header[12])
         except CorruptRecordError as e:
             raise self._located(e, codec) from e
@@ -282,14 +290,14 @@ class RecordBatch:
             raise CorruptRecordError(f"{self._where()} has unknown compression codec id {codec}")
         return codec
 
-    def _records_section(self, codec: int) -> tuple[ByteBuffer, int, int]:
+    def _records_section(self, codec: int, max_bytes: int) -> tuple[ByteBuffer, int, int]:
         """``(buffer, start, end)`` of the records: in the batch's own bytes, or decompressed."""
         start = self._position + HEADER_SIZE
         end = self._position + self._header[1] + LOG_OVERHEAD
         if codec == NONE:
             return self._buffer, start, end
         with memoryview(self._buffer) as whole, whole[start:end] as section:
-            data = decompress(codec, section)
+            data = decompress(codec, section, max_bytes)
         return data, 0, len(data)
 
     def _located(self, error: CorruptRecordError, codec: int) -> CorruptRecordError:

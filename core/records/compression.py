@@ -1,16 +1,17 @@
 """Record batch compression: codec ids and names, each codec framed as Kafka's Java client does.
 
 Every codec runs on cramjam; the snappy and lz4 framing is written here to match Kafka's bytes.
+:func:`decompress` is the one place a batch's records are decompressed, and it is bounded.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cramjam
 
-from tierlog.errors import CorruptRecordError, UnsupportedCompressionError
+from tierlog.errors import CorruptRecordError, DecompressionLimitError, UnsupportedCompressionError
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -53,7 +54,25 @@ _LZ4_FLG_INDEPENDENT = 0x20
 _LZ4_FLG_BLOCK_CHECKSUM = 0x10
 _LZ4_FLG_CONTENT_SIZE = 0x08
 _LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_LZ4_BLOCK_MAX_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _UINT32_LE = struct.Struct("<I")
+
+#: A batch's records may expand to at most this many times max.message.bytes: far above what
+#: real data compresses by (text and JSON: 3-20x), far below what a bomb does (zstd: 30,000x).
+DECOMPRESSION_RATIO_LIMIT = 64
+#: Kafka's default max.message.bytes; the bound never falls below this many times the ratio,
+#: so a small max.message.bytes does not make ordinary batches undecodable.
+_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+#: The bound where no max.message.bytes is at hand (reads, compaction, dump-log): 64 MiB.
+DEFAULT_MAX_DECOMPRESSED_BYTES = _DEFAULT_MAX_MESSAGE_BYTES * DECOMPRESSION_RATIO_LIMIT
+#: First output buffer of a bounded decompression: a few times the input, at least 64 KiB;
+#: it grows by _GROWTH (decompressing again) until the data fits or the bound is reached.
+_FIRST_GUESS_RATIO = 8
+_FIRST_GUESS_MIN = 64 * 1024
+_GROWTH = 4
+#: What cramjam reports when the output buffer it writes into is full (Rust's WriteZero).
+_OUTPUT_FULL = "failed to write whole buffer"
 
 
 def codec_id(codec: int | str) -> int:
@@ -97,21 +116,83 @@ def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
     return bytes(data)
 
 
-def decompress(codec: int, data: Buffer) -> bytes:
-    """Decompress one batch's records section; bad input raises CorruptRecordError."""
+def max_decompressed_bytes(max_message_bytes: int) -> int:
+    """The most bytes one batch's records may expand to under ``max.message.bytes``."""
+    return max(max_message_bytes, _DEFAULT_MAX_MESSAGE_BYTES) * DECOMPRESSION_RATIO_LIMIT
+
+
+def decompress(codec: int, data: Buffer,
+               max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Decompress one batch's records section, expanding it to at most ``max_bytes``.
+
+    Output is written into buffers of bounded size, so a bomb stops where the bound is
+    reached instead of being expanded first and measured after: DecompressionLimitError.
+    Bad input raises CorruptRecordError.
+    """
     codec = codec_id(codec)
     try:
         if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _bounded(cramjam.gzip, data, max_bytes, _gzip_size(memoryview(data)))
         if codec == SNAPPY:
-            return _xerial_decompress(memoryview(data))
+            return _xerial_decompress(memoryview(data), max_bytes)
         if codec == LZ4:
-            return _lz4_frame_decompress(memoryview(data))
+            return _lz4_frame_decompress(memoryview(data), max_bytes)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd, data, max_bytes, _zstd_content_size(memoryview(data)))
     except cramjam.DecompressionError as e:
         raise CorruptRecordError(f"invalid {codec_name(codec)} data: {e}") from e
     return bytes(data)
+
+
+def _bounded(module: Any, data: Buffer, max_bytes: int, size_hint: int = 0) -> bytes:
+    """``module.decompress_into`` buffers of growing size, up to ``max_bytes``; cramjam stops
+    writing (and decompressing) when a buffer is full, so nothing beyond it is produced.
+
+    The first buffer is ``size_hint`` (what the data says it expands to: a liar only costs
+    a retry) or a few times the input.
+    """
+    if size_hint <= 0:
+        size_hint = max(_FIRST_GUESS_MIN, len(memoryview(data)) * _FIRST_GUESS_RATIO)
+    size = min(max_bytes, size_hint)
+    while True:
+        out = bytearray(size)
+        try:
+            written = module.decompress_into(data, out)
+        except cramjam.DecompressionError as e:
+            if _OUTPUT_FULL not in str(e):
+                raise
+            if size >= max_bytes:
+                raise _too_large(max_bytes) from None
+            size = min(max_bytes, size * _GROWTH)
+            continue
+        with memoryview(out) as view, view[:written] as used:
+            return bytes(used)
+
+
+def _gzip_size(view: memoryview) -> int:
+    """ISIZE, the last member's uncompressed size mod 2^32 (gzip's trailer), or 0."""
+    return _UINT32_LE.unpack_from(view, len(view) - 4)[0] if len(view) >= 18 else 0
+
+
+def _zstd_content_size(view: memoryview) -> int:
+    """Frame_Content_Size from the first zstd frame header when it is there, else 0."""
+    if len(view) < 6 or view[:4] != ZSTD_MAGIC:
+        return 0
+    descriptor = view[4]
+    single_segment = descriptor >> 5 & 1
+    field_size = (single_segment, 2, 4, 8)[descriptor >> 6]
+    start = 5 + (not single_segment) + (0, 1, 2, 4)[descriptor & 3]
+    if field_size == 0 or len(view) < start + field_size:
+        return 0
+    size = int.from_bytes(view[start:start + field_size], "little")
+    return size + 256 if field_size == 2 else size
+
+
+def _too_large(max_bytes: int) -> DecompressionLimitError:
+    return DecompressionLimitError(
+        f"records section expands to more than {max_bytes} bytes "
+        f"({DECOMPRESSION_RATIO_LIMIT} x max.message.bytes): refused as a decompression bomb"
+    )
 
 
 def _xerial_compress(view: memoryview) -> bytes:
@@ -123,14 +204,20 @@ def _xerial_compress(view: memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_decompress(view: memoryview) -> bytes:
-    """A xerial stream, or (as Kafka's reader also accepts) one bare raw snappy block."""
+def _xerial_decompress(view: memoryview, max_bytes: int) -> bytes:
+    """A xerial stream, or (as Kafka's reader also accepts) one bare raw snappy block.
+
+    A raw block declares its length up front: the declared lengths are summed and checked
+    against ``max_bytes`` before any block is decompressed (snappy allocates what it declares).
+    """
     if view[:len(XERIAL_MAGIC)] != XERIAL_MAGIC:
+        if _snappy_length(view) > max_bytes:
+            raise _too_large(max_bytes)
         return bytes(cramjam.snappy.decompress_raw(view))
     total = len(view)
     if total < len(XERIAL_HEADER):
         raise CorruptRecordError(f"snappy: xerial header cut short ({total} bytes)")
-    parts = []
+    blocks = []
     position = len(XERIAL_HEADER)
     while position < total:
         if position + _INT32_BE.size > total:
@@ -142,9 +229,19 @@ def _xerial_decompress(view: memoryview) -> bytes:
                 f"snappy: xerial block at byte {position - 4} declares {length} bytes but "
                 f"{total - position} remain"
             )
-        parts.append(cramjam.snappy.decompress_raw(view[position:position + length]))
+        blocks.append(view[position:position + length])
         position += length
-    return b"".join(parts)
+    declared = 0
+    for block in blocks:
+        declared += _snappy_length(block)
+        if declared > max_bytes:
+            raise _too_large(max_bytes)
+    return b"".join([cramjam.snappy.decompress_raw(block) for block in blocks])
+
+
+def _snappy_length(block: memoryview) -> int:
+    """The length a raw snappy block declares (its header varint; nothing is decompressed)."""
+    return int(cramjam.snappy.decompress_raw_len(block))
 
 
 def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
@@ -174,7 +271,7 @@ def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_frame_decompress(view: memoryview) -> bytes:
+def _lz4_frame_decompress(view: memoryview, max_bytes: int) -> bytes:
     """An LZ4 frame; checksums are verified, dependent (linked) blocks are refused as Kafka does."""
     if len(view) < 7 or view[:4] != LZ4_MAGIC:
         raise CorruptRecordError(f"lz4: not an LZ4 frame (starts {bytes(view[:4]).hex()})")
@@ -185,4 +282,20 @@ def _lz4_frame_decompress(view: memoryview) -> bytes:
         raise CorruptRecordError(
             f"lz4: frame with dependent blocks (FLG {flg:#04x}); Kafka requires independent blocks"
         )
-    return bytes(cramjam.lz4.decompress(view))
+    return _bounded(cramjam.lz4, view, max_bytes, _lz4_frame_bound(view, flg))
+
+
+def _lz4_frame_bound(view: memoryview, flg: int) -> int:
+    """The most a frame can expand to: its blocks (walked by their length words) times the
+    block maximum of its BD byte; 0 when the frame cannot be walked (decompression will say why)."""
+    block_max = _LZ4_BLOCK_MAX_SIZES.get(view[5] >> 4 & 0x07)
+    position = 7 + (8 if flg & _LZ4_FLG_CONTENT_SIZE else 0)
+    checksum_size = 4 if flg & _LZ4_FLG_BLOCK_CHECKSUM else 0
+    blocks = 0
+    while block_max is not None and position + 4 <= len(view):
+        (word,) = _UINT32_LE.unpack_from(view, position)
+        if word == 0:
+            return blocks * block_max
+        blocks += 1
+        position += 4 + (word & ~_LZ4_UNCOMPRESSED_BLOCK) + checksum_size
+    return 0
