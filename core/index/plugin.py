@@ -24,7 +24,8 @@ class SegmentIndex(Protocol):
 
     def on_append(self, batch: Any, base_offset: int, position: int) -> None:
         """Feed one batch just written at ``position``; its first offset is ``base_offset``
-        (``batch.base_offset`` may still hold the producer's value)."""
+        (``batch.base_offset`` may still hold the producer's value). Every batch a segment
+        gets comes through here: the Log's appends, the cleaner's output, recovery."""
 
     def reset(self) -> None:
         """Forget every entry: recovery is about to feed every batch again."""
@@ -44,7 +45,10 @@ class SegmentIndex(Protocol):
 
     def delete_if_exists(self) -> bool: ...
 
-    def rename_to(self, path: Path) -> None: ...
+    def rename_to(self, path: Path) -> None:
+        """Move the file (if written yet) to ``path`` and follow it: called with the
+        segment's other files (``LogSegment.change_file_suffixes``) by the cleaner's swap
+        and by deletion, so the index must be complete on disk under the new name."""
 
 
 @runtime_checkable
