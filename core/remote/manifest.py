@@ -4,7 +4,6 @@ objects, and readers that need nothing but fsspec access (Spark, ``tierlog.reade
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +11,11 @@ from typing import Any
 
 import fsspec
 
-from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.errors import (
+    CorruptRemoteMetadataError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+)
 from tierlog.remote.layout import (
     MANIFEST_NAME,
     METADATA_DIR,
@@ -27,6 +30,7 @@ from tierlog.remote.storage import (
     RemoteLogSegmentState,
     TopicIdPartition,
     dumps,
+    load_json_object,
 )
 from tierlog.remote.tier import RemoteTier
 
@@ -37,11 +41,13 @@ MANIFEST_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class PartitionManifest:
-    """A partition's remote segments that are not deleted yet, sorted by start offset.
+    """A partition's remote segments that are not deleted yet, sorted by start offset, and the
+    partition's log start offset as the last tiering run recorded it.
 
     JSON (``_manifest.json`` in the tier, and the metadata manager's local cache file): a
-    compact object with sorted keys, ``{"partition", "segments": [segment metadata, see
-    RemoteLogSegmentMetadata.to_dict], "topic", "topicId", "version": 1}``. Immutable.
+    compact object with sorted keys, ``{"logStartOffset" (absent until recorded),
+    "partition", "segments": [segment metadata, see RemoteLogSegmentMetadata.to_dict],
+    "topic", "topicId", "version": 1}``. Immutable.
     """
 
     topic_id_partition: TopicIdPartition
@@ -49,6 +55,10 @@ class PartitionManifest:
     from_listing: bool = False
     """True when the stored manifest was missing or stale, so (some) segments came from
     listing and reading the ``_metadata/`` objects."""
+    log_start_offset: int | None = None
+    """The partition's log start offset (Kafka's remote log start offset): offsets below it
+    were deleted (DeleteRecords, retention) even where a remote segment still holds them.
+    None when never recorded."""
 
     @property
     def committed(self) -> tuple[RemoteLogSegmentMetadata, ...]:
@@ -58,34 +68,48 @@ class PartitionManifest:
 
     def to_json(self) -> str:
         tip = self.topic_id_partition
-        return dumps({
+        data: dict[str, Any] = {
             "version": MANIFEST_VERSION,
             "topicId": tip.topic_id,
             "topic": tip.topic,
             "partition": tip.partition,
             "segments": [s.to_dict() for s in self.segments],
-        })
+        }
+        if self.log_start_offset is not None:
+            data["logStartOffset"] = self.log_start_offset
+        return dumps(data)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> PartitionManifest:
-        """Parse a manifest; ValueError when it is malformed or names segments of another
-        partition."""
+    def from_json(cls, text: str | bytes, source: str = "partition manifest"
+                  ) -> PartitionManifest:
+        """Parse a manifest. CorruptRemoteMetadataError (a RemoteStorageError and a
+        ValueError) naming ``source`` (the object's path) for any malformed content, or when
+        it names segments of another partition."""
+        data = load_json_object(text, source)
         try:
-            data = json.loads(text)
-            if not isinstance(data, dict):
-                raise ValueError("a manifest must be a JSON object")
             if data["version"] != MANIFEST_VERSION:
                 raise ValueError(f"unknown manifest version {data['version']!r}")
             tip = TopicIdPartition(data["topicId"], data["topic"], data["partition"])
-            segments = [RemoteLogSegmentMetadata.from_dict(s) for s in data["segments"]]
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as e:
-            raise ValueError(f"malformed manifest: {e}") from e
+            entries = data["segments"]
+            log_start = data.get("logStartOffset")
+            if not isinstance(entries, list):
+                raise TypeError(f"'segments' must be a list, got {type(entries).__name__}")
+            if log_start is not None and (isinstance(log_start, bool)
+                                          or not isinstance(log_start, int) or log_start < 0):
+                raise ValueError(f"'logStartOffset' must be a non-negative int, got "
+                                 f"{log_start!r:.60}")
         except KeyError as e:
-            raise ValueError(f"manifest lacks field {e}") from e
+            raise CorruptRemoteMetadataError(f"{source} lacks field {e}") from e
+        except (TypeError, ValueError, RecursionError) as e:
+            raise CorruptRemoteMetadataError(f"{source} is malformed: {e}") from e
+        segments = [RemoteLogSegmentMetadata.from_dict(s, f"{source} (segment {i})")
+                    for i, s in enumerate(entries)]
         for s in segments:
             if s.topic_id_partition != tip:
-                raise ValueError(f"manifest of {tip} lists segment {s.remote_log_segment_id}")
-        return cls(tip, tuple(sorted(segments, key=segment_order)))
+                raise CorruptRemoteMetadataError(
+                    f"{source}: the manifest of {tip} lists segment {s.remote_log_segment_id}")
+        return cls(tip, tuple(sorted(segments, key=segment_order)),
+                   log_start_offset=log_start)
 
 
 def manifest_path(tier: RemoteTier, tip: TopicIdPartition) -> str:
@@ -107,18 +131,19 @@ def _more_advanced(a: RemoteLogSegmentMetadata, b: RemoteLogSegmentMetadata) -> 
 
 
 def read_stored_manifest(tier: RemoteTier, tip: TopicIdPartition) -> PartitionManifest | None:
-    """The partition's ``_manifest.json`` as stored; None when it is absent or unusable."""
+    """The partition's ``_manifest.json`` as stored; None when it is absent.
+
+    A corrupt manifest is an error (CorruptRemoteMetadataError naming it), not something to
+    rebuild silently from the listing: it holds the partition's log start offset, which the
+    ``_metadata/`` objects do not, and readers must not return deleted records."""
     path = manifest_path(tier, tip)
     try:
-        stored = PartitionManifest.from_json(tier.get_bytes(path))
+        stored = PartitionManifest.from_json(tier.get_bytes(path), path)
     except RemoteResourceNotFoundError:
         return None
-    except ValueError as e:
-        log.warning("ignoring unreadable manifest %s: %s", path, e)
-        return None
     if stored.topic_id_partition != tip:
-        log.warning("ignoring manifest %s: it describes %s", path, stored.topic_id_partition)
-        return None
+        raise CorruptRemoteMetadataError(
+            f"{path} describes {stored.topic_id_partition}, not {tip}")
     return stored
 
 
@@ -167,11 +192,9 @@ def _read_metadata_object(
     tier: RemoteTier, path: str, tip: TopicIdPartition
 ) -> RemoteLogSegmentMetadata | None:
     try:
-        md = RemoteLogSegmentMetadata.from_json(tier.get_bytes(path))
+        md = RemoteLogSegmentMetadata.from_json(tier.get_bytes(path), path)
     except RemoteResourceNotFoundError:
         return None  # deleted (DELETE_SEGMENT_FINISHED) since the listing
-    except ValueError as e:
-        raise RemoteStorageError(f"remote segment metadata {path} is corrupt: {e}") from e
     if md.topic_id_partition != tip or path.rsplit("/", 1)[-1] != metadata_object_name(md):
         raise RemoteStorageError(
             f"remote segment metadata {path} describes {md.remote_log_segment_id} "

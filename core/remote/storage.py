@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
+from tierlog.errors import CorruptRemoteMetadataError
 from tierlog.filenames import validate_topic
 
 #: Kafka's ``Uuid`` text form: 16 bytes as 22 characters of URL-safe base64 without padding.
@@ -249,44 +250,69 @@ class RemoteLogSegmentMetadata:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RemoteLogSegmentMetadata:
-        """Inverse of ``to_dict``; ValueError naming the first missing or malformed field."""
+    def from_dict(cls, data: Any, source: str = "remote segment metadata"
+                  ) -> RemoteLogSegmentMetadata:
+        """Inverse of ``to_dict``. CorruptRemoteMetadataError (a RemoteStorageError and a
+        ValueError) naming ``source`` and the first missing or malformed field."""
         try:
-            if data["version"] != METADATA_FORMAT_VERSION:
-                raise ValueError(f"unknown metadata version {data['version']!r}")
-            custom = data["customMetadata"]
-            tip = TopicIdPartition(data["topicId"], data["topic"], data["partition"])
-            return cls(
-                remote_log_segment_id=RemoteLogSegmentId(tip, data["segmentId"]),
-                start_offset=_int(data, "startOffset"),
-                end_offset=_int(data, "endOffset"),
-                max_timestamp_ms=_int(data, "maxTimestampMs"),
-                broker_id=_int(data, "brokerId"),
-                event_timestamp_ms=_int(data, "eventTimestampMs"),
-                segment_size_in_bytes=_int(data, "segmentSizeInBytes"),
-                segment_leader_epochs={int(e): int(o) for e, o in data["segmentLeaderEpochs"]},
-                custom_metadata=None if custom is None else base64.b64decode(custom, validate=True),
-                state=_state(data["state"]),
-                txn_idx_empty=bool(data["txnIdxEmpty"]),
-            )
+            return cls._from_dict(data)
         except KeyError as e:
-            raise ValueError(f"remote segment metadata lacks field {e}") from e
-        except (TypeError, binascii.Error) as e:
-            raise ValueError(f"malformed remote segment metadata: {e}") from e
+            raise CorruptRemoteMetadataError(f"{source} lacks field {e}") from e
+        except (TypeError, ValueError, AttributeError, RecursionError, binascii.Error) as e:
+            raise CorruptRemoteMetadataError(f"{source} is malformed: {e}") from e
+
+    @classmethod
+    def _from_dict(cls, data: Any) -> RemoteLogSegmentMetadata:
+        if not isinstance(data, Mapping):
+            raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+        if data["version"] != METADATA_FORMAT_VERSION:
+            raise ValueError(f"unknown metadata version {data['version']!r}")
+        custom = data["customMetadata"]
+        if custom is not None and not isinstance(custom, str):
+            raise TypeError(f"'customMetadata' must be base64 text or null, got {custom!r}")
+        txn_idx_empty = data["txnIdxEmpty"]
+        if not isinstance(txn_idx_empty, bool):
+            raise TypeError(f"'txnIdxEmpty' must be true or false, got {txn_idx_empty!r}")
+        tip = TopicIdPartition(data["topicId"], _str(data, "topic"), _int(data, "partition"))
+        return cls(
+            remote_log_segment_id=RemoteLogSegmentId(tip, data["segmentId"]),
+            start_offset=_int(data, "startOffset"),
+            end_offset=_int(data, "endOffset"),
+            max_timestamp_ms=_int(data, "maxTimestampMs"),
+            broker_id=_int(data, "brokerId"),
+            event_timestamp_ms=_int(data, "eventTimestampMs"),
+            segment_size_in_bytes=_int(data, "segmentSizeInBytes"),
+            segment_leader_epochs=_epochs(data["segmentLeaderEpochs"]),
+            custom_metadata=None if custom is None else base64.b64decode(custom, validate=True),
+            state=_state(data["state"]),
+            txn_idx_empty=txn_idx_empty,
+        )
 
     def to_json(self) -> str:
         """Compact, stable JSON (sorted keys, no spaces): the form stored in the tier."""
         return dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> RemoteLogSegmentMetadata:
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"remote segment metadata is not JSON: {e}") from e
-        if not isinstance(data, dict):
-            raise ValueError("remote segment metadata must be a JSON object")
-        return cls.from_dict(data)
+    def from_json(cls, text: str | bytes, source: str = "remote segment metadata"
+                  ) -> RemoteLogSegmentMetadata:
+        """Parse a metadata object; CorruptRemoteMetadataError naming ``source`` (the object's
+        path) for any malformed content."""
+        return cls.from_dict(load_json_object(text, source), source)
+
+
+def load_json_object(text: str | bytes, source: str) -> dict[str, Any]:
+    """A remote JSON object's top level, or CorruptRemoteMetadataError naming ``source``: not
+    JSON, not UTF-8, nested too deeply to parse (RecursionError), or not an object."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptRemoteMetadataError(f"{source} is not JSON: {e}") from e
+    except RecursionError as e:
+        raise CorruptRemoteMetadataError(f"{source} is not JSON: nested too deeply") from e
+    if not isinstance(data, dict):
+        raise CorruptRemoteMetadataError(
+            f"{source} must be a JSON object, not {type(data).__name__}")
+    return data
 
 
 def _state(name: object) -> RemoteLogSegmentState:
@@ -298,8 +324,28 @@ def _state(name: object) -> RemoteLogSegmentState:
 def _int(data: Mapping[str, Any], key: str) -> int:
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"remote segment metadata field {key!r} must be an int, got {value!r}")
+        raise TypeError(f"field {key!r} must be an int, got {value!r:.60}")
     return value
+
+
+def _str(data: Mapping[str, Any], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str):
+        raise TypeError(f"field {key!r} must be a string, got {value!r:.60}")
+    return value
+
+
+def _epochs(pairs: object) -> dict[int, int]:
+    """``[[epoch, start offset], ...]`` of ints."""
+    if not isinstance(pairs, list):
+        raise TypeError(f"'segmentLeaderEpochs' must be a list of pairs, got {pairs!r:.60}")
+    epochs: dict[int, int] = {}
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
+            raise TypeError(f"'segmentLeaderEpochs' entry {pair!r:.60} is not [epoch, offset]")
+        epochs[pair[0]] = pair[1]
+    return epochs
 
 
 def dumps(data: Any) -> str:
