@@ -1,15 +1,22 @@
 """A fault-injecting fsspec filesystem for tests: wraps another filesystem and makes the Nth
-call of a chosen method fail, hang (until released, bounded) or cut an upload short.
+call of a chosen method fail, hang (until released, bounded), cut an upload short or (silently)
+write only part of it; and a plugin that serves it as the "faulty" remote storage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from fsspec.spec import AbstractFileSystem
+
+from tierlog.hookspecs import hookimpl
+from tierlog.plugin_manager import get_plugins
+from tierlog.remote import FsspecRemoteStorageManager
 
 DEFAULT_HANG_TIMEOUT_S = 10.0
 
@@ -38,6 +45,7 @@ class _Fault:
     error: BaseException | None = None
     hang: Hang | None = None
     keep_bytes: int | None = None
+    silent: bool = False
 
 
 class FaultyFileSystem(AbstractFileSystem):
@@ -73,6 +81,11 @@ class FaultyFileSystem(AbstractFileSystem):
         destination and then fail, like a connection cut mid-upload."""
         self._arm("put_file", _Fault(nth, keep_bytes=keep_bytes))
 
+    def short_write(self, method: str = "put_file", *, nth: int = 1, keep_bytes: int = 100) -> None:
+        """Make the ``nth`` ``put_file`` or ``pipe_file`` write only the first ``keep_bytes``
+        bytes and report success: a filesystem that loses the rest without saying so."""
+        self._arm(method, _Fault(nth, keep_bytes=keep_bytes, silent=True))
+
     def _arm(self, method: str, fault: _Fault) -> None:
         with self._lock:
             fault.nth += self.calls[method]
@@ -91,6 +104,13 @@ class FaultyFileSystem(AbstractFileSystem):
                 fault.hang.entered.set()
                 if not fault.hang.released.wait(fault.hang.timeout):
                     raise TimeoutError(f"injected hang of {method} was not released")
+            if fault.keep_bytes is not None and fault.silent:
+                if method == "pipe_file":
+                    self.inner.pipe_file(args[0], bytes(args[1][:fault.keep_bytes]))
+                else:
+                    with open(args[0], "rb") as f:
+                        self.inner.pipe_file(args[1], f.read(fault.keep_bytes))
+                return None
             if fault.keep_bytes is not None:
                 local_path, remote_path = args[0], args[1]
                 with open(local_path, "rb") as f:
@@ -128,3 +148,30 @@ class FaultyFileSystem(AbstractFileSystem):
 
     def invalidate_cache(self, path: str | None = None) -> None:
         self.inner.invalidate_cache(path)
+
+
+class FaultyStoragePlugin:
+    """Registers the remote storage "faulty": an FsspecRemoteStorageManager over ``fs``
+    (a FaultyFileSystem over the local filesystem), rooted at the path of a ``faulty://`` URL."""
+
+    def __init__(self) -> None:
+        import fsspec
+
+        self.fs = FaultyFileSystem(fsspec.filesystem("file"))
+
+    @hookimpl
+    def tierlog_register_remote_storage(self, register: Any) -> None:
+        register("faulty", lambda url, options: FsspecRemoteStorageManager(
+            self.fs, url.removeprefix("faulty://")))
+
+
+@contextlib.contextmanager
+def faulty_storage() -> Iterator[FaultyFileSystem]:
+    """The "faulty" remote storage registered for the duration of the block; yields its fs."""
+    plugin = FaultyStoragePlugin()
+    host = get_plugins()
+    host.register(plugin, name="faulty-storage-helper")
+    try:
+        yield plugin.fs
+    finally:
+        host.unregister(name="faulty-storage-helper")

@@ -29,7 +29,7 @@ _ERROR_TABLE: tuple[tuple[type[BaseException], type[RemoteStorageError], str], .
     (Exception, RemoteStorageError, "failed"),
 )
 
-REQUEST_KINDS = ("puts", "gets", "deletes", "lists")
+REQUEST_KINDS = ("puts", "gets", "heads", "deletes", "lists")
 
 
 @contextlib.contextmanager
@@ -88,7 +88,9 @@ class RemoteTier:
     Publication is atomic: on an object store one PUT (or a completed multipart upload) is; on
     a local or NFS directory (protocol "file", or ``rename_on_publish=True``) each object is
     written to ``<name>.partial`` and renamed, so a crash never leaves a complete-looking short
-    object. Durability (fsync) is the filesystem's job: the local plugin's filesystem does it.
+    object. Every write is verified: the stored size must be the size written (one ``info``,
+    counted as a head), else RemoteStorageError names the object, before it is renamed into
+    place and before the caller commits any metadata for it. Durability (fsync) is the filesystem's job: the local plugin's filesystem does it.
     ``put_options``/``get_options`` are passed to ``fs.put_file``/``fs.pipe_file`` and
     ``fs.cat_file`` (e.g. s3fs ``chunksize``, ``max_concurrency``).
     Thread-safe when the filesystem is (local and s3fs are).
@@ -123,30 +125,47 @@ class RemoteTier:
 
     def put_file(self, local_path: str | os.PathLike[str], path: str) -> None:
         """Upload a local file (streamed by the filesystem, not read into memory here)."""
+        size = os.path.getsize(local_path)
         with translate_errors("upload to", path):
             self.stats.record("puts")
-            self._publish(path, lambda target: self.fs.put_file(
+            self._publish(path, size, lambda target: self.fs.put_file(
                 os.fspath(local_path), target, **self.put_options))
 
     def put_bytes(self, data: bytes, path: str) -> None:
         with translate_errors("write", path):
             self.stats.record("puts")
-            self._publish(path, lambda target: self.fs.pipe_file(
+            self._publish(path, len(data), lambda target: self.fs.pipe_file(
                 target, bytes(data), **self.put_options))
 
-    def _publish(self, path: str, write: Any) -> None:
+    def _publish(self, path: str, size: int, write: Any) -> None:
+        """``write(target)``, check the stored size, and (renaming) move it to ``path``: the one
+        place objects are published."""
         if not self.rename_on_publish:
             write(path)
+            self._verify_size(path, path, size)
             return
         partial = path + PARTIAL_SUFFIX
         self.fs.makedirs(self.fs._parent(path), exist_ok=True)
         try:
             write(partial)
+            self._verify_size(partial, path, size)
             self.fs.mv(partial, path)
         except BaseException:
             with contextlib.suppress(Exception):
                 self.fs.rm_file(partial)
             raise
+
+    def _verify_size(self, target: str, path: str, size: int) -> None:
+        """RemoteStorageError (naming ``path``) unless ``target`` holds exactly ``size`` bytes: a
+        filesystem that silently wrote part of an object must not get it committed."""
+        self.stats.record("heads")
+        self.fs.invalidate_cache(target)
+        stored = self.fs.info(target).get("size")
+        if stored != size:
+            raise RemoteStorageError(
+                f"upload to {path}: the tier holds {stored} of its {size} bytes (a short write);"
+                f" not published"
+            )
 
     def delete(self, path: str) -> None:
         """Remove an object; one that does not exist is not an error."""
