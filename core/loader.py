@@ -431,8 +431,9 @@ def rebuild_producer_state(
 
 
 def _index_problem(segment: LogSegment) -> str | None:
-    """Why a segment's indexes cannot be trusted (their sanity checks, plus an offset index
-    pointing past the end of the ``.log``), or None."""
+    """Why the indexes of a closed (rolled, or cleanly shut down) segment cannot be trusted:
+    their sanity checks, an offset index pointing past the end of the ``.log``, or a time index
+    that does not end at the segment's maximum timestamp; None when they can."""
     try:
         segment.offset_index.sanity_check()
         segment.time_index.sanity_check()
@@ -442,10 +443,32 @@ def _index_problem(segment: LogSegment) -> str | None:
     except CorruptIndexError as exc:
         return str(exc)
     index = segment.offset_index
-    if index.entries and index.lookup(index.last_offset).position >= segment.size:
-        return (f"offset index {index.path} points at position "
-                f"{index.lookup(index.last_offset).position}, beyond the {segment.size} bytes "
-                f"of {segment.path.name}")
+    tail = 0
+    if index.entries:
+        tail = index.lookup(index.last_offset).position
+        if tail >= segment.size:
+            return (f"offset index {index.path} points at position {tail}, beyond the "
+                    f"{segment.size} bytes of {segment.path.name}")
+    return _time_index_problem(segment, tail)
+
+
+def _time_index_problem(segment: LogSegment, tail: int) -> str | None:
+    """A closed segment's time index ends at its maximum timestamp (a roll or a close appends
+    that entry; Kafka's final entry), so no batch may carry a later timestamp. Only the batches
+    from ``tail`` (the last offset index entry's position) on are read: the ones before it
+    were indexed with their running maximum, so an empty or cut-back time index shows there
+    too. An empty time index is right only for a segment without timestamps."""
+    last = segment.time_index.last_entry
+    try:
+        for _, header in segment.log.headers_from(tail):
+            if header.max_timestamp > last.timestamp:
+                held = (f"ends at timestamp {last.timestamp}"
+                        if segment.time_index.entries else "is empty")
+                return (f"time index {segment.time_index.path} {held}, but the batch at offset "
+                        f"{header.base_offset} of {segment.path.name} has timestamp "
+                        f"{header.max_timestamp}")
+    except CorruptRecordError:
+        pass  # bad data, not a bad index: reading it reports it (recovery, after a crash)
     return None
 
 
