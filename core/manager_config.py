@@ -12,7 +12,7 @@ from typing import Any
 
 from tierlog.config import LONG_MAX, TOPIC_CONFIG_KEYS, ConfigKey, LogConfig
 from tierlog.errors import ConfigError
-from tierlog.remote.options import OPTIONS_PREFIX
+from tierlog.remote.options import CONFIG_PREFIXES, MaskedOptions, options_under
 
 
 #: Kafka's broker-level names for topic defaults.
@@ -86,21 +86,20 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
 class ManagerConfig:
     """Broker settings, topic defaults and remote storage options, split from one dict.
 
-    Unknown keys raise ConfigError naming the key; ``remote.storage.options.*`` keys are
-    passed through to the remote tier's filesystem untouched.
+    Unknown keys raise ConfigError naming the key; ``remote.storage.options.<name>`` (or
+    Kafka's ``rsm.config.<name>``) keys are kept for the remote storage plugin, which checks
+    them (tierlog.remote.options).
     """
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         broker: dict[str, Any] = {n: k.default for n, k in BROKER_CONFIG_KEYS.items()}
         topic: dict[str, Any] = {}
-        options: dict[str, Any] = {}
-        for name, raw in (values or {}).items():
-            if name.startswith(OPTIONS_PREFIX):
-                option = name[len(OPTIONS_PREFIX):]
-                if not option:
-                    raise ConfigError(name, "an option name must follow the prefix")
-                options[option] = raw
-            elif name in BROKER_CONFIG_KEYS:
+        values = values or {}
+        options = options_under(CONFIG_PREFIXES, values)
+        for name, raw in values.items():
+            if name.startswith(CONFIG_PREFIXES):
+                continue
+            if name in BROKER_CONFIG_KEYS:
                 broker[name] = BROKER_CONFIG_KEYS[name].parse(raw)
             elif name in TOPIC_CONFIG_KEYS:
                 topic[name] = raw
@@ -110,7 +109,9 @@ class ManagerConfig:
                 raise ConfigError(name, "unknown configuration key")
         self.broker: Mapping[str, Any] = MappingProxyType(broker)
         self.topic_defaults = LogConfig(topic)
-        self.remote_storage_options: Mapping[str, Any] = MappingProxyType(options)
+        #: The storage options (prefix removed), for the remote storage plugin to parse; the
+        #: repr masks secrets.
+        self.remote_storage_options: MaskedOptions = MaskedOptions(options)
 
     def __getitem__(self, name: str) -> Any:
         if name in self.broker:

@@ -36,6 +36,13 @@ from pyspark.sql.datasource import (
 )
 
 from tierlog.errors import ConfigError
+from tierlog.remote.options import (
+    SPARK_PREFIXES,
+    backend_for_url,
+    filesystem_kwargs,
+    options_under,
+    parse_options,
+)
 from tierlog.reader import (
     DEFAULT_BATCH_ROWS,
     DEFAULT_SPLIT_BYTES,
@@ -52,7 +59,8 @@ NAME = "tierlog"
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
               "timestamp timestamp, timestampType int, "
               "headers array<struct<key: string, value: binary>>")
-STORAGE_PREFIXES = ("storage.", "fsspec.")
+#: ``storage.<name>`` (``fsspec.<name>`` is an alias): the remote storage options.
+STORAGE_PREFIXES = SPARK_PREFIXES
 _KNOWN = frozenset({
     "path", "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
@@ -114,16 +122,6 @@ def _offsets(key: str, text: str, *, ending: bool) -> str | PerTopic:
     return offsets
 
 
-def _storage_value(text: str) -> Any:
-    stripped = text.strip()
-    if stripped in ("true", "false", "null") or stripped[:1] in ("{", "["):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError:
-            return text
-    return text
-
-
 @dataclass(frozen=True)
 class TierlogOptions:
     """The data source's options, parsed and validated (ConfigError names a bad key). The
@@ -149,16 +147,19 @@ class TierlogOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> TierlogOptions:
         opts = {k.lower(): str(v) for k, v in options.items()}
-        storage: dict[str, Any] = {}
+        raw_storage = options_under(STORAGE_PREFIXES, opts)
         for key in list(opts):
-            prefix = next((p for p in STORAGE_PREFIXES if key.startswith(p)), None)
-            if prefix is not None:
-                storage[key[len(prefix):]] = _storage_value(opts.pop(key))
+            if key.startswith(STORAGE_PREFIXES):
+                del opts[key]
             elif key not in _KNOWN:
                 raise ConfigError(key, f"unknown option of the {NAME} data source; known: "
                                        f"{', '.join(sorted(_KNOWN))}, storage.<name>")
         if "path" not in opts:
             raise ConfigError("path", "the URL of the remote tier is required")
+        # The writer's option names and checks (tierlog.remote.options), under storage.
+        storage = parse_options(backend_for_url(opts["path"]), raw_storage,
+                                prefix=STORAGE_PREFIXES[0])
+        filesystem_kwargs(opts["path"], storage, prefix=STORAGE_PREFIXES[0])
         chosen = [k for k in _TOPIC_OPTIONS if k in opts]
         if len(chosen) != 1:
             raise ConfigError("subscribe", "exactly one of subscribe, subscribePattern and "
@@ -375,8 +376,10 @@ class TierlogDataSource(DataSource):
     ``kafka.isolation.level``): ``read_uncommitted`` (default) or ``read_committed``;
     ``failOnDataLoss`` (default true); ``splitBytes`` (default 128 MiB: larger segments are
     read by several tasks); ``batchRows``; ``filterPushdown`` (see TierlogPushdownReader);
-    filesystem options as ``storage.<name>`` or ``fsspec.<name>`` (``true``/``false`` and
-    JSON objects or lists are decoded, other values stay strings).
+    the remote storage options as ``storage.<name>`` (or ``fsspec.<name>``), with the names
+    and values of the writer's ``remote.storage.options.<name>`` (tierlog.remote.options:
+    ``endpoint_url``, ``key``, ``secret``, ``region``, ``client_kwargs``, ``config_kwargs``,
+    ``verify``, ...).
     """
 
     def __init__(self, options: dict[str, str]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tierlog.manager import LogManager, UnknownTopicOrPartitionError
 from tierlog.manager_config import ManagerConfig
+from tierlog.remote.options import is_secret
 
 #: Where the logs live when neither --data-dir nor ``log.dirs`` says.
 DEFAULT_DATA_DIR = "tierlog-data"
@@ -67,7 +68,9 @@ def parse_assignment(text: str, what: str = "--set") -> tuple[str, str]:
     """``key=value`` -> (key, value); the key must not be empty."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise CliError(f"{what} expects KEY=VALUE, got {text!r}")
+        # The text may be a storage secret with a mistyped separator: never echo one.
+        shown = "a text naming a secret (not shown)" if is_secret(text) else repr(text)
+        raise CliError(f"{what} expects KEY=VALUE, got {shown}")
     return key.strip(), value.strip()
 
 

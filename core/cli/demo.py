@@ -297,14 +297,9 @@ def _read_everything(mgr: LogManager, produced: Produced, *, quiet: bool) -> int
 
 
 def _reader_options(manager: str, options: Any) -> dict[str, Any]:
-    """The remote storage plugin's options as fsspec constructor arguments for readers
-    (Spark): s3's ``region`` becomes botocore's ``client_kwargs``; local has none."""
-    if manager == "local":
-        return {}
-    out = {k: v for k, v in options.items() if k not in ("region", "part_size")}
-    if manager == "s3" and options.get("region"):
-        out["client_kwargs"] = {"region_name": options["region"]}
-    return out
+    """The remote storage plugin's options for readers (Spark): the same names
+    (tierlog.remote.options translates them for each); local's are the writer's own."""
+    return {} if manager == "local" else dict(options)
 
 
 def _write_config(data_dir: Path, manager: str, url: str) -> None:

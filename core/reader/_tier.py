@@ -21,6 +21,7 @@ from tierlog.remote.layout import (
 )
 from tierlog.remote.manifest import load_partition
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.options import filesystem_kwargs
 
 
 class ReadStats:
@@ -88,9 +89,12 @@ class CountingTier(RemoteTier):
 def open_tier(url: str, storage_options: Mapping[str, Any] | None,
               stats: ReadStats | None = None) -> CountingTier:
     """The tier at ``url`` (``s3://bucket/prefix``, ``file:///dir``, a plain path, any fsspec
-    URL); ``storage_options`` go to the filesystem's constructor (fsspec caches instances)."""
+    URL). ``storage_options`` use the writer's names (``endpoint_url``, ``key``, ``secret``,
+    ``region``, ``client_kwargs``, ...), translated by tierlog.remote.options for the URL's
+    filesystem (fsspec caches instances); a bad one is a ConfigError naming it."""
+    kwargs = filesystem_kwargs(url, storage_options)
     try:
-        fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+        fs, root = fsspec.core.url_to_fs(url, **kwargs)
     except (ImportError, ValueError) as e:
         raise RemoteStorageError(f"cannot open remote tier {url!r}: {e}") from e
     return CountingTier(fs, root, stats if stats is not None else ReadStats())
@@ -147,16 +151,21 @@ def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = Tru
     against the ``_metadata/`` listing when ``verify``). Where segments overlap (a new leader
     re-uploaded offsets), each offset is read from the segment that holds it with the
     greatest start offset, then the highest leader epoch, as Kafka's metadata cache chooses,
-    and the next link starts after that segment's end.
+    and the next link starts after that segment's end. The chain starts at the partition's
+    recorded log start offset: offsets below it were deleted (DeleteRecords, retention) even
+    where a segment still holds them.
     """
     manifest, _ = load_partition(tier, tip, verify=verify)
-    committed = sorted(manifest.committed, key=lambda m: (m.start_offset, m.end_offset))
+    log_start = manifest.log_start_offset or 0
+    committed = sorted((m for m in manifest.committed if m.end_offset >= log_start),
+                       key=lambda m: (m.start_offset, m.end_offset))
     if not committed:
         return []
     cache = RemoteLogMetadataCache.from_segments(committed)
     starts = [m.start_offset for m in committed]
     chain: list[ChainLink] = []
-    offset, end = committed[0].start_offset, max(m.end_offset for m in committed)
+    offset = max(committed[0].start_offset, log_start)
+    end = max(m.end_offset for m in committed)
     while offset <= end:
         md = cache.segment_for_offset(offset)
         if md is None:  # a gap: continue with the next segment that starts after it

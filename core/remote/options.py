@@ -1,39 +1,362 @@
-"""Parsing of ``remote.storage.options.*`` for remote storage plugins: typed getters that
-reject unknown options with an error naming the key, and secret masking for logs and reprs.
+"""The remote tier's storage options: one set of names, parsed once and translated once into the
+filesystem's constructor arguments, for every front door (the writer's plugins, the reader's
+``open_tier``, Spark's ``storage.*``), plus secret masking for logs, reprs and errors.
+
+A broker config carries the options as ``remote.storage.options.<name>`` or, as Kafka names
+them, ``rsm.config.<name>``; Spark as ``storage.<name>`` (or ``fsspec.<name>``); the reader takes
+the names bare. Values may be typed or text (from a ``.properties`` file): each option has a
+kind that says how text is read (``true``/``false``, an integer, a JSON object).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from tierlog.config import parse_float, parse_int
 from tierlog.errors import ConfigError
 
 OPTIONS_PREFIX = "remote.storage.options."
-#: Option names whose values must never reach a log line or a repr.
+#: Kafka's prefix for the RemoteStorageManager's own configs: an alias of OPTIONS_PREFIX.
+RSM_CONFIG_PREFIX = "rsm.config."
+CONFIG_PREFIXES = (OPTIONS_PREFIX, RSM_CONFIG_PREFIX)
+#: Spark data source option prefixes (``fsspec.`` is the older alias).
+SPARK_PREFIXES = ("storage.", "fsspec.")
+
+#: Option names whose values must never reach a log line, a repr or an error message.
 SECRET_OPTION_NAMES = frozenset({"key", "secret", "token", "password", "session_token",
-                                 "aws_secret_access_key", "aws_session_token",
-                                 "sse_customer_key"})
+                                 "aws_access_key_id", "aws_secret_access_key",
+                                 "aws_session_token", "sse_customer_key"})
 MASK = "***"
+
+#: S3's multipart limits: parts of 5 MiB to 5 GiB (the last part may be smaller).
+MIN_PART_SIZE = 5 << 20
+MAX_PART_SIZE = 5 << 30
+
+
+def is_secret(name: str) -> bool:
+    """Whether an option (or a text naming one) may hold a credential."""
+    lowered = name.lower()
+    return lowered.rsplit(".", 1)[-1] in SECRET_OPTION_NAMES or any(
+        word in lowered for word in ("secret", "password", "token", "credential"))
 
 
 def mask_secrets(options: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``options`` with every secret-looking value replaced by ``***``."""
-    return {k: (MASK if _is_secret(k) and v is not None else v) for k, v in options.items()}
+    """A copy of ``options`` with every secret-looking value replaced by ``***`` (also inside
+    nested objects such as ``client_kwargs``)."""
+    return {k: _masked(k, v) for k, v in options.items()}
 
 
-def _is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return lowered in SECRET_OPTION_NAMES or any(
-        word in lowered for word in ("secret", "password", "token"))
+def _masked(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if is_secret(name):
+        return MASK
+    if isinstance(value, Mapping):
+        return mask_secrets(value)
+    if isinstance(value, str) and value.lstrip()[:1] == "{":
+        # An object given as JSON text (client_kwargs from a .properties file).
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            return MASK if is_secret(value) else value
+        return json.dumps(mask_secrets(decoded)) if isinstance(decoded, dict) else value
+    return value
+
+
+class MaskedOptions(Mapping[str, Any]):
+    """A read-only mapping of storage options whose repr and str mask the secrets (what
+    ``ManagerConfig.remote_storage_options`` is): the values themselves are untouched."""
+
+    __slots__ = ("_options",)
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._options = dict(options)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._options[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._options)
+
+    def __len__(self) -> int:
+        return len(self._options)
+
+    def masked(self) -> dict[str, Any]:
+        return mask_secrets(self._options)
+
+    def __repr__(self) -> str:
+        return f"MaskedOptions({self.masked()!r})"
+
+    __str__ = __repr__
+
+
+# -- option kinds --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """One storage option of a backend."""
+
+    name: str
+    kind: str
+    """str, bool, int, float, object (a dict, or its JSON text) or bool_or_str."""
+    doc: str
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+def _value_error(where: str, raw: Any, expected: str) -> ConfigError:
+    shown = "" if is_secret(where) else f", got {raw!r}"
+    return ConfigError(where, f"must be {expected}{shown}")
+
+
+def _coerce(spec: OptionSpec, where: str, raw: Any) -> Any:
+    kind = spec.kind
+    if kind == "str":
+        if not isinstance(raw, str):
+            raise _value_error(where, raw, "a string")
+        return raw
+    if kind in ("bool", "bool_or_str"):
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+            return raw.strip().lower() == "true"
+        if kind == "bool_or_str" and isinstance(raw, str) and raw.strip():
+            return raw.strip()
+        raise _value_error(where, raw, "true or false" if kind == "bool"
+                           else "true, false or a CA bundle path")
+    if kind == "int":
+        try:
+            value = parse_int(where, raw)
+        except ConfigError:
+            raise _value_error(where, raw, "an integer") from None
+        if spec.minimum is not None and value < spec.minimum:
+            raise ConfigError(where, f"must be at least {spec.minimum}, got {value}")
+        if spec.maximum is not None and value > spec.maximum:
+            raise ConfigError(where, f"must be at most {spec.maximum}, got {value}")
+        return value
+    if kind == "float":
+        try:
+            return parse_float(where, raw)
+        except ConfigError:
+            raise _value_error(where, raw, "a number") from None
+    if kind == "object":
+        value = raw
+        if isinstance(raw, str):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as e:  # the text may hold credentials: not echoed
+                raise ConfigError(where, f"must be a JSON object ({e.msg} at character "
+                                         f"{e.pos})") from None
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, f"must be a JSON object, got a {type(value).__name__}")
+        return dict(value)
+    raise AssertionError(f"unknown option kind {kind!r}")
+
+
+def _specs(*specs: OptionSpec) -> Mapping[str, OptionSpec]:
+    return {spec.name: spec for spec in specs}
+
+
+#: The ``s3`` backend's options (S3, MinIO and other S3-compatible stores, through s3fs).
+S3_OPTIONS = _specs(
+    OptionSpec("endpoint_url", "str", "An S3-compatible endpoint, e.g. http://minio:9000."),
+    OptionSpec("key", "str", "Access key id (with secret)."),
+    OptionSpec("secret", "str", "Secret access key (with key)."),
+    OptionSpec("token", "str", "Session token of temporary credentials."),
+    OptionSpec("profile", "str", "A profile of the shared AWS config/credentials files."),
+    OptionSpec("anon", "bool", "Unsigned requests (a public bucket)."),
+    OptionSpec("region", "str", "The bucket's region (botocore region_name)."),
+    OptionSpec("use_ssl", "bool", "Use HTTPS when endpoint_url does not say (default true)."),
+    OptionSpec("verify", "bool_or_str",
+               "Check the server's TLS certificate: true, false, or a CA bundle path."),
+    OptionSpec("client_kwargs", "object", "More botocore client arguments (JSON object)."),
+    OptionSpec("config_kwargs", "object",
+               'botocore Config arguments, e.g. {"s3": {"addressing_style": "path"}}.'),
+    OptionSpec("s3_additional_kwargs", "object", "Arguments added to every S3 request."),
+    OptionSpec("part_size", "int", "Multipart part size in bytes.", MIN_PART_SIZE,
+               MAX_PART_SIZE),
+    OptionSpec("storage_class", "str", "StorageClass of uploaded objects."),
+    OptionSpec("server_side_encryption", "str", "ServerSideEncryption: AES256 or aws:kms."),
+    OptionSpec("sse_kms_key_id", "str", "SSEKMSKeyId with server_side_encryption=aws:kms."),
+    OptionSpec("requester_pays", "bool", "Send x-amz-request-payer."),
+    OptionSpec("version_aware", "bool", "Read object versions."),
+    OptionSpec("cache_regions", "bool", "Find each bucket's region."),
+    OptionSpec("max_concurrency", "int", "Concurrent part transfers.", 1),
+    OptionSpec("fixed_upload_size", "bool", "Upload parts of exactly part_size."),
+    OptionSpec("default_cache_type", "str", "fsspec cache type of opened files."),
+    OptionSpec("default_fill_cache", "bool", "Keep read data in the file cache."),
+    OptionSpec("use_listings_cache", "bool", "Cache directory listings."),
+    OptionSpec("listings_expiry_time", "float", "Seconds a cached listing lives."),
+    OptionSpec("skip_instance_cache", "bool", "Build a new filesystem, not fsspec's cached one."),
+)
+#: The ``local`` backend's options.
+LOCAL_OPTIONS = _specs(
+    OptionSpec("fsync", "bool", "Make every published object survive a power cut (default "
+                                "true)."),
+)
+#: Options that name the request (S3 object settings) rather than the filesystem.
+_S3_REQUEST_OPTIONS = {"storage_class": "StorageClass",
+                       "server_side_encryption": "ServerSideEncryption",
+                       "sse_kms_key_id": "SSEKMSKeyId"}
+#: Options that are botocore client arguments.
+_S3_CLIENT_OPTIONS = {"region": "region_name", "verify": "verify"}
+#: Options that are not filesystem arguments at all (the writer's own settings).
+_S3_WRITER_OPTIONS = ("part_size",)
+
+BACKENDS: Mapping[str, Mapping[str, OptionSpec]] = {"s3": S3_OPTIONS, "local": LOCAL_OPTIONS}
+_SCHEMES = {"s3": "s3", "s3a": "s3", "": "local", "file": "local", "local": "local"}
+
+
+def backend_for_url(url: str) -> str:
+    """``s3`` for s3:// and s3a:// URLs, ``local`` for file:// URLs and plain paths, else the
+    URL's scheme (an fsspec protocol whose options tierlog passes through unchecked)."""
+    scheme = urlsplit(url).scheme.lower()
+    if len(scheme) == 1:  # a Windows drive letter, not a scheme
+        scheme = ""
+    return _SCHEMES.get(scheme, scheme)
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+def parse_options(backend: str, options: Mapping[str, Any], *,
+                  prefix: str = OPTIONS_PREFIX) -> dict[str, Any]:
+    """The options of ``backend`` (``s3``, ``local``, or another fsspec protocol) with typed
+    values. An unknown name or a bad value is a ConfigError naming ``prefix + name``; neither
+    the error nor anything logged shows a secret's value. Options of a backend tierlog does not
+    know are passed through, text ``true``/``false``/``null`` and JSON objects decoded."""
+    specs = BACKENDS.get(backend)
+    parsed: dict[str, Any] = {}
+    for name, raw in options.items():
+        where = prefix + name
+        if specs is None:
+            parsed[name] = _decode_text(raw)
+            continue
+        spec = specs.get(name)
+        if spec is None:
+            raise ConfigError(where, f"unknown option of the {backend} remote storage; known "
+                                     f"options: {', '.join(sorted(specs))}")
+        if raw is None:
+            continue
+        parsed[name] = _coerce(spec, where, raw)
+    if backend == "s3":
+        _check_credentials(parsed, prefix)
+    return parsed
+
+
+def _decode_text(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    stripped = raw.strip()
+    if stripped in ("true", "false", "null") or stripped[:1] in ("{", "["):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _check_credentials(parsed: Mapping[str, Any], prefix: str) -> None:
+    """Static credentials come as key and secret together (a token only with both)."""
+    has_key, has_secret = bool(parsed.get("key")), bool(parsed.get("secret"))
+    if has_key and not has_secret:
+        raise ConfigError(prefix + "secret", f"is missing: {prefix}key is set, so add "
+                                             f"{prefix}secret (the secret access key)")
+    if has_secret and not has_key:
+        raise ConfigError(prefix + "key", f"is missing: {prefix}secret is set, so add "
+                                          f"{prefix}key (the access key id)")
+    if parsed.get("token") and not has_key:
+        raise ConfigError(prefix + "key", f"is missing: {prefix}token is set, so add "
+                                          f"{prefix}key and {prefix}secret")
+
+
+def require_s3_credentials(parsed: Mapping[str, Any], *, prefix: str = OPTIONS_PREFIX) -> None:
+    """ConfigError saying which settings to add when S3 requests could not be signed: no
+    key/secret, profile or anon, and botocore finds nothing in the environment, the shared
+    AWS files or the instance metadata."""
+    if parsed.get("anon") or parsed.get("key") or parsed.get("profile"):
+        return
+    try:
+        import botocore.session
+    except ImportError:  # s3fs itself will say what is missing
+        return
+    if botocore.session.Session().get_credentials() is None:
+        raise ConfigError(
+            prefix + "key",
+            f"no S3 credentials found: add {prefix}key and {prefix}secret (or {prefix}profile, "
+            f"or {prefix}anon=true for a public bucket, or set AWS_ACCESS_KEY_ID and "
+            f"AWS_SECRET_ACCESS_KEY)")
+
+
+# -- translation ---------------------------------------------------------------------------
+
+
+def s3fs_kwargs(parsed: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of ``s3fs.S3FileSystem`` from parsed ``s3`` options: ``region`` and
+    ``verify`` go into botocore's ``client_kwargs``, the object settings into
+    ``s3_additional_kwargs``, ``part_size`` becomes ``default_block_size``."""
+    kwargs: dict[str, Any] = {}
+    client = dict(parsed.get("client_kwargs") or {})
+    extra = dict(parsed.get("s3_additional_kwargs") or {})
+    for name, value in parsed.items():
+        if name in _S3_CLIENT_OPTIONS:
+            client[_S3_CLIENT_OPTIONS[name]] = value
+        elif name in _S3_REQUEST_OPTIONS:
+            extra[_S3_REQUEST_OPTIONS[name]] = value
+        elif name == "part_size":
+            kwargs["default_block_size"] = value
+        elif name not in ("client_kwargs", "s3_additional_kwargs"):
+            kwargs[name] = value
+    if client:
+        kwargs["client_kwargs"] = client
+    if extra:
+        kwargs["s3_additional_kwargs"] = extra
+    return kwargs
+
+
+def filesystem_kwargs(url: str, options: Mapping[str, Any] | None, *,
+                      prefix: str = "") -> dict[str, Any]:
+    """What a reader passes to fsspec for the tier at ``url``: the options parsed for the URL's
+    backend (S3 credentials checked) and translated (``local`` needs none; other protocols get
+    them as given). Errors name ``prefix + name``."""
+    backend = backend_for_url(url)
+    parsed = parse_options(backend, options or {}, prefix=prefix)
+    if backend == "s3":
+        require_s3_credentials(parsed, prefix=prefix)
+        return s3fs_kwargs(parsed)
+    if backend == "local":
+        return {}
+    return parsed
+
+
+def options_under(prefixes: Iterable[str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The storage options among ``values`` (keys under any of ``prefixes``, which are
+    aliases): ConfigError when a name is empty or is given twice under different prefixes
+    with different values (neither value is shown)."""
+    found: dict[str, tuple[str, Any]] = {}
+    for key, raw in values.items():
+        prefix = next((p for p in prefixes if key.startswith(p)), None)
+        if prefix is None:
+            continue
+        name = key[len(prefix):]
+        if not name:
+            raise ConfigError(key, "an option name must follow the prefix")
+        if name in found and found[name][1] != raw:
+            raise ConfigError(key, f"conflicts with {found[name][0]} (the same option, "
+                                   f"set twice with different values)")
+        found[name] = (key, raw)
+    return {name: raw for name, (_, raw) in found.items()}
 
 
 class StorageOptions:
-    """A plugin's view of its options (the ``remote.storage.options.`` prefix already removed).
-
-    Construction fails on any option not in ``known``. Getters accept the typed value or its
-    string form (configs often come from text). Immutable.
-    """
+    """A third-party plugin's view of its options (the prefix already removed), with typed
+    getters that name the key in a ConfigError. Construction fails on any option not in
+    ``known``. Getters accept the typed value or its text. Immutable; the repr masks secrets."""
 
     def __init__(self, backend: str, options: Mapping[str, Any], known: Iterable[str]) -> None:
         known_names = frozenset(known)
@@ -50,35 +373,19 @@ class StorageOptions:
     def __repr__(self) -> str:
         return f"StorageOptions({self._backend!r}, {mask_secrets(self._options)!r})"
 
+    def _get(self, name: str, kind: str, default: Any, **limits: int | None) -> Any:
+        raw = self._options.get(name)
+        if raw is None:
+            return default
+        return _coerce(OptionSpec(name, kind, "", **limits), OPTIONS_PREFIX + name, raw)
+
     def get_str(self, name: str, default: str | None = None) -> str | None:
-        value = self._options.get(name, default)
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(OPTIONS_PREFIX + name, "must be a string")
-        return value
+        return self._get(name, "str", default)  # type: ignore[no-any-return]
 
     def get_int(self, name: str, default: int | None = None, *, minimum: int | None = None,
-            maximum: int | None = None) -> int | None:
-        raw = self._options.get(name)
-        if raw is None:
-            return default
-        try:
-            if isinstance(raw, bool) or not isinstance(raw, int | str):
-                raise ValueError
-            value = int(raw)
-        except ValueError:
-            raise ConfigError(OPTIONS_PREFIX + name, f"must be an integer, got {raw!r}") from None
-        if minimum is not None and value < minimum:
-            raise ConfigError(OPTIONS_PREFIX + name, f"must be at least {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise ConfigError(OPTIONS_PREFIX + name, f"must be at most {maximum}, got {value}")
-        return value
+                maximum: int | None = None) -> int | None:
+        return self._get(name, "int", default, minimum=minimum,  # type: ignore[no-any-return]
+                         maximum=maximum)
 
     def get_bool(self, name: str, default: bool) -> bool:
-        raw = self._options.get(name)
-        if raw is None:
-            return default
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-            return raw.strip().lower() == "true"
-        raise ConfigError(OPTIONS_PREFIX + name, f"must be true or false, got {raw!r}")
+        return self._get(name, "bool", default)  # type: ignore[no-any-return]

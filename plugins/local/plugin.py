@@ -15,12 +15,10 @@ from tierlog.atomic import fsync_dir
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
-from tierlog.remote.options import StorageOptions
+from tierlog.remote.options import parse_options
 
 NAME = "local"
 URL_KEY = "remote.storage.url"
-#: ``fsync`` (default true): make every published object survive a power cut.
-KNOWN_OPTIONS = ("fsync",)
 
 
 def _fsync_file(path: str) -> None:
@@ -82,8 +80,7 @@ def tier_directory(url: str) -> str:
 
 def create_remote_storage(url: str, options: Mapping[str, Any]) -> FsspecRemoteStorageManager:
     """An FsspecRemoteStorageManager on the directory ``url`` names (created if missing)."""
-    parsed = StorageOptions(NAME, options, KNOWN_OPTIONS)
-    durable = parsed.get_bool("fsync", True)
+    durable = parse_options(NAME, options).get("fsync", True)
     fs = DurableLocalFileSystem() if durable else LocalFileSystem()
     root = tier_directory(url)
     fs.makedirs(root, exist_ok=True)
