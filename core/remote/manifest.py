@@ -152,9 +152,12 @@ def load_partition(
     tip: TopicIdPartition,
     *,
     known: Mapping[str, RemoteLogSegmentMetadata] | None = None,
+    known_log_start: int | None = None,
     verify: bool = True,
 ) -> tuple[PartitionManifest, PartitionManifest | None]:
-    """The partition's current segments and its stored manifest (None when absent).
+    """The partition's current segments and log start offset, and its stored manifest (None
+    when absent). The log start offset is the greater of the stored one and
+    ``known_log_start`` (a writer's local copy); it only ever moves up.
 
     One GET of the manifest; unless ``verify`` is False and the manifest exists, one LIST of
     ``_metadata/`` too: objects missing from the listing are dropped, listed objects that
@@ -184,8 +187,11 @@ def load_partition(
         segments.append(found)
     stale = stored is None or read_objects or \
         {metadata_object_name(s) for s in stored.segments} != set(listed)
+    starts = [o for o in (stored.log_start_offset if stored else None, known_log_start)
+              if o is not None]
     return PartitionManifest(tip, tuple(sorted(segments, key=segment_order)),
-                             from_listing=stale), stored
+                             from_listing=stale,
+                             log_start_offset=max(starts) if starts else None), stored
 
 
 def _read_metadata_object(

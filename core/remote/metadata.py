@@ -40,12 +40,17 @@ CACHE_FILE_SUFFIX = ".json"
 class _Partition:
     """One partition's metadata; ``lock`` serializes its tier writes and cache access."""
 
-    __slots__ = ("cache", "lock", "tip")
+    __slots__ = ("cache", "lock", "log_start_offset", "tip")
 
     def __init__(self, tip: TopicIdPartition) -> None:
         self.tip = tip
         self.lock = threading.Lock()
         self.cache: RemoteLogMetadataCache | None = None
+        self.log_start_offset: int | None = None
+
+    def manifest(self, segments: list[RemoteLogSegmentMetadata]) -> PartitionManifest:
+        return PartitionManifest(self.tip, tuple(sorted(segments, key=segment_order)),
+                                 log_start_offset=self.log_start_offset)
 
 
 class RemoteLogMetadataManager:
@@ -141,7 +146,7 @@ class RemoteLogMetadataManager:
             after = [s for s in cache.segments() if s.segment_id != new.segment_id]
             if new.state is not _DELETE_FINISHED:
                 after.append(new)
-            manifest = PartitionManifest(part.tip, tuple(sorted(after, key=segment_order)))
+            manifest = part.manifest(after)
             object_path = metadata_object_path(self._tier, new)
             if new.state is _DELETE_STARTED:
                 self._write_manifest(manifest)
@@ -156,7 +161,28 @@ class RemoteLogMetadataManager:
             self._save_local(part)
         log.debug("remote segment %s is now %s", new.remote_log_segment_id, new.state.name)
 
+    def update_log_start_offset(self, tip: TopicIdPartition, offset: int) -> None:
+        """Record the partition's log start offset (Kafka's remote log start offset), which
+        readers of the tier start at: rewrites the manifest (and the local cache file) when
+        ``offset`` is above the recorded one; it never moves backwards."""
+        part = self._partition(tip)
+        with part.lock:
+            cache = self._loaded(part)
+            if offset <= (part.log_start_offset or 0):
+                return
+            part.log_start_offset = offset
+            self._write_manifest(part.manifest(cache.segments()))
+            self._save_local(part)
+        log.debug("%s: remote log start offset is now %d", tip, offset)
+
     # -- queries --------------------------------------------------------------------------
+
+    def log_start_offset(self, tip: TopicIdPartition) -> int | None:
+        """The log start offset recorded for the partition, or None."""
+        part = self._partition(tip)
+        with part.lock:
+            self._loaded(part)
+            return part.log_start_offset
 
     def remote_log_segment_metadata(
         self, tip: TopicIdPartition, offset: int, leader_epoch: int | None = None
@@ -227,14 +253,20 @@ class RemoteLogMetadataManager:
         if part.cache is not None:
             return part.cache
         cached = self._read_local(part.tip)
-        known = {metadata_object_name(s): s for s in cached}
-        current, stored = load_partition(self._tier, part.tip, known=known)
-        if (stored.segments if stored is not None else ()) != current.segments:
+        cached_segments = cached.segments if cached is not None else ()
+        known = {metadata_object_name(s): s for s in cached_segments}
+        current, stored = load_partition(
+            self._tier, part.tip, known=known,
+            known_log_start=cached.log_start_offset if cached is not None else None)
+        now = (current.segments, current.log_start_offset)
+        was = (stored.segments, stored.log_start_offset) if stored else ((), None)
+        if was != now:
             log.info("rewriting the remote manifest of %s (%d segments)", part.tip,
                      len(current.segments))
             self._write_manifest(current)
         part.cache = RemoteLogMetadataCache.from_segments(current.segments)
-        if tuple(cached) != current.segments:
+        part.log_start_offset = current.log_start_offset
+        if (cached_segments, cached.log_start_offset if cached else None) != now:
             self._save_local(part)
         return part.cache
 
@@ -247,26 +279,27 @@ class RemoteLogMetadataManager:
             return None
         return self._cache_dir / (partition_dir_name(tip) + CACHE_FILE_SUFFIX)
 
-    def _read_local(self, tip: TopicIdPartition) -> tuple[RemoteLogSegmentMetadata, ...]:
+    def _read_local(self, tip: TopicIdPartition) -> PartitionManifest | None:
+        """The local cache file (None when absent; a corrupt one is only a cache, so it is
+        ignored with a warning: the tier is reconciled without it)."""
         path = self._local_path(tip)
         if path is None:
-            return ()
+            return None
         try:
-            manifest = PartitionManifest.from_json(path.read_bytes())
+            manifest = PartitionManifest.from_json(path.read_bytes(), str(path))
         except FileNotFoundError:
-            return ()
+            return None
         except ValueError as e:
             log.warning("ignoring unreadable remote metadata cache %s: %s", path, e)
-            return ()
+            return None
         if manifest.topic_id_partition != tip:
             log.warning("ignoring remote metadata cache %s: it describes %s", path,
                         manifest.topic_id_partition)
-            return ()
-        return manifest.segments
+            return None
+        return manifest
 
     def _save_local(self, part: _Partition) -> None:
         path = self._local_path(part.tip)
         if path is None or part.cache is None:
             return
-        manifest = PartitionManifest(part.tip, tuple(part.cache.segments()))
-        atomic_write_bytes(path, manifest.to_json().encode())
+        atomic_write_bytes(path, part.manifest(part.cache.segments()).to_json().encode())

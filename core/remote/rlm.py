@@ -111,6 +111,8 @@ class RemoteLogManager:
         with self._lock_for(tip):
             try:
                 result.orphans_removed = self._remove_unfinished(log_, tip)
+                # Readers of the tier start at the log start offset (DeleteRecords, retention).
+                self.rlmm.update_log_start_offset(tip, log_.log_start_offset)
                 self._copy_segments(log_, tip, result, progress)
                 self._remote_retention(log_, tip, result)
             except (RemoteStorageError, OSError) as exc:
