@@ -558,10 +558,16 @@ class Log(LogReads, LogRetention):
             raise RecordBatchTooLargeError(
                 f"{self.directory.name}: cannot roll to offset {new_base}: segment exists"
             )
-        active.on_becoming_inactive()
-        self.producer_state.update_map_end_offset(new_base)
-        self.producer_state.take_snapshot()
+        # The new segment's files first: on a full disk that raises OSError (its index space
+        # is reserved up front) before the active segment or the producer state changes.
         segment = self.open_segment(new_base)
+        try:
+            active.on_becoming_inactive()
+            self.producer_state.update_map_end_offset(new_base)
+            self.producer_state.take_snapshot()
+        except BaseException:
+            segment.delete()
+            raise
         self.segments.add(segment)
         log.info("%s: rolled new segment at offset %d", self.directory.name, new_base)
         self._hook.tierlog_segment_rolled(log=self, segment=active)

@@ -6,6 +6,7 @@ file positions; rebuilds its indexes by re-reading its batches (recovery).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -139,24 +140,40 @@ class LogSegment:
         """Open or create the files of the segment at ``base_offset`` in ``directory``;
         ``extra_index_types`` are plugin index types (opened with ``config``)."""
         clock = time_ms or (lambda: int(time.time() * 1000))
-        log_file = FileRecords.open(
-            filenames.log_file(directory, base_offset, suffix), preallocate_bytes=preallocate_bytes
-        )
-        extras: dict[str, SegmentIndex] = {}
-        missing = False
         prefix = filenames.filename_prefix_from_offset(base_offset)
-        for index_type in extra_index_types:
-            path = directory / f"{prefix}{index_type.suffix}{suffix}"
-            missing = missing or not path.exists()
-            extras[index_type.name] = index_type.open(path, base_offset, config)
+        paths = [filenames.log_file(directory, base_offset, suffix),
+                 filenames.offset_index_file(directory, base_offset, suffix),
+                 filenames.time_index_file(directory, base_offset, suffix),
+                 filenames.transaction_index_file(directory, base_offset, suffix),
+                 *(directory / f"{prefix}{t.suffix}{suffix}" for t in extra_index_types)]
+        # A segment that cannot be opened whole (a full disk) leaves none of its new files.
+        new_paths = [p for p in paths if not p.exists()]
+        opened: list[Any] = []
+        try:
+            log_file = FileRecords.open(paths[0], preallocate_bytes=preallocate_bytes)
+            opened.append(log_file)
+            extras: dict[str, SegmentIndex] = {}
+            for index_type, path in zip(extra_index_types, paths[4:]):
+                extras[index_type.name] = index_type.open(path, base_offset, config)
+                opened.append(extras[index_type.name])
+            offset_index = OffsetIndex(paths[1], base_offset, max_index_size)
+            opened.append(offset_index)
+            time_index = TimeIndex(paths[2], base_offset, max_index_size)
+            opened.append(time_index)
+            txn_index = TransactionIndex(paths[3], base_offset)
+        except BaseException:
+            for file in opened:
+                with contextlib.suppress(Exception):
+                    file.close()
+            for path in new_paths:
+                path.unlink(missing_ok=True)
+            raise
+        missing = any(p in new_paths for p in paths[4:])
         return cls(
             log_file,
-            OffsetIndex(filenames.offset_index_file(directory, base_offset, suffix), base_offset,
-                        max_index_size),
-            TimeIndex(filenames.time_index_file(directory, base_offset, suffix), base_offset,
-                      max_index_size),
-            TransactionIndex(filenames.transaction_index_file(directory, base_offset, suffix),
-                             base_offset),
+            offset_index,
+            time_index,
+            txn_index,
             base_offset,
             index_interval_bytes,
             rolling_jitter_ms,

@@ -6,6 +6,7 @@ binary search (Kafka's warm/cold split) shared by both index types.
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import mmap
@@ -43,11 +44,33 @@ def _chunk_struct(entry_format: str, count: int) -> struct.Struct:
     return struct.Struct(">" + entry_format * count)
 
 
+def _reserve(fd: int, length: int, path: Path) -> None:
+    """Grow the file to ``length`` bytes with its blocks allocated; OSError (naming ``path``,
+    the file cut back to its old length) when the disk cannot hold them.
+
+    On a filesystem without fallocate support the file is extended sparse, as before.
+    """
+    old_length = os.fstat(fd).st_size
+    try:
+        os.posix_fallocate(fd, 0, length)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            log.debug("%s: posix_fallocate unsupported (%s); extending sparse", path, e)
+            os.ftruncate(fd, length)
+            return
+        os.ftruncate(fd, old_length)
+        raise OSError(e.errno, f"cannot reserve {length} bytes for index {path}: "
+                               f"{os.strerror(e.errno)}", str(path)) from e
+
+
 class AbstractIndex(ABC):
     """A file of fixed-size, big-endian entries, memory-mapped and preallocated.
 
     A file it creates is grown to ``max_index_size`` rounded down to a multiple of
-    ``entry_size`` so appends write into the mapping; ``trim_to_valid_size`` (on roll and
+    ``entry_size`` so appends write into the mapping. The space is reserved for real
+    (``posix_fallocate``), as it is whenever the file grows: a sparse file on a full disk
+    would kill the process with SIGBUS on a write through the mapping, where a reservation
+    fails with OSError before anything changes; ``trim_to_valid_size`` (on roll and
     close) cuts it back to ``entries * entry_size``. An existing file is trusted as Kafka
     does: ``entries = length // entry_size``, so an untrimmed file counts its zero tail
     as entries and ``sanity_check`` must reject it; the owner grows the active segment's
@@ -100,8 +123,12 @@ class AbstractIndex(ABC):
                     raise ValueError(f"{self._path}: invalid max index size {self._max_index_size}"
                                      f" (an entry takes {self.entry_size} bytes)")
                 length = self._round_down(self._max_index_size)
-                os.ftruncate(fd, length)
+                _reserve(fd, length, self._path)
             self._map(fd, length)
+        except BaseException:
+            if newly_created:  # a file that could not be reserved is not left behind
+                self._path.unlink(missing_ok=True)
+            raise
         finally:
             os.close(fd)
 
@@ -199,7 +226,14 @@ class AbstractIndex(ABC):
             self._mm = None
         fd = os.open(self._path, os.O_RDWR)
         try:
-            os.ftruncate(fd, rounded)
+            try:
+                if rounded > self._length:
+                    _reserve(fd, rounded, self._path)
+                else:
+                    os.ftruncate(fd, rounded)
+            except OSError:
+                self._map(fd, self._length)  # unchanged: the old mapping is restored
+                raise
             self._map(fd, rounded)
         finally:
             os.close(fd)
