@@ -200,6 +200,7 @@ def test_options_are_parsed_like_sparks_kafka_source() -> None:
         "read_committed", "failOnDataLoss": "false", "splitBytes": "1024",
         "storage.endpoint_url": "http://minio:9000", "fsspec.anon": "true",
         "storage.client_kwargs": '{"region_name": "eu-west-1"}', "storage.key": "12345",
+        "storage.secret": "s3cr3t",
     })
     assert parsed.subscribe == ("orders", "clicks")
     assert parsed.starting_offsets == "latest"
@@ -208,9 +209,10 @@ def test_options_are_parsed_like_sparks_kafka_source() -> None:
     assert parsed.fail_on_data_loss is False and parsed.split_bytes == 1024
     assert parsed.storage_options == {"endpoint_url": "http://minio:9000", "anon": True,
                                       "client_kwargs": {"region_name": "eu-west-1"},
-                                      "key": "12345"}
+                                      "key": "12345", "secret": "s3cr3t"}
     assert parsed.filter_pushdown is False
     assert "12345" not in repr(parsed) and "minio" not in repr(parsed)
+    assert "s3cr3t" not in repr(parsed)
 
 
 @pytest.mark.parametrize(("options", "message"), [
