@@ -51,6 +51,7 @@ from tierlog.reader import (
     RemoteTopicReader,
     read_split,
 )
+from tierlog.remote.storage import TopicIdPartition
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ _KNOWN = frozenset({
     "path", "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "isolation.level", "kafka.isolation.level", "failondataloss",
-    "splitbytes", "batchrows", "filterpushdown",
+    "splitbytes", "batchrows", "filterpushdown", "topicid",
 })
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
@@ -110,6 +111,19 @@ def _per_topic(key: str, text: str) -> PerTopic:
         raise ConfigError(key, f"partitions and values must be integers: {e}") from e
 
 
+def _topic_ids(key: str, text: str) -> str | dict[str, str]:
+    """``<id>`` or ``{"topic": "<id>"}``, each a Kafka topic id (22 base64url characters)."""
+    stripped = text.strip()
+    ids = _json(key, stripped) if stripped.startswith("{") else stripped
+    pairs = ids.items() if isinstance(ids, dict) else [("topic", ids)]
+    for topic, topic_id in pairs:
+        try:
+            TopicIdPartition(topic_id, str(topic), 0)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(key, f"{topic_id!r} is not a topic id: {e}") from None
+    return ids
+
+
 def _offsets(key: str, text: str, *, ending: bool) -> str | PerTopic:
     word = text.strip().lower()
     if word == "latest" or (word == "earliest" and not ending):
@@ -143,6 +157,9 @@ class TierlogOptions:
     split_bytes: int = DEFAULT_SPLIT_BYTES
     batch_rows: int = DEFAULT_BATCH_ROWS
     filter_pushdown: bool = False
+    topic_ids: str | dict[str, str] | None = None
+    """``topicId``: the incarnation to read (one id, or JSON ``{"orders": "<id>"}`` per
+    topic); without it the newest incarnation of a re-created topic is read."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> TierlogOptions:
@@ -203,7 +220,15 @@ class TierlogOptions:
             values["batch_rows"] = _int("batchrows", opts["batchrows"], minimum=1)
         if "filterpushdown" in opts:
             values["filter_pushdown"] = _bool("filterpushdown", opts["filterpushdown"])
+        if "topicid" in opts:
+            values["topic_ids"] = _topic_ids("topicid", opts["topicid"])
         return cls(**values)
+
+    def topic_id(self, topic: str) -> str | None:
+        """The incarnation of ``topic`` the ``topicId`` option chooses (None: the newest)."""
+        if isinstance(self.topic_ids, dict):
+            return self.topic_ids.get(topic)
+        return self.topic_ids
 
     def topics(self, reader: RemoteTopicReader) -> list[str]:
         """The topics to read: subscribed, matching the pattern, or assigned."""
@@ -307,7 +332,8 @@ class TierlogReader(DataSourceReader):
         for topic in o.topics(reader):
             if b.topics is not None and topic not in b.topics:
                 continue
-            found = reader.list_partitions(topic)
+            topic_id = o.topic_id(topic)
+            found = reader.list_partitions(topic, topic_id=topic_id)
             assigned = found if o.assign is None else [p for p in o.assign[topic] if p in found]
             partitions = [p for p in assigned if b.allows_partition(p)]
             starting: Any = o.starting_offsets if isinstance(o.starting_offsets, str) \
@@ -320,7 +346,7 @@ class TierlogReader(DataSourceReader):
                                                topic),
                 ending_timestamp=_timestamps(o.ending_timestamp, o.ending_by_timestamp, topic),
                 min_offset=b.min_offset, max_offset=b.max_offset, min_timestamp=b.min_timestamp,
-                isolation_level=o.isolation_level, batch_rows=o.batch_rows)
+                isolation_level=o.isolation_level, batch_rows=o.batch_rows, topic_id=topic_id)
         log.info("%s: %d input partitions, %d bytes of segments to read", o.url, len(splits),
                  sum(s.size_in_bytes for s in splits))
         return [InputPartition(split) for split in splits]
@@ -376,6 +402,8 @@ class TierlogDataSource(DataSource):
     ``kafka.isolation.level``): ``read_uncommitted`` (default) or ``read_committed``;
     ``failOnDataLoss`` (default true); ``splitBytes`` (default 128 MiB: larger segments are
     read by several tasks); ``batchRows``; ``filterPushdown`` (see TierlogPushdownReader);
+    ``topicId`` (a topic id, or JSON ``{"orders": "<id>"}``: the incarnation of a re-created
+    topic to read; by default the newest, by the latest event time in its metadata);
     the remote storage options as ``storage.<name>`` (or ``fsspec.<name>``), with the names
     and values of the writer's ``remote.storage.options.<name>`` (tierlog.remote.options:
     ``endpoint_url``, ``key``, ``secret``, ``region``, ``client_kwargs``, ``config_kwargs``,

@@ -5,6 +5,7 @@ request and byte counters, partition discovery, and each partition's chain of re
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from tierlog.remote.layout import (
 )
 from tierlog.remote.manifest import load_partition
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+
+log = logging.getLogger(__name__)
 from tierlog.remote.options import filesystem_kwargs
 
 
@@ -121,17 +124,46 @@ def remote_partitions(tier: RemoteTier) -> list[TopicIdPartition]:
 
 def topic_partitions(tier: RemoteTier, topic: str, topic_id: str | None = None
                      ) -> dict[int, TopicIdPartition]:
-    """The partitions of ``topic`` in the tier (one LIST of the root). A topic name found
-    under several topic ids (deleted and re-created) needs ``topic_id`` to choose."""
+    """The partitions of ``topic`` in the tier (one LIST of the root), of the incarnation
+    ``topic_id`` when given.
+
+    A topic deleted and re-created (or re-created from another data dir) against the same
+    tier is there under several topic ids. Without ``topic_id`` the newest incarnation is
+    read: the one whose segment metadata holds the latest event time (every copy and delete
+    stamps one; one manifest GET per partition of each incarnation). RemoteStorageError when
+    that cannot tell them apart.
+    """
     found = [p for p in remote_partitions(tier) if p.topic == topic
              and (topic_id is None or p.topic_id == topic_id)]
-    ids = sorted({p.topic_id for p in found})
-    if len(ids) > 1:
-        raise RemoteStorageError(
-            f"topic {topic!r} is in the tier under several topic ids ({', '.join(ids)}); "
-            f"pass topic_id to choose one"
-        )
+    by_id: dict[str, list[TopicIdPartition]] = {}
+    for p in found:
+        by_id.setdefault(p.topic_id, []).append(p)
+    if len(by_id) > 1:
+        chosen = newest_incarnation(tier, topic, by_id)
+        found = by_id[chosen]
     return {p.partition: p for p in found}
+
+
+def newest_incarnation(tier: RemoteTier, topic: str,
+                       by_id: Mapping[str, list[TopicIdPartition]]) -> str:
+    """The topic id of the incarnation with the latest segment event time."""
+    latest = {tid: max((_last_event_ms(tier, p) for p in parts), default=-1)
+              for tid, parts in by_id.items()}
+    ranked = sorted(latest.items(), key=lambda item: item[1], reverse=True)
+    if ranked[0][1] == ranked[1][1]:
+        raise RemoteStorageError(
+            f"topic {topic!r} is in the tier under several topic ids "
+            f"({', '.join(sorted(by_id))}) and none is newer by its metadata; pass topic_id "
+            f"(Spark: the topicId option) to choose one"
+        )
+    log.info("topic %r has %d incarnations in the tier; reading the newest, %s",
+             topic, len(by_id), ranked[0][0])
+    return ranked[0][0]
+
+
+def _last_event_ms(tier: RemoteTier, tip: TopicIdPartition) -> int:
+    manifest, _ = load_partition(tier, tip, verify=False)
+    return max((m.event_timestamp_ms for m in manifest.segments), default=-1)
 
 
 @dataclass(frozen=True, slots=True)
