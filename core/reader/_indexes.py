@@ -46,6 +46,12 @@ class OffsetIndexView:
             self.offsets.append(offset)
             self.positions.append(position)
 
+    def offset_at(self, position: int) -> int | None:
+        """The last offset of the batch at ``position`` when an entry names it, else None."""
+        i = bisect.bisect_left(self.positions, position)
+        return self.offsets[i] if i < len(self.positions) and self.positions[i] == position \
+            else None
+
     def start_position(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the batch of the largest indexed offset <=
         ``offset``, or 0 (Kafka's lookup)."""

@@ -17,6 +17,7 @@ from tierlog.reader._indexes import OffsetIndexView, TimeIndexView, parse_aborte
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
 from tierlog.reader._tier import ChainLink, get_optional, object_path
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
+from tierlog.records.batch import HEADER_SIZE
 from tierlog.remote.layout import SEGMENT_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -256,6 +257,9 @@ class PartitionPlanner:
         bounds = [byte_start, *cuts, byte_end]
         txns = tuple(t for t in aborted if t[2] >= lo and t[1] < hi)
         log_path = object_path(self.tier, md, SEGMENT_SUFFIX)
+        # Every bound past 0 is a batch the offset index names: its entry anchors the check
+        # of the split's offsets, and the header at the split's end is fetched along.
+        anchors = {a: self.offset_index(md).offset_at(a) if a else None for a in bounds[:-1]}
         return [
             ReadSplit(
                 url=self.url, storage_options=self.storage_options, topic=self.tip.topic,
@@ -267,7 +271,9 @@ class PartitionPlanner:
                 stop_timestamp=stop[1] if stop and "stop" in regions
                 and regions["stop"].overlaps(a, b) else None,
                 min_timestamp=request.min_timestamp, batch_rows=self.batch_rows,
-                verify_crc=self.verify_crc,
+                verify_crc=self.verify_crc, segment_first_offset=md.start_offset,
+                segment_last_offset=md.end_offset, anchor_offset=anchors[a],
+                fetch_end=min(size, b + HEADER_SIZE),
             )
             for a, b in itertools.pairwise(bounds)
         ]

@@ -13,7 +13,8 @@ import pyarrow as pa
 from tierlog.fetch import AbortedTracker
 from tierlog.reader._arrow import ColumnBuilder
 from tierlog.reader._tier import ReadStats, open_tier
-from tierlog.records import Record, RecordBatch, iter_batches
+from tierlog.records import Record, iter_batches
+from tierlog.remote.integrity import check_batch_offsets
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -57,6 +58,15 @@ class ReadSplit:
     """Drop records stamped before this (a row filter, e.g. a pushed-down Spark filter)."""
     batch_rows: int = DEFAULT_BATCH_ROWS
     verify_crc: bool = True
+    segment_first_offset: int = 0
+    """The segment's first and last offsets (its metadata): every batch must lie inside."""
+    segment_last_offset: int = (1 << 63) - 1
+    anchor_offset: int | None = None
+    """The last offset of the batch at ``byte_start`` by the segment's offset index (None at
+    the segment's start): checks the first batch read."""
+    fetch_end: int | None = None
+    """Where the GET ends (default ``byte_end``): the next batch's header is fetched too, so
+    the last batch returned is checked against it."""
 
     @property
     def size_in_bytes(self) -> int:
@@ -78,7 +88,13 @@ def read_split(split: ReadSplit, *, stats: ReadStats | None = None) -> Iterator[
     if split.byte_end <= split.byte_start or split.end_offset <= split.start_offset:
         return
     tier = open_tier(split.url, split.storage_options, stats)
-    data = tier.get_bytes(split.log_path, split.byte_start, split.byte_end)
+    fetched = tier.get_bytes(split.log_path, split.byte_start,
+                             max(split.byte_end, split.fetch_end or 0))
+    # Damage to a base offset (outside the CRC) would drop or renumber rows silently.
+    check_batch_offsets(fetched, split.log_path, first_offset=split.segment_first_offset,
+                        last_offset=split.segment_last_offset, anchor=split.anchor_offset,
+                        position=split.byte_start)
+    data = memoryview(fetched)[:split.byte_end - split.byte_start]
     builder = ColumnBuilder(split.topic, split.partition)
     tracker: AbortedTracker | None = None
     start, end = split.start_offset, split.end_offset

@@ -16,7 +16,8 @@ from tierlog.index import AbortedTxn
 from tierlog.index.aborted_txns import AbortedTxnSource, collect_aborted_txns
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, iter_batches
 from tierlog.records.file_records import MemoryRecords, TimestampAndOffset
-from tierlog.remote.integrity import validate_fetched_batches
+from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_file_prefix
 from tierlog.remote.storage import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -73,25 +74,27 @@ class RemoteLogReader:
                 f"{self._log.directory.name}: offset {offset} is below the local log start "
                 f"offset {self._log.local_log_start_offset} and no remote segment holds it"
             )
-        rsm, cache = self._rlm.rsm, self._rlm.index_cache
-        position = cache.offset_index(metadata).lookup(offset).position
+        entry = self._rlm.index_cache.offset_index(metadata).lookup(offset)
+        position = entry.position
         size = metadata.segment_size_in_bytes
+        name = segment_file_prefix(metadata) + SEGMENT_SUFFIX
         # The index is sparse: the batch holding `offset` starts up to an index interval
         # after `position`, so one read covers that gap as well as max_bytes.
         gap = self._log.config["index.interval.bytes"] + HEADER_SIZE
-        data = _read_range(rsm, metadata, position, min(size, position + max_bytes + gap) - 1)
+        data = self._fetch(metadata, name, position, min(size, position + max_bytes + gap),
+                           entry.offset if position else None)
         found, at, length = _locate(data, offset)
         if not found:
             # Rare (the index points further back than one interval): read on from the batch
             # boundary where the walk stopped to the end of the segment.
             position += at
-            data = _read_range(rsm, metadata, position, size - 1)
+            data = self._fetch(metadata, name, position, size, None)
             found, at, length = _locate(data, offset)
         elif at + length > len(data) and min_one_message:
             # The first batch is larger than the read: fetch it whole (a second request).
             position += at
-            data = _read_range(rsm, metadata, position,
-                               min(size, position + max(length, max_bytes)) - 1)
+            data = self._fetch(metadata, name, position,
+                               min(size, position + max(length, max_bytes)), None)
             found, at, length = _locate(data, offset)
         view = memoryview(data)[:0]
         if found:
@@ -100,14 +103,26 @@ class RemoteLogReader:
             validate_fetched_batches(view)
         except CorruptRecordError as exc:
             raise CorruptRecordError(
-                f"{self._log.directory.name}: remote segment {metadata.remote_log_segment_id} "
-                f"returned corrupt data near position {position}: {exc}"
+                f"{self._log.directory.name}: remote segment {name} "
+                f"({metadata.remote_log_segment_id}) returned corrupt data near position "
+                f"{position}: {exc}"
             ) from exc
         aborted = None
         if isolation == "read_committed":
             aborted = self._aborted(metadata, offset, upper, local_segments)
         return FetchDataInfo(offset, upper, MemoryRecords(view), isolation, False, aborted,
                              from_remote=True)
+
+    def _fetch(self, metadata: RemoteLogSegmentMetadata, name: str, start: int, end: int,
+               anchor: int | None) -> bytes:
+        """Bytes ``[start, end)`` of the segment, their batch offsets checked against its
+        metadata and (``anchor``) the index entry for ``start``: damage to a base offset lies
+        outside the CRC and would renumber or drop records silently."""
+        data = _read_range(self._rlm.rsm, metadata, start, end - 1)
+        check_batch_offsets(data, f"{self._log.directory.name}: remote segment {name}",
+                            first_offset=metadata.start_offset,
+                            last_offset=metadata.end_offset, anchor=anchor, position=start)
+        return data
 
     def _aborted(self, metadata: RemoteLogSegmentMetadata, offset: int, upper: int,
                  local_segments: Sequence[LogSegment]) -> tuple[AbortedTxn, ...]:
