@@ -143,3 +143,13 @@ def test_metadata_manager_raises_naming_the_manifest(tier) -> None:
         rlmm.list_remote_log_segments(tip)
     other = tier.partitions[("orders", 1)].tip
     assert rlmm.list_remote_log_segments(other)
+
+
+def test_a_missing_transaction_index_is_an_error_not_an_empty_one(tier) -> None:
+    directory = _partition_dir(tier, "orders", 0)
+    victim = next(p for p in sorted(directory.glob("*.txnindex")) if p.stat().st_size)
+    victim.unlink()
+    reader = RemoteTopicReader(tier.url)
+    with pytest.raises(RemoteStorageError, match=victim.name):
+        reader.read_table("orders", [0], isolation_level="read_committed")
+    assert reader.read_table("orders", [0]).num_rows > 0  # read_uncommitted needs no index

@@ -292,5 +292,7 @@ class PartitionPlanner:
             if link.segment.txn_idx_empty:
                 yield None
                 continue
+            # The metadata says this segment aborted transactions: a missing index is an
+            # error, not an empty one (that would return aborted records).
             path = object_path(self.tier, link.segment, IndexType.TRANSACTION.suffix)
-            yield AbortedTxnList(parse_aborted_txns(get_optional(self.tier, path) or b"", path))
+            yield AbortedTxnList(parse_aborted_txns(self.tier.get_bytes(path), path))
