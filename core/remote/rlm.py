@@ -11,7 +11,8 @@ import logging
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 _DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 #: progress(event, detail): called by a tiering run, e.g. ("copied", metadata).
 Progress = Callable[[str, Any], None]
+#: How long close() waits for tiering runs already going (Kafka waits 10 s for its pools);
+#: a run still hung on the remote tier after that is abandoned.
+DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -55,8 +59,11 @@ class RemoteLogManager:
     """Tiering for every log with ``remote.storage.enable``. Thread-safe.
 
     Copies run per partition in order (a partition is copied by one thread at a time) on a
-    pool of ``copy_threads``; remote reads run on a pool of ``reader_threads`` so their number
-    is bounded. ``hook`` is the plugin hook relay for lifecycle events (or None).
+    pool of ``copy_threads``, never on the caller's thread when submitted with
+    :meth:`submit_tiering` (the scheduler's task), so a hung remote tier stalls no flush,
+    retention or checkpoint; remote reads run on a pool of ``reader_threads`` so their number
+    is bounded. ``close`` waits at most ``shutdown_timeout_s`` for runs already going.
+    ``hook`` is the plugin hook relay for lifecycle events (or None).
     """
 
     def __init__(
@@ -69,6 +76,7 @@ class RemoteLogManager:
         copy_threads: int = 2,
         reader_threads: int = 2,
         hook: Any = None,
+        shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
     ) -> None:
         self.rsm = rsm
         self.rlmm = rlmm
@@ -79,6 +87,11 @@ class RemoteLogManager:
         self._reader_pool = ThreadPoolExecutor(reader_threads, thread_name_prefix="tierlog-fetch")
         self._partition_locks: dict[TopicIdPartition, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self.shutdown_timeout_s = shutdown_timeout_s
+        #: Every tiering run submitted and not yet done, and the directory names of the logs
+        #: whose submit_tiering run is going (one per partition at a time).
+        self._runs: set[Future[TierResult]] = set()
+        self._in_flight: set[str] = set()
 
     # -- attaching logs ------------------------------------------------------------------
 
@@ -100,9 +113,67 @@ class RemoteLogManager:
     def tier(self, logs: Sequence[Any], progress: Progress | None = None) -> dict[str, TierResult]:
         """Copy eligible segments of every log (in parallel across partitions) and enforce
         remote retention. Returns each log's result by directory name."""
-        futures = {lg.directory.name: self._copy_pool.submit(self.tier_log, lg, progress)
-                   for lg in logs}
+        futures = {lg.directory.name: self._submit_run(lg, progress) for lg in logs}
         return {name: f.result() for name, f in futures.items()}
+
+    def submit_tiering(self, logs: Sequence[Any], progress: Progress | None = None) -> list[str]:
+        """Start a tiering run for each log on the copy pool and return at once (the
+        scheduler's task); a log whose previous run is still going (a slow or hung remote
+        tier) is skipped. Returns the directory names of the logs submitted."""
+        submitted = []
+        for log_ in logs:
+            name = log_.directory.name
+            with self._locks_lock:
+                if name in self._in_flight:
+                    log.debug("%s: previous tiering run still going; skipped", name)
+                    continue
+                self._in_flight.add(name)
+            try:
+                self._submit_run(log_, progress, name)
+            except BaseException:
+                with self._locks_lock:
+                    self._in_flight.discard(name)
+                raise
+            submitted.append(name)
+        return submitted
+
+    def tiering_in_flight(self) -> list[str]:
+        """Directory names of the logs whose submitted tiering run has not finished."""
+        with self._locks_lock:
+            return sorted(self._in_flight)
+
+    def await_tiering(self, timeout_s: float | None = None) -> bool:
+        """Wait until every tiering run submitted so far has finished (at most ``timeout_s``);
+        False if some are still going. For callers that need the tier caught up, e.g. tests
+        driving the scheduler."""
+        with self._locks_lock:
+            runs = list(self._runs)
+        _, pending = wait_for_futures(runs, timeout=timeout_s)
+        return not pending
+
+    def _submit_run(self, log_: Any, progress: Progress | None,
+                    in_flight_name: str | None = None) -> Future[TierResult]:
+        future = self._copy_pool.submit(self._run, log_, progress, in_flight_name)
+        with self._locks_lock:
+            self._runs.add(future)
+        future.add_done_callback(self._forget_run)
+        return future
+
+    def _run(self, log_: Any, progress: Progress | None,
+             in_flight_name: str | None) -> TierResult:
+        try:
+            return self.tier_log(log_, progress)
+        except Exception:
+            log.exception("%s: tiering run failed", log_.directory.name)
+            raise
+        finally:
+            if in_flight_name is not None:
+                with self._locks_lock:
+                    self._in_flight.discard(in_flight_name)
+
+    def _forget_run(self, future: Future[TierResult]) -> None:
+        with self._locks_lock:
+            self._runs.discard(future)
 
     def tier_log(self, log_: Any, progress: Progress | None = None) -> TierResult:
         """One tiering run for one log: clean up failed copies, copy, remote retention."""
@@ -264,8 +335,17 @@ class RemoteLogManager:
         return self._reader_pool.submit(fn).result()
 
     def close(self) -> None:
-        self._copy_pool.shutdown(wait=True)
-        self._reader_pool.shutdown(wait=True)
+        """Stop tiering and reads: queued runs are cancelled, runs already going are given
+        ``shutdown_timeout_s`` (one hung on the remote tier is then abandoned, as Kafka
+        does), and the tier is closed, so a late remote call fails instead of committing."""
+        self._copy_pool.shutdown(wait=False, cancel_futures=True)
+        self._reader_pool.shutdown(wait=False, cancel_futures=True)
+        with self._locks_lock:
+            runs = list(self._runs)
+        _, hung = wait_for_futures(runs, timeout=self.shutdown_timeout_s)
+        if hung:
+            log.warning("closing with %d tiering runs still waiting on the remote tier after "
+                        "%.1f s; abandoning them", len(hung), self.shutdown_timeout_s)
         self.index_cache.close()
         self.rsm.close()
         self.rlmm.close()
