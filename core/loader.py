@@ -96,12 +96,15 @@ class LogLoader:
         producer_state: ProducerStateManager | None = None,
         leader_epoch_cache: LeaderEpochFileCache | None = None,
         time_ms: Callable[[], int] | None = None,
+        tiered: bool = False,
     ) -> None:
         self.directory = directory
         self.open_segment = open_segment
         self.recovery_point = recovery_point
         self.had_clean_shutdown = had_clean_shutdown
         self.log_start_offset = max(log_start_offset, 0)
+        #: Offsets below the local segments may live in a remote tier (remote.storage.enable).
+        self.tiered = tiered
         self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
         self.producer_state = producer_state or ProducerStateManager(directory,
                                                                      time_ms=self._time_ms)
@@ -135,7 +138,7 @@ class LogLoader:
             end = segments.active.read_next_offset()
         # Kafka: only a flush moves the recovery point; after a crash it stays where it was.
         recovery_point = end if self.had_clean_shutdown else min(self.recovery_point, end)
-        log_start = max(self.log_start_offset, segments.first.base_offset)
+        log_start = self._log_start(segments)
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.truncate_from_end(end)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -146,6 +149,15 @@ class LogLoader:
         self.report.log_end_offset = end
         self.report.recovery_point = recovery_point
         return segments
+
+    def _log_start(self, segments: LogSegments) -> int:
+        """The log start offset after loading (Kafka's newLogStartOffset): the checkpointed one
+        for a tiered log, whose older offsets live in the tier below its local segments (so
+        producer state loads from the snapshot at the local log start, which stays); otherwise
+        at least the first segment's base offset."""
+        if self.tiered:
+            return self.log_start_offset
+        return max(self.log_start_offset, segments.first.base_offset)
 
     # -- leftovers -------------------------------------------------------------------
 

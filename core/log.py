@@ -157,14 +157,12 @@ class Log(LogReads, LogRetention):
             producer_state=self.producer_state,
             leader_epoch_cache=self.leader_epoch_cache,
             time_ms=time_ms,
+            tiered=config["remote.storage.enable"],
         )
         self.segments: LogSegments = loader.load()
         self.recovery: RecoveryReport = loader.report
         self._next_offset = self.recovery.log_end_offset
         self._log_start_offset = self.recovery.log_start_offset
-        if config["remote.storage.enable"] and 0 <= log_start_offset < self._log_start_offset:
-            # Tiered: older offsets live remotely, so the log may start before its local data.
-            self._log_start_offset = log_start_offset
         self._recovery_point = self.recovery.recovery_point
         self._high_watermark = self._log_start_offset
         if auto_high_watermark:

@@ -216,7 +216,7 @@ class LogManager:
             self.scheduler.schedule("log-cleaner", self._cleaner_task,
                                     delay_ms=cfg["log.cleaner.backoff.ms"],
                                     period_ms=cfg["log.cleaner.backoff.ms"])
-        self.scheduler.schedule("remote-log-manager", self.tier_now,
+        self.scheduler.schedule("remote-log-manager", self._tiering_task,
                                 delay_ms=cfg["remote.log.manager.task.interval.ms"],
                                 period_ms=cfg["remote.log.manager.task.interval.ms"])
 
@@ -354,6 +354,15 @@ class LogManager:
         self.cleanup_logs({"delete"})
         return results
 
+    def _tiering_task(self) -> None:
+        """The scheduler's tiering task: it only submits each tiered log's run to the
+        RemoteLogManager's own threads (skipping one whose last run is still going), so a
+        slow or hung remote tier never holds up the flush, retention and checkpoint tasks.
+        Local retention of copied segments is the retention task's job."""
+        rlm = self.remote_log_manager
+        if rlm is not None:
+            rlm.submit_tiering(self.tiered_logs())
+
     def flush_dirty_logs(self) -> None:
         """Flush every log whose oldest unflushed data is older than its flush.ms."""
         now = self._time_ms()
@@ -403,14 +412,15 @@ class LogManager:
             if self._closed:
                 return
             self.scheduler.shutdown()
+            # Remote work stops first, waiting a bounded time for a hung upload.
+            if self.remote_log_manager is not None:
+                self.remote_log_manager.close()
             for partition_log in self._logs.values():
                 partition_log.flush()
             for log_dir in self.dirs:
                 self._write_checkpoints(log_dir)
             for partition_log in self._logs.values():
                 partition_log.close()
-            if self.remote_log_manager is not None:
-                self.remote_log_manager.close()
             for log_dir in self.dirs:
                 atomic_write_text(log_dir / filenames.CLEAN_SHUTDOWN_FILE,
                                   json.dumps({"version": 0, "brokerEpoch": 0},

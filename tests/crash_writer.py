@@ -6,6 +6,14 @@ after every completed flush (and recovery-point checkpoint). The test SIGKILLs i
 outside, or ``--die-at N`` makes it SIGKILL itself just before its N-th file-system call
 (``--in-roll``: counting only calls made while rolling a segment), which is reproducible.
 ``steps(seed)`` is the workload; the test regenerates it to know what each batch must be.
+
+With ``--tier URL`` the topic is tiered (``remote.storage.enable``, ``local.retention.bytes``)
+and every flush also runs ``tier_now`` (copy, remote and local retention) and checkpoints the
+log start offsets. A writer started on a directory that already holds the topic resumes: it
+prints ``START <step> <log end offset> <local log start offset>``, re-sends the last batch
+each idempotent producer has in the log, as a producer retrying after a broker restart does
+(``RETRY <producer id> <duplicate 0/1> <first offset> <last offset>``), and continues the
+workload at ``<step>``.
 """
 
 from __future__ import annotations
@@ -140,21 +148,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-steps", type=int, default=100_000)
     parser.add_argument("--die-at", type=int, default=0)
     parser.add_argument("--in-roll", action="store_true")
+    parser.add_argument("--tier", default="", help="remote.storage.url: tier the topic")
+    parser.add_argument("--local-retention-bytes", type=int, default=0)
+    parser.add_argument("--kill-at-end", action="store_true",
+                        help="SIGKILL itself after --max-steps instead of returning")
     args = parser.parse_args(argv)
     clock = _Clock()
-    mgr = LogManager.open(args.directory, time_ms=clock, start_scheduler=False)
-    log = mgr.create_topic(TOPIC, 1, {
-        "segment.bytes": args.segment_bytes,
-        "index.interval.bytes": args.index_interval_bytes,
-        "segment.index.bytes": args.segment_index_bytes,
-        "preallocate": args.preallocate,
-    })[0]
+    mgr = LogManager.open(args.directory, {"remote.storage.url": args.tier} if args.tier else {},
+                          time_ms=clock, start_scheduler=False)
+    out = sys.stdout
+    if mgr.partitions(TOPIC):
+        log = mgr.log(TOPIC, 0)
+        start = resume_step(args.seed, log.log_end_offset)
+        out.write(f"START {start} {log.log_end_offset} {log.local_log_start_offset}\n")
+        clock.now = T0 + start * STEP_MS
+        for pid, step in last_steps(args.seed, start).items():
+            info = log.append(step.data)
+            out.write(f"RETRY {pid} {int(info.duplicate)} {info.first_offset} {info.last_offset}\n")
+        out.flush()
+    else:
+        config = {
+            "segment.bytes": args.segment_bytes,
+            "index.interval.bytes": args.index_interval_bytes,
+            "segment.index.bytes": args.segment_index_bytes,
+            "preallocate": args.preallocate,
+        }
+        if args.tier:
+            config.update({"remote.storage.enable": True,
+                           "local.retention.bytes": args.local_retention_bytes})
+        log = mgr.create_topic(TOPIC, 1, config)[0]
+        start = 0
     if args.die_at:
         _die_at(args.die_at, args.in_roll)
-    out = sys.stdout
     for i, step in enumerate(steps(args.seed)):
         if i >= args.max_steps:
             break
+        if i < start:
+            continue
         clock.now = T0 + i * STEP_MS
         if step.marker is not None:
             log.append_marker(step.producer_id, 0, commit=bool(step.marker), coordinator_epoch=0)
@@ -163,10 +193,51 @@ def main(argv: list[str] | None = None) -> None:
         out.write(f"APPEND {i} {log.log_end_offset}\n")
         if (i + 1) % args.flush_every == 0:
             log.flush()
+            if args.tier:
+                mgr.tier_now()
+                mgr.checkpoint_log_start_offsets()
             mgr.checkpoint_recovery_points()
             out.write(f"ACK {log.recovery_point}\n")
         out.flush()
     sys.setprofile(None)
+    if args.kill_at_end:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def resume_step(seed: int, log_end_offset: int) -> int:
+    """The index of the workload step that starts at ``log_end_offset`` (the log holds a whole
+    prefix of the workload: steps before it)."""
+    offset = 0
+    for i, step in enumerate(steps(seed)):
+        if offset == log_end_offset:
+            return i
+        if offset > log_end_offset:
+            break
+        offset += step.record_count
+    raise SystemExit(f"log end offset {log_end_offset} is not a step boundary of seed {seed}")
+
+
+def last_steps(seed: int, stop: int) -> dict[int, Step]:
+    """Each idempotent producer's last step before step ``stop`` (producers without one are
+    left out)."""
+    last: dict[int, Step] = {}
+    for i, step in enumerate(steps(seed)):
+        if i >= stop:
+            break
+        if step.producer_id in IDEMPOTENT_PRODUCERS:
+            last[step.producer_id] = step
+    return last
+
+
+def step_offsets(seed: int, stop: int) -> list[tuple[int, int]]:
+    """(first offset, last offset) of every workload step before step ``stop``."""
+    out, offset = [], 0
+    for i, step in enumerate(steps(seed)):
+        if i >= stop:
+            break
+        out.append((offset, offset + step.record_count - 1))
+        offset += step.record_count
+    return out
 
 
 if __name__ == "__main__":

@@ -342,7 +342,8 @@ def test_the_scheduler_tiers_every_task_interval_and_hooks_see_each_copy(local_m
         mgr.scheduler.run_due()
         assert log.highest_offset_in_remote == -1
         clock.advance(1)
-        mgr.scheduler.run_due()
+        mgr.scheduler.run_due()  # submits the run to the remote log manager's threads
+        assert mgr.remote_log_manager.await_tiering(timeout_s=30)
         bases = log.segments.base_offsets()
         assert log.highest_offset_in_remote == bases[-1] - 1
         copied = [e[2] for e in audit.events if e[0] == "copied"]

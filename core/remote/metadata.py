@@ -7,7 +7,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
@@ -30,6 +32,7 @@ from tierlog.remote.storage import (
 from tierlog.remote.tier import RemoteTier, RequestStats
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
@@ -38,13 +41,19 @@ CACHE_FILE_SUFFIX = ".json"
 
 
 class _Partition:
-    """One partition's metadata; ``lock`` serializes its tier writes and cache access."""
+    """One partition's metadata.
 
-    __slots__ = ("cache", "lock", "log_start_offset", "tip")
+    ``write_lock`` serializes its writers and its loading, and is held across their tier
+    calls; ``lock`` guards ``cache`` and ``log_start_offset`` and is never held across a tier
+    call, so a query waits for no write, however long the tier takes.
+    """
+
+    __slots__ = ("cache", "lock", "log_start_offset", "tip", "write_lock")
 
     def __init__(self, tip: TopicIdPartition) -> None:
         self.tip = tip
         self.lock = threading.Lock()
+        self.write_lock = threading.Lock()
         self.cache: RemoteLogMetadataCache | None = None
         self.log_start_offset: int | None = None
 
@@ -75,7 +84,9 @@ class RemoteLogMetadataManager:
     neither describes; where they disagree the later state wins; the manifest and the cache
     file are rewritten when they differ from the result.
 
-    Thread-safe: one lock per partition. A partition must have a single writer (its leader).
+    Thread-safe: writes to a partition are serialized (and may wait on the tier); queries
+    read its cache under a short lock that no tier call holds, so they never wait on a write.
+    A partition must have a single writer (its leader).
     """
 
     def __init__(self, tier: RemoteTier, cache_dir: str | os.PathLike[str] | None = None) -> None:
@@ -109,7 +120,7 @@ class RemoteLogMetadataManager:
                 f"{_STARTED.name}, not {metadata.state.name}"
             )
         part = self._partition(metadata.topic_id_partition)
-        with part.lock:
+        with part.write_lock:
             cache = self._loaded(part)
             existing = cache.get(metadata.segment_id)
             if existing is not None and not is_valid_transition(existing.state, metadata.state):
@@ -120,7 +131,8 @@ class RemoteLogMetadataManager:
             self._tier.put_bytes(metadata.to_json().encode(),
                                  metadata_object_path(self._tier, metadata))
             if existing is None:
-                cache.add_copy_in_progress(metadata)
+                with part.lock:
+                    cache.add_copy_in_progress(metadata)
             self._save_local(part)
 
     def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
@@ -135,7 +147,7 @@ class RemoteLogMetadataManager:
                 f"add_remote_log_segment_metadata, not by an update"
             )
         part = self._partition(update.topic_id_partition)
-        with part.lock:
+        with part.write_lock:
             cache = self._loaded(part)
             existing = cache.get(update.remote_log_segment_id.id)
             if existing is None or existing.remote_log_segment_id != update.remote_log_segment_id:
@@ -157,7 +169,8 @@ class RemoteLogMetadataManager:
             else:
                 self._tier.put_bytes(new.to_json().encode(), object_path)
                 self._write_manifest(manifest)
-            cache.apply(new)
+            with part.lock:
+                cache.apply(new)
             self._save_local(part)
         log.debug("remote segment %s is now %s", new.remote_log_segment_id, new.state.name)
 
@@ -166,11 +179,12 @@ class RemoteLogMetadataManager:
         readers of the tier start at: rewrites the manifest (and the local cache file) when
         ``offset`` is above the recorded one; it never moves backwards."""
         part = self._partition(tip)
-        with part.lock:
+        with part.write_lock:
             cache = self._loaded(part)
             if offset <= (part.log_start_offset or 0):
                 return
-            part.log_start_offset = offset
+            with part.lock:
+                part.log_start_offset = offset
             self._write_manifest(part.manifest(cache.segments()))
             self._save_local(part)
         log.debug("%s: remote log start offset is now %d", tip, offset)
@@ -179,19 +193,14 @@ class RemoteLogMetadataManager:
 
     def log_start_offset(self, tip: TopicIdPartition) -> int | None:
         """The log start offset recorded for the partition, or None."""
-        part = self._partition(tip)
-        with part.lock:
-            self._loaded(part)
-            return part.log_start_offset
+        return self._query(tip, lambda _, part: part.log_start_offset)
 
     def remote_log_segment_metadata(
         self, tip: TopicIdPartition, offset: int, leader_epoch: int | None = None
     ) -> RemoteLogSegmentMetadata | None:
         """The COPY_SEGMENT_FINISHED segment holding ``offset`` (in ``leader_epoch``'s lineage
         when given), or None."""
-        part = self._partition(tip)
-        with part.lock:
-            return self._loaded(part).segment_for_offset(offset, leader_epoch)
+        return self._query(tip, lambda cache, _: cache.segment_for_offset(offset, leader_epoch))
 
     def list_remote_log_segments(
         self, tip: TopicIdPartition, leader_epoch: int | None = None
@@ -199,22 +208,16 @@ class RemoteLogMetadataManager:
         """Segments in every state but DELETE_SEGMENT_FINISHED (so unfinished copies and
         deletes can be cleaned up), sorted by start offset; with ``leader_epoch``, only those
         holding records of that epoch."""
-        part = self._partition(tip)
-        with part.lock:
-            return self._loaded(part).list_segments(leader_epoch)
+        return self._query(tip, lambda cache, _: cache.list_segments(leader_epoch))
 
     def highest_offset_for_epoch(self, tip: TopicIdPartition, leader_epoch: int) -> int | None:
         """The highest offset of ``leader_epoch`` copied to the tier, or None."""
-        part = self._partition(tip)
-        with part.lock:
-            return self._loaded(part).highest_offset_for_epoch(leader_epoch)
+        return self._query(tip, lambda cache, _: cache.highest_offset_for_epoch(leader_epoch))
 
     def remote_log_size(self, tip: TopicIdPartition, leader_epoch: int | None = None) -> int:
         """Total ``.log`` bytes of the partition's COPY_SEGMENT_FINISHED segments (holding
         records of ``leader_epoch`` when given)."""
-        part = self._partition(tip)
-        with part.lock:
-            return self._loaded(part).size(leader_epoch)
+        return self._query(tip, lambda cache, _: cache.size(leader_epoch))
 
     def list_partitions(self) -> list[TopicIdPartition]:
         """Every partition with a directory in the tier (one LIST of the root)."""
@@ -227,9 +230,8 @@ class RemoteLogMetadataManager:
     def reconcile(self, tip: TopicIdPartition) -> None:
         """Reload ``tip`` from the tier now (as on first use), merging the local cache."""
         part = self._partition(tip)
-        with part.lock:
-            part.cache = None
-            self._loaded(part)
+        with part.write_lock:
+            self._load(part)
 
     def close(self) -> None:
         """Forget loaded partitions; later calls raise RemoteStorageError. Idempotent."""
@@ -248,10 +250,29 @@ class RemoteLogMetadataManager:
                 part = self._partitions[tip] = _Partition(tip)
             return part
 
+    def _query(self, tip: TopicIdPartition,
+               answer: Callable[[RemoteLogMetadataCache, _Partition], _T]) -> _T:
+        """``answer(cache, part)`` under the partition's short lock, loading it on first use
+        (a partition being written is loaded already, so a query never waits on a write)."""
+        part = self._partition(tip)
+        with part.lock:
+            if part.cache is not None:
+                return answer(part.cache, part)
+        with part.write_lock:
+            cache = self._loaded(part)
+        with part.lock:
+            return answer(part.cache or cache, part)
+
     def _loaded(self, part: _Partition) -> RemoteLogMetadataCache:
-        """The partition's cache, reconciling it with the tier first if needed (lock held)."""
+        """The partition's cache, reconciling it with the tier first if needed (write lock
+        held)."""
         if part.cache is not None:
             return part.cache
+        return self._load(part)
+
+    def _load(self, part: _Partition) -> RemoteLogMetadataCache:
+        """Reconcile the partition with the tier and its cache file (write lock held); the
+        result replaces the cache under the short lock."""
         cached = self._read_local(part.tip)
         cached_segments = cached.segments if cached is not None else ()
         known = {metadata_object_name(s): s for s in cached_segments}
@@ -264,8 +285,9 @@ class RemoteLogMetadataManager:
             log.info("rewriting the remote manifest of %s (%d segments)", part.tip,
                      len(current.segments))
             self._write_manifest(current)
-        part.cache = RemoteLogMetadataCache.from_segments(current.segments)
-        part.log_start_offset = current.log_start_offset
+        with part.lock:
+            part.cache = RemoteLogMetadataCache.from_segments(current.segments)
+            part.log_start_offset = current.log_start_offset
         if (cached_segments, cached.log_start_offset if cached else None) != now:
             self._save_local(part)
         return part.cache
@@ -302,4 +324,6 @@ class RemoteLogMetadataManager:
         path = self._local_path(part.tip)
         if path is None or part.cache is None:
             return
-        atomic_write_bytes(path, part.manifest(part.cache.segments()).to_json().encode())
+        with part.lock:
+            manifest = part.manifest(part.cache.segments())
+        atomic_write_bytes(path, manifest.to_json().encode())
