@@ -93,3 +93,12 @@ def test_the_offset_check_accepts_gaps_but_not_overlaps() -> None:
         check_batch_offsets(batch(10, 3), "obj", first_offset=0, last_offset=11)
     with pytest.raises(CorruptRecordError, match="index"):
         check_batch_offsets(batch(10, 3), "obj", first_offset=0, last_offset=99, anchor=13)
+
+
+@pytest.mark.parametrize("batch", [0, 17, BATCHES - 1])
+def test_timestamp_lookups_in_the_tier_refuse_a_damaged_base_offset(tiered, batch):
+    _, log, segment = tiered
+    assert log.offset_for_timestamp(0) == 0
+    _flip_base_offset(segment, batch, 6)
+    with pytest.raises(CorruptRecordError, match=segment.stem):
+        log.offset_for_timestamp(0)

@@ -170,9 +170,10 @@ class RemoteLogReader:
     def _scan_for_timestamp(self, metadata: RemoteLogSegmentMetadata, position: int,
                             timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         size = metadata.segment_size_in_bytes
+        name = segment_file_prefix(metadata) + SEGMENT_SUFFIX
         while position < size:
-            data = _read_range(self._rlm.rsm, metadata, position,
-                               min(size, position + _TIMESTAMP_SCAN_BYTES) - 1)
+            data = self._fetch(metadata, name, position,
+                               min(size, position + _TIMESTAMP_SCAN_BYTES), None)
             consumed = 0
             for batch in iter_batches(data):
                 consumed = batch.position + batch.size_in_bytes
@@ -183,7 +184,7 @@ class RemoteLogReader:
                         return TimestampAndOffset(record.timestamp, record.offset)
             if consumed == 0:
                 length = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
-                data = _read_range(self._rlm.rsm, metadata, position, position + length - 1)
+                data = self._fetch(metadata, name, position, position + length, None)
                 consumed = length
                 for record in next(iter_batches(data)).records():
                     if record.timestamp >= timestamp and record.offset >= start_offset:
