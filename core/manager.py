@@ -20,8 +20,14 @@ from typing import Any
 from tierlog import filenames
 from tierlog.atomic import atomic_write_text, fsync_dir
 from tierlog.checkpoint import OffsetCheckpointFile
-from tierlog.config import LogConfig
-from tierlog.errors import ConfigError, InvalidTopicError, LogDirectoryError, TierlogError
+from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
+from tierlog.errors import (
+    ConfigError,
+    InvalidTopicError,
+    LogDirectoryError,
+    RemoteStorageError,
+    TierlogError,
+)
 from tierlog.cleaner.result import CleanupResult
 from tierlog.log import Log
 from tierlog.manager_config import ManagerConfig
@@ -29,6 +35,7 @@ from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote.factory import build_remote_log_manager
 from tierlog.remote.rlm import RemoteLogManager, TierResult
+from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
 
 log = logging.getLogger(__name__)
@@ -37,6 +44,8 @@ log = logging.getLogger(__name__)
 TOPIC_CONFIG_FILE = "topic-config.properties"
 
 TopicPartition = tuple[str, int]
+#: What a remote tier raises when it is unreachable or holds a corrupt object.
+_REMOTE_FAILURES = (RemoteStorageError, OSError)
 
 
 class UnknownTopicOrPartitionError(TierlogError, KeyError):
@@ -71,6 +80,8 @@ class LogManager:
         self.plugins = get_plugins()
         #: Tiering, once a topic enables remote.storage.enable (None until then).
         self.remote_log_manager: RemoteLogManager | None = None
+        #: Tiered partitions whose remote tier could not be attached, and why.
+        self._remote_unavailable: dict[TopicPartition, UnavailableRemote] = {}
 
     # -- opening ---------------------------------------------------------------------
 
@@ -180,16 +191,52 @@ class LogManager:
                                   f"no plugin provides a cleanup policy named {name!r} "
                                   f"(known: {', '.join(sorted(known))})")
 
-    def _attach_tiered_logs(self, logs: Iterable[Log]) -> None:
+    def _attach_tiered_logs(self, logs: Iterable[Log], *, isolate: bool = True) -> None:
+        """Attach the remote tier to every tiered log among ``logs``, building the
+        RemoteLogManager on first need (a ConfigError there is raised: it is every tiered
+        partition's). With ``isolate``, a partition whose attach fails on the tier (a corrupt
+        or unreadable object) is logged and left with an UnavailableRemote that reports the
+        failure, and the others attach; without it the failure is raised."""
         tiered = [lg for lg in logs if lg.remote_storage_enabled]
         if not tiered:
             return
+        try:
+            rlm = self._remote_log_manager()
+        except _REMOTE_FAILURES as exc:
+            if not isolate:
+                raise
+            for partition_log in tiered:
+                self._mark_remote_unavailable(partition_log, exc)
+            return
+        for partition_log in tiered:
+            try:
+                rlm.attach(partition_log)
+            except _REMOTE_FAILURES as exc:
+                if not isolate:
+                    raise
+                self._mark_remote_unavailable(partition_log, exc)
+            else:
+                self._remote_unavailable.pop((partition_log.topic, partition_log.partition), None)
+
+    def _remote_log_manager(self) -> RemoteLogManager:
         if self.remote_log_manager is None:
             self.remote_log_manager = build_remote_log_manager(
                 self.config, self.plugins.registries, self.dirs[0], self._time_ms,
                 self.plugins.hook)
-        for partition_log in tiered:
-            self.remote_log_manager.attach(partition_log)
+        return self.remote_log_manager
+
+    def _mark_remote_unavailable(self, partition_log: Log, exc: BaseException) -> None:
+        name = partition_log.directory.name
+        log.error("%s: remote tier unavailable, the partition opens without it (remote reads "
+                  "and tiering report this): %s", name, exc)
+        unavailable = UnavailableRemote(name, exc)
+        partition_log.attach_remote(unavailable, partition_log.highest_offset_in_remote)
+        self._remote_unavailable[(partition_log.topic, partition_log.partition)] = unavailable
+
+    def remote_unavailable(self, topic: str, partition: int) -> RemoteStorageError | None:
+        """Why the partition's remote tier is unavailable (None when attached or not tiered)."""
+        unavailable = self._remote_unavailable.get((topic, partition))
+        return None if unavailable is None else unavailable.error()
 
     def _topic_config_from_disk(self, directory: Path) -> LogConfig:
         overrides = _read_properties(directory / TOPIC_CONFIG_FILE)
@@ -225,11 +272,17 @@ class LogManager:
     def create_topic(self, name: str, partitions: int | None = None,
                      config: Mapping[str, Any] | None = None) -> list[Log]:
         """Create ``partitions`` partition directories (spread over the log dirs) and return
-        their logs. Config overrides are validated first and persisted with each partition."""
+        their logs. Config overrides are validated first and persisted with each partition.
+
+        All or nothing: when any step fails (a partition directory, the remote tier refusing
+        the attach of a tiered topic), every partition created so far is closed and removed
+        and the error is raised, so the topic can be created again."""
         filenames.validate_topic(name)
         count = self.config["num.partitions"] if partitions is None else partitions
-        if not isinstance(count, int) or count < 1:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ConfigError("partitions", f"must be a positive integer, got {count!r}")
+        if count - 1 > filenames.MAX_PARTITION:
+            raise ConfigError("partitions", f"must be at most {filenames.MAX_PARTITION + 1}")
         overrides = dict(config or {})
         topic_config = self.config.topic_defaults.with_overrides(overrides)
         self._check_cleanup_policies(topic_config)
@@ -237,22 +290,47 @@ class LogManager:
             self._check_open()
             if self.partitions(name):
                 raise TopicExistsError(f"topic {name!r} already exists")
+            if topic_config["remote.storage.enable"]:
+                self._remote_log_manager()  # a configuration mistake fails before any change
             topic_id = new_topic_id()
-            logs = []
-            for p in range(count):
-                log_dir = self._least_loaded_dir()
-                directory = log_dir / filenames.partition_dir_name(name, p)
-                directory.mkdir(parents=True)
-                if overrides:
-                    # Only the topic's own overrides: broker defaults may change later.
-                    _write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
-                partition_log = Log.open(directory, topic_config, topic_id=topic_id,
-                                         had_clean_shutdown=True, **self._log_options())
-                self._logs[(name, p)] = partition_log
-                logs.append(partition_log)
-            self._attach_tiered_logs(logs)
+            logs: list[Log] = []
+            directories: list[Path] = []
+            try:
+                for p in range(count):
+                    log_dir = self._least_loaded_dir()
+                    directory = log_dir / filenames.partition_dir_name(name, p)
+                    directory.mkdir(parents=True)
+                    directories.append(directory)
+                    if overrides:
+                        # Only the topic's own overrides: broker defaults may change later.
+                        _write_properties(directory / TOPIC_CONFIG_FILE,
+                                          LogConfig(overrides).overrides)
+                    partition_log = Log.open(directory, topic_config, topic_id=topic_id,
+                                             had_clean_shutdown=True, **self._log_options())
+                    self._logs[(name, p)] = partition_log
+                    logs.append(partition_log)
+                self._attach_tiered_logs(logs, isolate=False)
+            except BaseException:
+                self._undo_create(name, logs, directories)
+                raise
             log.info("created topic %s with %d partitions", name, count)
             return logs
+
+    def _undo_create(self, name: str, logs: list[Log], directories: list[Path]) -> None:
+        """Remove what a failed create_topic made (its logs closed, its directories gone)."""
+        for p in range(len(directories)):
+            self._logs.pop((name, p), None)
+            self._remote_unavailable.pop((name, p), None)
+        for partition_log in logs:
+            try:
+                partition_log.close()
+            except Exception:  # noqa: BLE001 - the directory goes anyway
+                log.exception("%s: closing after a failed create", partition_log.directory)
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+            fsync_dir(directory.parent)
+        log.warning("creating topic %s failed: its %d partition directories were removed",
+                    name, len(directories))
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.dirs}
@@ -283,17 +361,99 @@ class LogManager:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
         return self._logs[(topic, partitions[0])].config
 
-    def delete_topic(self, topic: str) -> None:
-        """Close the topic's logs, rename their dirs to ``<dir>.<uuid>-delete`` and remove them
-        in the background after ``file.delete.delay.ms``."""
+    def topic_overrides(self, topic: str) -> dict[str, Any]:
+        """The topic's own config overrides (parsed), as persisted beside its partitions: not
+        the broker's topic defaults, which its LogConfig merges in."""
+        partitions = self.partitions(topic)
+        if not partitions:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
+        directory = self._logs[(topic, partitions[0])].directory
+        return dict(LogConfig(_read_properties(directory / TOPIC_CONFIG_FILE)).overrides)
+
+    def alter_topic_config(self, topic: str, set_configs: Mapping[str, Any] | None = None,
+                           delete_configs: Iterable[str] = ()) -> LogConfig:
+        """Change the topic's overrides (``set_configs`` added or replaced, ``delete_configs``
+        removed: back to the broker default), as kafka-configs ``--alter`` does. Returns the
+        new config.
+
+        Everything is validated before anything changes (ConfigError naming the key); each
+        partition's override file is then replaced atomically and its log reopened with the
+        new config (a Log object taken before is closed: ask :meth:`log` again). Enabling
+        ``remote.storage.enable`` attaches the remote tier; disabling it is refused, as Kafka
+        refuses it."""
+        set_configs = dict(set_configs or {})
+        deleted = list(delete_configs)
         with self._lock:
+            self._check_open()
+            current = self.topic_overrides(topic)
+            for key in deleted:
+                if key not in TOPIC_CONFIG_KEYS:
+                    raise ConfigError(key, "unknown topic configuration key")
+                if key in set_configs:
+                    raise ConfigError(key, "is both set and deleted")
+            overrides = {k: v for k, v in {**current, **set_configs}.items()
+                         if k not in deleted}
+            own = LogConfig(overrides)
+            new_config = self.config.topic_defaults.with_overrides(own.overrides)
+            self._check_cleanup_policies(new_config)
+            old_config = self.topic_config(topic)
+            if old_config["remote.storage.enable"] and not new_config["remote.storage.enable"]:
+                raise ConfigError("remote.storage.enable",
+                                  f"cannot be disabled on topic {topic}, whose segments may "
+                                  f"already be in the remote tier (Kafka refuses it too)")
+            if new_config["remote.storage.enable"]:
+                self._remote_log_manager()  # a configuration mistake fails before any change
+            for p in self.partitions(topic):
+                self._reopen(topic, p, own.overrides, new_config)
+            log.info("altered topic %s: set %s, deleted %s", topic,
+                     ", ".join(sorted(set_configs)) or "nothing",
+                     ", ".join(sorted(deleted)) or "nothing")
+            return new_config
+
+    def _reopen(self, topic: str, partition: int, overrides: Mapping[str, Any],
+                config: LogConfig) -> None:
+        """Persist a partition's overrides atomically and reopen its log with ``config``."""
+        old = self._logs[(topic, partition)]
+        path = old.directory / TOPIC_CONFIG_FILE
+        if overrides:
+            _write_properties(path, overrides)
+        elif path.exists():
+            path.unlink()
+            fsync_dir(old.directory)
+        old.flush()
+        recovery_point, start = old.recovery_point, old.log_start_offset
+        high_watermark = old.high_watermark
+        old.close()
+        reopened = Log.open(old.directory, config, recovery_point=recovery_point,
+                            log_start_offset=start, had_clean_shutdown=True,
+                            **self._log_options())
+        reopened.update_high_watermark(high_watermark)
+        self._logs[(topic, partition)] = reopened
+        self._remote_unavailable.pop((topic, partition), None)
+        self._attach_tiered_logs([reopened])
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete the topic's remote data, then close its logs, rename their dirs to
+        ``<dir>.<uuid>-delete`` and remove them in the background after
+        ``file.delete.delay.ms``.
+
+        The remote data goes first: when the tier fails (or is unavailable to a partition),
+        RemoteStorageError is raised with the topic still in place, and deleting again
+        finishes the job."""
+        with self._lock:
+            self._check_open()
             partitions = self.partitions(topic)
             if not partitions:
                 raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
             for p in partitions:
-                partition_log = self._logs.pop((topic, p))
+                partition_log = self._logs[(topic, p)]
+                if isinstance(partition_log.remote, UnavailableRemote):
+                    raise RemoteStorageError(
+                        f"cannot delete topic {topic}: {partition_log.remote.error()}")
                 if partition_log.remote is not None and self.remote_log_manager is not None:
                     self.remote_log_manager.delete_partition(partition_log)
+            for p in partitions:
+                partition_log = self._logs.pop((topic, p))
                 delay = partition_log.config["file.delete.delay.ms"]
                 partition_log.close()
                 doomed = partition_log.directory.with_name(
@@ -335,7 +495,9 @@ class LogManager:
         self.cleanup_logs({"compact"})
 
     def tiered_logs(self) -> list[Log]:
-        return [lg for lg in self._logs.values() if lg.remote is not None and not lg.closed]
+        """The open logs with the remote tier attached (not those it is unavailable to)."""
+        return [lg for lg in self._logs.values() if lg.remote is not None and not lg.closed
+                and not isinstance(lg.remote, UnavailableRemote)]
 
     def copy_candidates(self) -> int:
         """How many closed segments are ready to be copied to the remote tier now."""
@@ -346,11 +508,15 @@ class LogManager:
         """One tiering run: copy eligible segments of every tiered log to the remote tier,
         enforce remote retention, then local retention (which deletes only copied segments).
         ``progress(event, detail)`` is called with ``("copied", metadata)`` per segment."""
+        unavailable = self._retry_unavailable()
         rlm = self.remote_log_manager
-        if rlm is None:
+        if rlm is None and not unavailable:
             return {}
-        logs = self.tiered_logs()
-        results = rlm.tier(logs, progress)
+        results = {} if rlm is None else rlm.tier(self.tiered_logs(), progress)
+        for partition_log in unavailable:
+            if isinstance(partition_log.remote, UnavailableRemote):
+                results[partition_log.directory.name] = TierResult(
+                    errors=[str(partition_log.remote.error())])
         self.cleanup_logs({"delete"})
         return results
 
@@ -359,9 +525,20 @@ class LogManager:
         RemoteLogManager's own threads (skipping one whose last run is still going), so a
         slow or hung remote tier never holds up the flush, retention and checkpoint tasks.
         Local retention of copied segments is the retention task's job."""
+        if self._remote_unavailable:
+            self._retry_unavailable()
         rlm = self.remote_log_manager
         if rlm is not None:
             rlm.submit_tiering(self.tiered_logs())
+
+    def _retry_unavailable(self) -> list[Log]:
+        """Attach again the partitions the remote tier was unavailable to (the failure may
+        have passed); returns them (those still failing keep their UnavailableRemote)."""
+        logs = [lg for tp in list(self._remote_unavailable)
+                if (lg := self._logs.get(tp)) is not None and not lg.closed]
+        with self._lock:
+            self._attach_tiered_logs(logs)
+        return logs
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose oldest unflushed data is older than its flush.ms."""

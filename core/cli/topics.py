@@ -1,10 +1,12 @@
-"""``tierlog topics``: create, list and describe topics (Kafka's kafka-topics.sh verbs);
-describe shows each partition's offsets and its local and remote segments.
+"""``tierlog topics``: create, list, describe, alter and delete topics (Kafka's kafka-topics.sh
+and kafka-configs.sh verbs); describe shows each partition's offsets and its local and remote
+segments, and still works when the remote tier is unreachable.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
 
 from tierlog.cli._common import (
@@ -12,14 +14,15 @@ from tierlog.cli._common import (
     common_parser,
     human_bytes,
     open_manager,
+    parse_assignment,
     parse_assignments,
     plural,
-    read_properties,
     settings,
     topic_partitions,
 )
+from tierlog.errors import RemoteStorageError
 from tierlog.log import Log
-from tierlog.manager import TOPIC_CONFIG_FILE, LogManager
+from tierlog.manager import LogManager
 from tierlog.remote.rlm import topic_id_partition
 from tierlog.remote.storage import RemoteLogSegmentState
 
@@ -28,22 +31,33 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """``common`` is not used: this command's ``--config`` is Kafka's topic override."""
     parser = sub.add_parser(
         "topics", parents=[common_parser(config_file=False)],
-        help="create, list or describe topics",
-        description="Create, list or describe topics. Describe shows, per partition, the log "
-                    "start, local log start and end offsets, the high watermark, the last "
-                    "stable offset, and the local and remote segments. A broker config file "
-                    "goes before the command here: tierlog --config FILE topics ...")
+        help="create, list, describe, alter or delete topics",
+        description="Create, list, describe, alter or delete topics. Describe shows, per "
+                    "partition, the log start, local log start and end offsets, the high "
+                    "watermark, the last stable offset, and the local and remote segments. A "
+                    "broker config file goes before the command here: "
+                    "tierlog --config FILE topics ...")
     verb = parser.add_mutually_exclusive_group(required=True)
-    verb.add_argument("--create", action="store_true", help="create --topic")
+    verb.add_argument("--create", action="store_true",
+                      help="create --topic (all or nothing: a failure leaves no partition)")
     verb.add_argument("--list", action="store_true", help="list topic names")
     verb.add_argument("--describe", action="store_true",
                       help="describe --topic, or every topic")
-    parser.add_argument("--topic", help="the topic to create or describe")
+    verb.add_argument("--alter", action="store_true",
+                      help="change --topic's config overrides (--add-config, --delete-config)")
+    verb.add_argument("--delete", action="store_true",
+                      help="delete --topic, its remote segments first")
+    parser.add_argument("--topic", help="the topic to create, describe, alter or delete")
     parser.add_argument("--partitions", type=int, metavar="N",
                         help="partitions of the new topic (default: num.partitions)")
     parser.add_argument("--config", dest="topic_config", action="append", metavar="KEY=VALUE",
                         help="a topic config override for --create, e.g. segment.bytes=1048576 "
                              "or remote.storage.enable=true (repeatable)")
+    parser.add_argument("--add-config", action="append", metavar="K=V[,K=V...]",
+                        help="with --alter: overrides to set, e.g. retention.ms=3600000,"
+                             "cleanup.policy=[compact,delete] (repeatable)")
+    parser.add_argument("--delete-config", action="append", metavar="K[,K...]",
+                        help="with --alter: overrides to remove (back to the broker default)")
     parser.set_defaults(func=run)
 
 
@@ -60,6 +74,26 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.topic_config or args.partitions is not None:
         raise CliError("--config and --partitions go with --create")
+    if (args.add_config or args.delete_config) and not args.alter:
+        raise CliError("--add-config and --delete-config go with --alter")
+    if args.alter or args.delete:
+        if not args.topic:
+            raise CliError(f"--{'alter' if args.alter else 'delete'} needs --topic")
+        with open_manager(st) as mgr:
+            topic_partitions(mgr, args.topic)
+            if args.delete:
+                mgr.delete_topic(args.topic)
+                print(f"Deleted topic {args.topic}.")
+                return 0
+            if not args.add_config and not args.delete_config:
+                raise CliError("--alter needs --add-config or --delete-config")
+            added = parse_config_list(args.add_config)
+            removed = [k.strip() for item in args.delete_config or () for k in item.split(",")
+                       if k.strip()]
+            mgr.alter_topic_config(args.topic, added, removed)
+            overrides = _shown_overrides(mgr.topic_overrides(args.topic))
+            print(f"Altered topic {args.topic}: Configs: {overrides}")
+        return 0
     with open_manager(st) as mgr:
         if args.list:
             for topic in mgr.topics():
@@ -75,12 +109,12 @@ def run(args: argparse.Namespace) -> int:
 def _describe(mgr: LogManager, topic: str) -> None:
     partitions = mgr.partitions(topic)
     first = mgr.log(topic, partitions[0])
-    overrides = ",".join(f"{k}={v}" for k, v in sorted(_topic_overrides(first).items()))
+    overrides = _shown_overrides(mgr.topic_overrides(topic))
     print(f"Topic: {topic}\tTopicId: {first.topic_id}\tPartitionCount: {len(partitions)}\t"
           f"Configs: {overrides}")
     for partition in partitions:
         log = mgr.log(topic, partition)
-        remote_count, remote_bytes = _remote_segments(mgr, log)
+        remote = _remote_segments(mgr, log)
         segments = log.segments.values()
         print(f"\tTopic: {topic}\tPartition: {partition}\t"
               f"LogStartOffset: {log.log_start_offset}\t"
@@ -89,23 +123,54 @@ def _describe(mgr: LogManager, topic: str) -> None:
               f"LastStableOffset: {log.last_stable_offset}\t"
               f"LocalSegments: {len(segments)}\tLocalBytes: {log.size_in_bytes} "
               f"({human_bytes(log.size_in_bytes)})\t"
-              f"RemoteSegments: {remote_count}\tRemoteBytes: {remote_bytes} "
-              f"({human_bytes(remote_bytes)})")
+              + (f"RemoteSegments: {remote[0]}\tRemoteBytes: {remote[1]} "
+                 f"({human_bytes(remote[1])})" if remote is not None else
+                 "RemoteSegments: unavailable\tRemoteBytes: unavailable"))
 
 
-def _topic_overrides(log: Log) -> dict[str, str]:
-    """The topic's own config overrides, as persisted beside its partition (not the broker's
-    topic defaults, which LogConfig merges in)."""
-    path = log.directory / TOPIC_CONFIG_FILE
-    return read_properties(path) if path.is_file() else {}
+def _shown_overrides(overrides: dict[str, Any]) -> str:
+    """``k=v,k2=v2`` as kafka-topics shows a topic's configs (lists joined by commas)."""
+    def text(value: Any) -> str:
+        if isinstance(value, tuple):
+            return ",".join(value)
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    return ",".join(f"{k}={text(v)}" for k, v in sorted(overrides.items()))
 
 
-def _remote_segments(mgr: LogManager, log: Log) -> tuple[int, int]:
-    """Count and ``.log`` bytes of the partition's readable (COPY_SEGMENT_FINISHED) segments."""
+def parse_config_list(items: list[str] | None) -> dict[str, str]:
+    """kafka-configs' ``--add-config k=v,k2=[a,b]``: pairs split at commas outside square
+    brackets, a bracketed value is a list (brackets removed)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        depth, start, parts = 0, 0, []
+        for i, ch in enumerate(item):
+            depth += (ch == "[") - (ch == "]")
+            if ch == "," and depth == 0:
+                parts.append(item[start:i])
+                start = i + 1
+        parts.append(item[start:])
+        for part in (p for p in parts if p.strip()):
+            key, value = parse_assignment(part, "--add-config")
+            if value.startswith("[") and value.endswith("]"):
+                value = value[1:-1]
+            out[key] = value
+    return out
+
+
+def _remote_segments(mgr: LogManager, log: Log) -> tuple[int, int] | None:
+    """Count and ``.log`` bytes of the partition's readable (COPY_SEGMENT_FINISHED) segments;
+    None when the remote tier is unavailable (the reason is logged, the rest still shows)."""
+    if mgr.remote_unavailable(log.topic, log.partition) is not None:
+        return None
     rlm = mgr.remote_log_manager
     if rlm is None or log.remote is None:
         return 0, 0
-    copied = [m for m in rlm.rlmm.list_remote_log_segments(topic_id_partition(log))
-              if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+    try:
+        copied = [m for m in rlm.rlmm.list_remote_log_segments(topic_id_partition(log))
+                  if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+    except RemoteStorageError as exc:
+        logging.getLogger(__name__).error("%s: remote tier unavailable: %s",
+                                          log.directory.name, exc)
+        return None
     return len(copied), sum(m.segment_size_in_bytes for m in copied)
 
