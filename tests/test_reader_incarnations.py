@@ -47,7 +47,7 @@ def _values(table) -> set[bytes]:
 
 
 def test_the_newest_incarnation_is_read_by_default(two_incarnations):
-    url, old, new = two_incarnations
+    url, _, new = two_incarnations
     reader = RemoteTopicReader(url)
     assert reader.list_topics() == ["orders"]
     assert reader.list_partitions("orders") == [0, 1]
@@ -84,7 +84,7 @@ def test_spark_source_reads_the_newest_and_takes_a_topic_id(two_incarnations):
     pytest.importorskip("pyspark")
     from tierlog.spark import TierlogDataSource, TierlogOptions
 
-    url, old, new = two_incarnations
+    url, old, _ = two_incarnations
 
     def rows(**options: str) -> set[bytes]:
         source = TierlogDataSource({"path": url, "subscribe": "orders", **options})
