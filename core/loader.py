@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog import filenames
-from tierlog.errors import CorruptIndexError, CorruptRecordError, LogDirectoryError
+from tierlog.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    CorruptSnapshotError,
+    LogDirectoryError,
+)
 from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
@@ -45,6 +50,8 @@ class RecoveryReport:
     files_removed: list[str] = field(default_factory=list)
     swaps_completed: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    snapshots_from_remote: list[int] = field(default_factory=list)
+    """Producer snapshots taken from the remote tier (a tiered log's local log start)."""
     clean_shutdown: bool = True
     log_start_offset: int = 0
     log_end_offset: int = 0
@@ -76,6 +83,8 @@ class RecoveryReport:
 
 
 SegmentFactory = Callable[[int, str], LogSegment]
+#: The producer snapshot bytes a remote tier holds at an offset, or None.
+RemoteSnapshot = Callable[[int], "bytes | None"]
 
 
 class LogLoader:
@@ -97,6 +106,7 @@ class LogLoader:
         leader_epoch_cache: LeaderEpochFileCache | None = None,
         time_ms: Callable[[], int] | None = None,
         tiered: bool = False,
+        remote_snapshot: RemoteSnapshot | None = None,
     ) -> None:
         self.directory = directory
         self.open_segment = open_segment
@@ -105,6 +115,7 @@ class LogLoader:
         self.log_start_offset = max(log_start_offset, 0)
         #: Offsets below the local segments may live in a remote tier (remote.storage.enable).
         self.tiered = tiered
+        self.remote_snapshot = remote_snapshot
         self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
         self.producer_state = producer_state or ProducerStateManager(directory,
                                                                      time_ms=self._time_ms)
@@ -119,6 +130,8 @@ class LogLoader:
         if not self.directory.is_dir():
             raise LogDirectoryError(f"{self.directory} is not a directory")
         self._remove_transient_files()
+        if self.tiered:
+            self._keep_snapshot_at_local_start()
         segments = self._open_segments()
         if not self.had_clean_shutdown:
             self._recover(segments)
@@ -158,6 +171,33 @@ class LogLoader:
         if self.tiered:
             return self.log_start_offset
         return max(self.log_start_offset, segments.first.base_offset)
+
+    def _keep_snapshot_at_local_start(self) -> None:
+        """A tiered log replays producer state from a snapshot at or below its local log start:
+        the batches below it are only in the tier. If no such snapshot is left, take the one
+        the tier holds at the local log start (copied with the segment that ends just below
+        it); failing that, report that the producers seen only below it are forgotten."""
+        bases = [filenames.offset_from_filename(p.name) for p in self.directory.iterdir()
+                 if p.name.endswith(filenames.LOG_SUFFIX)]
+        local_start = min(bases, default=None)
+        if local_start is None or local_start <= self.log_start_offset:
+            return
+        if self.producer_state.snapshot_at_or_below(local_start) is not None:
+            return
+        data = self.remote_snapshot(local_start) if self.remote_snapshot is not None else None
+        if data is not None:
+            try:
+                self.producer_state.restore_snapshot(local_start, data,
+                                                     f"the remote tier (offset {local_start})")
+                self.report.snapshots_from_remote.append(local_start)
+                return
+            except CorruptSnapshotError as exc:
+                log.warning("%s: %s", self.directory, exc)
+        problem = (f"no producer snapshot at or below the local log start offset {local_start} "
+                   f"(locally or in the remote tier): producers whose last batches are below it "
+                   f"are forgotten")
+        log.warning("%s: %s", self.directory, problem)
+        self.report.errors.append(problem)
 
     # -- leftovers -------------------------------------------------------------------
 

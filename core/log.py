@@ -44,6 +44,9 @@ from tierlog.segments import LogSegments
 log = logging.getLogger(__name__)
 
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
+#: (topic_id, topic, partition, offset) -> the producer snapshot a remote tier holds there.
+RemoteSnapshots = Callable[[str, str, int, int], "bytes | None"]
+
 
 
 def _now_ms() -> int:
@@ -109,6 +112,7 @@ class Log(LogReads, LogRetention):
         plugins: PluginHost | None = None,
         leader_epoch: int | None = None,
     ) -> None:
+        remote_snapshots: RemoteSnapshots | None = None,
         self.directory = directory
         host = plugins or get_plugins()
         self._hook = host.hook
@@ -160,6 +164,8 @@ class Log(LogReads, LogRetention):
             tiered=config["remote.storage.enable"],
         )
         self.segments: LogSegments = loader.load()
+            remote_snapshot=None if remote_snapshots is None else (
+                lambda offset: remote_snapshots(self.topic_id, topic, partition, offset)),
         self.recovery: RecoveryReport = loader.report
         self._next_offset = self.recovery.log_end_offset
         self._log_start_offset = self.recovery.log_start_offset
@@ -194,6 +200,7 @@ class Log(LogReads, LogRetention):
         leader_epoch: int | None = None,
     ) -> Log:
         """Open (creating if needed) the partition directory ``<topic>-<partition>``.
+        remote_snapshots: RemoteSnapshots | None = None,
 
         Without ``had_clean_shutdown`` every segment from the one holding ``recovery_point``
         on is re-validated, as after a crash; what recovery did is in ``log.recovery``.
@@ -205,6 +212,9 @@ class Log(LogReads, LogRetention):
         receives lifecycle events; ``leader_epoch`` is stamped into appended batches.
         """
         directory = Path(directory)
+        ``remote_snapshots(topic_id, topic, partition, offset)`` returns the producer snapshot
+        a remote tier holds at an offset (or None): a tiered log whose local snapshot at its
+        local log start is gone takes it from there.
         topic, partition = filenames.parse_partition_dir(directory.name)
         if not isinstance(config, LogConfig):
             config = LogConfig(config)
@@ -224,6 +234,7 @@ class Log(LogReads, LogRetention):
             leader_epoch=leader_epoch,
         )
 
+            remote_snapshots=remote_snapshots,
     @classmethod
     def for_partition(
         cls, log_dir: str | Path, topic: str, partition: int,
@@ -597,14 +608,18 @@ class Log(LogReads, LogRetention):
         """The oldest producer snapshot worth keeping (Kafka's minSnapshotsOffsetToRetain):
         the lower of the base of the last segment starting below the recovery point (where
         recovery rebuilds from) and the base of the segment before the active one (where a
-        truncation rebuilds from)."""
+        truncation rebuilds from). Tiered, also the end of the last copied segment: the copy
+        of each later segment ships the snapshot at its end to the tier."""
         with self._lock:
             active = self.segments.active.base_offset
             before_active = self.segments.floor(active - 1)
             two_segments = before_active.base_offset if before_active else active
             before_rp = self.segments.floor(self._recovery_point - 1)
             recovery = before_rp.base_offset if before_rp else self._recovery_point
-            return min(recovery, two_segments)
+            keep = min(recovery, two_segments)
+            if self.remote_storage_enabled:
+                keep = min(keep, self._highest_offset_in_remote + 1)
+            return keep
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
         """Delete the producer snapshots below ``min_snapshots_offset_to_retain`` (called once

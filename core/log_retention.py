@@ -127,9 +127,11 @@ class LogRetention:
                 self._hook.tierlog_segment_deleted(log=self, segment=segment, reason=reason)
         first = self.segments.first
         if first is not None:
-            # Kafka deletes the snapshots of deleted segments; below the first segment none
-            # can serve a rebuild (those above the log end go when producer state is rebuilt).
-            self.producer_state.delete_snapshots_before(first.base_offset)
+            # Kafka deletes the snapshots of deleted segments, but keeps the one a replay from
+            # the first segment starts from: below it nothing can be replayed locally (a tiered
+            # log's older data is only in the tier). Those above the log end go when producer
+            # state is rebuilt.
+            self.producer_state.delete_snapshots_before(first.base_offset, keep_floor=True)
         self.delete_segments_later(doomed)
 
     def delete_segments_later(self, doomed: Sequence[LogSegment]) -> None:

@@ -34,6 +34,7 @@ from tierlog.manager_config import ManagerConfig
 from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote.factory import build_remote_log_manager
+from tierlog.remote.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.rlm import RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
@@ -168,6 +169,8 @@ class LogManager:
         partition_log = Log.open(
             directory, config, recovery_point=recovery.get(tp, 0),
             log_start_offset=starts.get(tp, 0), had_clean_shutdown=self.clean_shutdown[log_dir],
+            remote_snapshots=(TierProducerSnapshots(lambda: self._remote_log_manager(), self._lock)
+                              if config["remote.storage.enable"] else None),
             **self._log_options(),
         )
         return tp, partition_log

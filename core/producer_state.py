@@ -23,7 +23,12 @@ from tierlog.errors import (
     ProducerFencedError,
     TransactionCoordinatorFencedError,
 )
-from tierlog.producer_snapshot import SnapshotEntry, read_snapshot, write_snapshot
+from tierlog.producer_snapshot import (
+    SnapshotEntry,
+    decode_snapshot,
+    read_snapshot,
+    write_snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -527,10 +532,33 @@ class ProducerStateManager:
         self._last_snap_offset = self._last_map_offset
         return path
 
-    def delete_snapshots_before(self, offset: int) -> None:
-        """Delete the snapshot files taken below ``offset``."""
-        for snap in [o for o in self._snapshots if o < offset]:
+    def delete_snapshots_before(self, offset: int, *, keep_floor: bool = False) -> None:
+        """Delete the snapshot files taken below ``offset``; with ``keep_floor`` the newest one
+        at or below ``offset`` stays: the one a replay from ``offset`` starts from (a tiered
+        log's local log start, below which nothing can be replayed locally)."""
+        doomed = [o for o in self._snapshots if o < offset]
+        if keep_floor and offset not in self._snapshots and doomed:
+            doomed.remove(max(doomed))
+        for snap in doomed:
             self._remove_and_delete_snapshot(snap)
+
+    def snapshot_at_or_below(self, offset: int) -> int | None:
+        """The offset of the newest snapshot file at or below ``offset`` (the directory is
+        rescanned: loading may have removed files), or None."""
+        self._snapshots = self._scan_snapshots()
+        return max((o for o in self._snapshots if o <= offset), default=None)
+
+    def restore_snapshot(self, offset: int, data: bytes, source: str) -> Path:
+        """Write snapshot bytes taken elsewhere (``source``, e.g. a remote tier's object) as the
+        snapshot at ``offset``, atomically; CorruptSnapshotError (naming ``source``) if they
+        are not a valid snapshot, and then nothing is written."""
+        entries = decode_snapshot(data, source)
+        path = filenames.snapshot_file(self.log_dir, offset)
+        write_snapshot(path, entries)
+        self._snapshots[offset] = path
+        log.info("restored producer snapshot %s (%d producer ids) from %s", path, len(entries),
+                 source)
+        return path
 
     def remove_stray_snapshots(self, segment_base_offsets: Collection[int]) -> None:
         """Rescan the directory and delete snapshots that match no segment base offset, except

@@ -19,5 +19,6 @@ def test_sigkilled_tiered_writer_keeps_producer_state_over_restarts(tmp_path, se
     assert totals.failures == []
     assert totals.rounds == ROUNDS and totals.restarts == ROUNDS - 1
     assert totals.duplicates_caught == totals.retries > 0
-    leo, _ = check_log(root, tier_url, seed)
+    leo, _, report = check_log(root, tier_url, seed)
+    assert not report.errors
     assert leo > 0

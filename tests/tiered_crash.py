@@ -29,6 +29,7 @@ from pathlib import Path
 from crash_writer import IDEMPOTENT_PRODUCERS, T0, TOPIC, last_steps, step_offsets, steps
 
 from tierlog import filenames
+from tierlog.loader import RecoveryReport
 from tierlog.manager import LogManager
 
 WRITER = Path(__file__).with_name("crash_writer.py")
@@ -93,6 +94,7 @@ def run_round(root: Path, tier_url: str, seed: int, rng: random.Random) -> tuple
     else:
         args += ["--die-at", str(rng.randint(1, 1500))]
     errors = root.parent / "writer.stderr"
+    root.parent.mkdir(parents=True, exist_ok=True)
     with open(errors, "w") as stderr:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True)
         lines = []
@@ -177,10 +179,11 @@ def run_rounds(root: Path, tier_url: str, seed: int, rounds: int,
     return totals
 
 
-def check_log(root: Path, tier_url: str, seed: int) -> tuple[int, int]:
+def check_log(root: Path, tier_url: str, seed: int) -> tuple[int, int, RecoveryReport]:
     """Open the SIGKILLed directory here and check it whole: every batch, remote ones
     included, is the workload's; each idempotent producer's last batch is deduplicated when
-    re-sent. Returns (log end offset, how many re-sent batches were only in the tier)."""
+    re-sent. Returns (log end offset, how many re-sent batches were only in the tier, what
+    the open reported)."""
     mgr = LogManager.open(root, {"remote.storage.url": tier_url},
                           time_ms=lambda: T0 + 10**7, start_scheduler=False)
     try:
@@ -219,7 +222,7 @@ def check_log(root: Path, tier_url: str, seed: int) -> tuple[int, int]:
         assert log.log_end_offset == leo
         partition = root / filenames.partition_dir_name(TOPIC, 0)
         assert partition.is_dir()
-        return leo, remote_only
+        return leo, remote_only, report
     finally:
         mgr.close()
 
