@@ -43,10 +43,10 @@ from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
 #: (topic_id, topic, partition, offset) -> the producer snapshot a remote tier holds there.
 RemoteSnapshots = Callable[[str, str, int, int], "bytes | None"]
 
+__all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
 
 
 def _now_ms() -> int:
@@ -111,8 +111,8 @@ class Log(LogReads, LogRetention):
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         plugins: PluginHost | None = None,
         leader_epoch: int | None = None,
-    ) -> None:
         remote_snapshots: RemoteSnapshots | None = None,
+    ) -> None:
         self.directory = directory
         host = plugins or get_plugins()
         self._hook = host.hook
@@ -162,10 +162,10 @@ class Log(LogReads, LogRetention):
             leader_epoch_cache=self.leader_epoch_cache,
             time_ms=time_ms,
             tiered=config["remote.storage.enable"],
-        )
-        self.segments: LogSegments = loader.load()
             remote_snapshot=None if remote_snapshots is None else (
                 lambda offset: remote_snapshots(self.topic_id, topic, partition, offset)),
+        )
+        self.segments: LogSegments = loader.load()
         self.recovery: RecoveryReport = loader.report
         self._next_offset = self.recovery.log_end_offset
         self._log_start_offset = self.recovery.log_start_offset
@@ -198,9 +198,9 @@ class Log(LogReads, LogRetention):
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         plugins: PluginHost | None = None,
         leader_epoch: int | None = None,
+        remote_snapshots: RemoteSnapshots | None = None,
     ) -> Log:
         """Open (creating if needed) the partition directory ``<topic>-<partition>``.
-        remote_snapshots: RemoteSnapshots | None = None,
 
         Without ``had_clean_shutdown`` every segment from the one holding ``recovery_point``
         on is re-validated, as after a crash; what recovery did is in ``log.recovery``.
@@ -210,11 +210,11 @@ class Log(LogReads, LogRetention):
         ``scheduler``, deleted segments are removed after ``file.delete.delay.ms``.
         ``plugins`` (default: the process-wide plugin host) supplies plugin index types and
         receives lifecycle events; ``leader_epoch`` is stamped into appended batches.
-        """
-        directory = Path(directory)
         ``remote_snapshots(topic_id, topic, partition, offset)`` returns the producer snapshot
         a remote tier holds at an offset (or None): a tiered log whose local snapshot at its
         local log start is gone takes it from there.
+        """
+        directory = Path(directory)
         topic, partition = filenames.parse_partition_dir(directory.name)
         if not isinstance(config, LogConfig):
             config = LogConfig(config)
@@ -232,9 +232,9 @@ class Log(LogReads, LogRetention):
             producer_id_expiration_ms=producer_id_expiration_ms,
             plugins=plugins,
             leader_epoch=leader_epoch,
+            remote_snapshots=remote_snapshots,
         )
 
-            remote_snapshots=remote_snapshots,
     @classmethod
     def for_partition(
         cls, log_dir: str | Path, topic: str, partition: int,
