@@ -509,7 +509,8 @@ def _time_index_problem(segment: LogSegment, tail: int) -> str | None:
     that entry; Kafka's final entry), so no batch may carry a later timestamp. Only the batches
     from ``tail`` (the last offset index entry's position) on are read: the ones before it
     were indexed with their running maximum, so an empty or cut-back time index shows there
-    too. An empty time index is right only for a segment without timestamps."""
+    too. An empty time index is right only for a segment without timestamps. Invalid bytes
+    in that tail are a problem too (the segment is then recovered)."""
     last = segment.time_index.last_entry
     try:
         for _, header in segment.log.headers_from(tail):
@@ -519,8 +520,10 @@ def _time_index_problem(segment: LogSegment, tail: int) -> str | None:
                 return (f"time index {segment.time_index.path} {held}, but the batch at offset "
                         f"{header.base_offset} of {segment.path.name} has timestamp "
                         f"{header.max_timestamp}")
-    except CorruptRecordError:
-        pass  # bad data, not a bad index: reading it reports it (recovery, after a crash)
+    except CorruptRecordError as exc:
+        # Invalid bytes after the last indexed batch: e.g. the zero tail of a preallocated
+        # segment a crash left untrimmed mid-roll. Recovering the segment cuts them.
+        return f"{segment.path.name} has invalid bytes after its last indexed batch: {exc}"
     return None
 
 
