@@ -1,7 +1,7 @@
 """Every tierlog hook: the variation points plugins implement, found through entry points.
 
 Hooks are named ``tierlog_<verb>_<noun>``. Registration hooks receive a ``register`` callback;
-event hooks are called after the event, with the objects involved, and return nothing.
+event hooks are called after the event with an immutable event object, and return nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pluggy
+
+from tierlog.events import RemoteSegmentEvent, SegmentDeleted, SegmentRolled
 
 PROJECT_NAME = "tierlog"
 
@@ -50,25 +52,30 @@ def tierlog_register_remote_storage(register: Callable[[str, Any], None]) -> Non
 
 
 # -- lifecycle events -------------------------------------------------------------------
+# Each receives one immutable event object (see tierlog.events), never a live Log or segment.
+# They are called after the event, outside the log's lock; a hook that raises is logged
+# (rate-limited, naming the plugin) and skipped: the engine and the other plugins go on.
 
 
 @hookspec
-def tierlog_segment_rolled(log: Any, segment: Any) -> None:
-    """Called after ``log`` rolled: ``segment`` is the segment that just became inactive."""
+def tierlog_segment_rolled(event: SegmentRolled) -> None:
+    """Called after a log rolled: ``event`` names the partition, the segment that just became
+    inactive (``base_offset``, ``size_in_bytes``, ``max_timestamp``) and ``next_offset``, the
+    base offset of the new active segment."""
 
 
 @hookspec
-def tierlog_segment_deleted(log: Any, segment: Any, reason: str) -> None:
-    """Called after a local segment was removed from ``log`` (retention, truncation, cleaning).
-    ``reason`` says which."""
+def tierlog_segment_deleted(event: SegmentDeleted) -> None:
+    """Called after a local segment left a log (retention, truncation, log start offset);
+    ``event.reason`` says which."""
 
 
 @hookspec
-def tierlog_segment_copied_to_remote(log: Any, metadata: Any) -> None:
+def tierlog_segment_copied_to_remote(event: RemoteSegmentEvent) -> None:
     """Called after a segment's copy to the remote tier was committed (COPY_SEGMENT_FINISHED);
-    ``metadata`` is its RemoteLogSegmentMetadata."""
+    ``event.metadata`` is its RemoteLogSegmentMetadata."""
 
 
 @hookspec
-def tierlog_remote_segment_deleted(log: Any, metadata: Any) -> None:
+def tierlog_remote_segment_deleted(event: RemoteSegmentEvent) -> None:
     """Called after a remote segment was deleted (DELETE_SEGMENT_FINISHED)."""

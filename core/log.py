@@ -20,6 +20,7 @@ from tierlog.atomic import fsync_dir
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import INT_MAX, LONG_MAX, LogConfig
 from tierlog.errors import LogClosedError, RecordBatchTooLargeError
+from tierlog.events import EventQueue, SegmentRolled
 from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.loader import LogLoader, RecoveryReport, apply_batch, rebuild_producer_state
@@ -115,7 +116,8 @@ class Log(LogReads, LogRetention):
     ) -> None:
         self.directory = directory
         host = plugins or get_plugins()
-        self._hook = host.hook
+        #: Lifecycle events queued under the lock, delivered to plugins after it is released.
+        self._events = EventQueue(host.events)
         self._extra_index_types = [
             t for t in host.registries.index_types.values()
             if not t.builtin and t.enabled_for(config)
@@ -407,10 +409,12 @@ class Log(LogReads, LogRetention):
                     return _new_tuple(LogAppendInfo, (
                         first, last, max_ts, last, -1, self._log_start_offset, count, 1, size,
                         False))
-            return self._append_planned(data, assign_offsets, leader_epoch, origin,
+            info = self._append_planned(data, assign_offsets, leader_epoch, origin,
                                         self._check_records)
         finally:
             lock.release()
+        self._deliver_events()  # the general path may have rolled
+        return info
 
     def _append_planned(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
                         leader_epoch: int | None, origin: str,
@@ -524,7 +528,9 @@ class Log(LogReads, LogRetention):
             _check_leader_epoch(leader_epoch)
         with self._lock:
             self._check_open()
-            return self._append_planned(data, True, leader_epoch, "client", False)
+            info = self._append_planned(data, True, leader_epoch, "client", False)
+        self._deliver_events()
+        return info
 
     def append_marker(
         self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
@@ -556,7 +562,9 @@ class Log(LogReads, LogRetention):
         """Close the active segment and start a new one at the log end offset."""
         with self._lock:
             self._check_open()
-            return self._roll(self._next_offset)
+            segment = self._roll(self._next_offset)
+        self._deliver_events()
+        return segment
 
     def _roll(self, new_base: int) -> LogSegment:
         active = self.segments.active
@@ -579,8 +587,16 @@ class Log(LogReads, LogRetention):
             raise
         self.segments.add(segment)
         log.info("%s: rolled new segment at offset %d", self.directory.name, new_base)
-        self._hook.tierlog_segment_rolled(log=self, segment=active)
+        self._events.post("tierlog_segment_rolled", SegmentRolled(
+            self.topic, self.partition, self.topic_id, active.base_offset, new_base,
+            active.size, active.max_timestamp_so_far))
         return segment
+
+    def _deliver_events(self) -> None:
+        """Hand the queued lifecycle events to plugins, outside the log's lock: a caller that
+        still holds the lock (re-entrantly) leaves them for the outermost release."""
+        if self._events.pending and not self._lock._is_owned():  # type: ignore[attr-defined]
+            self._events.deliver()
 
     # -- flush and close -------------------------------------------------------------
 

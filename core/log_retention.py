@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tierlog import filenames
 from tierlog.errors import OffsetOutOfRangeError
+from tierlog.events import EventQueue, SegmentDeleted
 from tierlog.segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,8 @@ log = logging.getLogger(__name__)
 class LogRetention:
     """Mixin of :class:`tierlog.log.Log`: truncation and segment deletion, under the log's lock."""
 
-    _hook: Any
+    _events: EventQueue
+    _deliver_events: Callable[[], None]
 
     # -- truncation and the log start offset -------------------------------------------
 
@@ -28,6 +29,12 @@ class LogRetention:
         and the recovery point stay consistent. Returns False when there was nothing to do."""
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.directory.name} to negative offset {target_offset}")
+        try:
+            return self._truncate_to(target_offset)
+        finally:
+            self._deliver_events()
+
+    def _truncate_to(self, target_offset: int) -> bool:
         with self._lock:
             self._check_open()
             if target_offset >= self._next_offset:
@@ -59,6 +66,7 @@ class LogRetention:
         with self._lock:
             self._check_open()
             self._truncate_fully(new_offset)
+        self._deliver_events()
 
     def _truncate_fully(self, new_offset: int) -> None:
         self._remove_segments(self.segments.values(), "full truncation")
@@ -123,8 +131,9 @@ class LogRetention:
             segment.change_file_suffixes("", filenames.DELETED_SUFFIX)
             log.info("%s: scheduled segment %d for deletion (%s)", self.directory.name,
                      segment.base_offset, reason)
-            if self._hook is not None:
-                self._hook.tierlog_segment_deleted(log=self, segment=segment, reason=reason)
+            self._events.post("tierlog_segment_deleted", SegmentDeleted(
+                self.topic, self.partition, self.topic_id, segment.base_offset, segment.size,
+                reason))
         first = self.segments.first
         if first is not None:
             # Kafka deletes the snapshots of deleted segments, but keeps the one a replay from
@@ -167,6 +176,14 @@ class LogRetention:
         segment stays; if every segment goes, the log rolls first so one remains. Untiered,
         the log start offset moves to the first remaining segment; tiered, only the local log
         start offset moves. Returns (base offset, size) of each deleted segment."""
+        try:
+            return self._delete_old_segments(predicate, reason)
+        finally:
+            self._deliver_events()
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> list[tuple[int, int]]:
         with self._lock:
             self._check_open()
             segments = self.segments.values()

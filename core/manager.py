@@ -225,7 +225,7 @@ class LogManager:
         if self.remote_log_manager is None:
             self.remote_log_manager = build_remote_log_manager(
                 self.config, self.plugins.registries, self.dirs[0], self._time_ms,
-                self.plugins.hook)
+                self.plugins.events)
         return self.remote_log_manager
 
     def _mark_remote_unavailable(self, partition_log: Log, exc: BaseException) -> None:

@@ -20,6 +20,7 @@ import pluggy
 
 from tierlog import hookspecs
 from tierlog.errors import PluginError
+from tierlog.events import EventDelivery
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,8 @@ class PluginHost:
             self._register_module(module_name, "tierlog (built-in)")
         self.registries = Registries(self.pm)
         self._record_registry_failures()
+        #: Isolated, rate-limited delivery of lifecycle events to every plugin.
+        self.events = EventDelivery(self.pm)
 
     def _record_registry_failures(self) -> None:
         for name, error in self.registries.failures:

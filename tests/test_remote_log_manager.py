@@ -327,8 +327,8 @@ def test_the_scheduler_tiers_every_task_interval_and_hooks_see_each_copy(local_m
 
     class CopyAudit(AuditPlugin):
         @hookimpl
-        def tierlog_segment_copied_to_remote(self, log, metadata):
-            self.events.append(("copied", log.topic, metadata.start_offset))
+        def tierlog_segment_copied_to_remote(self, event):
+            self.events.append(("copied", event.topic, event.metadata.start_offset))
 
     audit = CopyAudit()
     host = get_plugins()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.errors import ConfigError
+from tierlog.events import EventDelivery
 from tierlog.remote.index_cache import CACHE_DIR_NAME, RemoteIndexCache
 from tierlog.remote.metadata import RemoteLogMetadataManager
 from tierlog.remote.rlm import RemoteLogManager
@@ -16,7 +17,7 @@ METADATA_CACHE_DIR_NAME = "remote-log-metadata-cache"
 
 
 def build_remote_log_manager(config: Any, registries: Any, log_dir: Path,
-                             time_ms: Callable[[], int], hook: Any) -> RemoteLogManager:
+                             time_ms: Callable[[], int], events: EventDelivery | None) -> RemoteLogManager:
     """The RemoteStorageManager named by ``remote.storage.manager`` (a plugin) on
     ``remote.storage.url`` with the ``remote.storage.options.*``, its metadata kept in the
     tier (cached under ``log_dir``), and the index cache under ``log_dir``."""
@@ -41,5 +42,5 @@ def build_remote_log_manager(config: Any, registries: Any, log_dir: Path,
     return RemoteLogManager(
         rsm, rlmm, cache, time_ms=time_ms,
         copy_threads=config["remote.log.manager.thread.pool.size"],
-        reader_threads=config["remote.log.reader.threads"], hook=hook,
+        reader_threads=config["remote.log.reader.threads"], events=events,
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.errors import RemoteStorageError
+from tierlog.events import EventDelivery, RemoteSegmentEvent
 from tierlog.producer_snapshot import write_snapshot
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.metadata import RemoteLogMetadataManager
@@ -63,7 +64,7 @@ class RemoteLogManager:
     :meth:`submit_tiering` (the scheduler's task), so a hung remote tier stalls no flush,
     retention or checkpoint; remote reads run on a pool of ``reader_threads`` so their number
     is bounded. ``close`` waits at most ``shutdown_timeout_s`` for runs already going.
-    ``hook`` is the plugin hook relay for lifecycle events (or None).
+    ``events`` delivers lifecycle events to plugins (or None).
     """
 
     def __init__(
@@ -75,14 +76,14 @@ class RemoteLogManager:
         time_ms: Callable[[], int],
         copy_threads: int = 2,
         reader_threads: int = 2,
-        hook: Any = None,
+        events: EventDelivery | None = None,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
     ) -> None:
         self.rsm = rsm
         self.rlmm = rlmm
         self.index_cache = index_cache
         self._time_ms = time_ms
-        self._hook = hook
+        self._events = events
         self._copy_pool = ThreadPoolExecutor(copy_threads, thread_name_prefix="tierlog-copy")
         self._reader_pool = ThreadPoolExecutor(reader_threads, thread_name_prefix="tierlog-fetch")
         self._partition_locks: dict[TopicIdPartition, threading.Lock] = {}
@@ -250,8 +251,7 @@ class RemoteLogManager:
         log.info("%s: copied segment %d-%d (%d bytes) to the remote tier",
                  log_.directory.name, metadata.start_offset, metadata.end_offset,
                  metadata.segment_size_in_bytes)
-        if self._hook is not None:
-            self._hook.tierlog_segment_copied_to_remote(log=log_, metadata=metadata)
+        self._emit("tierlog_segment_copied_to_remote", log_, metadata)
         return metadata
 
     def _remove_unfinished(self, log_: Any, tip: TopicIdPartition) -> int:
@@ -313,8 +313,13 @@ class RemoteLogManager:
         self.rsm.delete_log_segment_data(metadata)
         self.index_cache.remove(metadata)
         self._update(metadata, _DELETE_FINISHED)
-        if self._hook is not None:
-            self._hook.tierlog_remote_segment_deleted(log=log_, metadata=metadata)
+        self._emit("tierlog_remote_segment_deleted", log_, metadata)
+
+    def _emit(self, hook_name: str, log_: Any, metadata: RemoteLogSegmentMetadata) -> None:
+        if self._events is not None:
+            self._events.deliver(hook_name, RemoteSegmentEvent(
+                log_.topic, log_.partition, log_.topic_id, metadata.start_offset,
+                metadata.end_offset, metadata.segment_size_in_bytes, metadata))
 
     def delete_partition(self, log_: Any) -> int:
         """Delete every remote segment of a log (its topic is being deleted)."""

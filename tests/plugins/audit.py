@@ -24,9 +24,9 @@ class AuditPlugin:
         register("noop", NoopPolicy())
 
     @hookimpl
-    def tierlog_segment_rolled(self, log, segment):
-        self.events.append(("rolled", log.topic, segment.base_offset))
+    def tierlog_segment_rolled(self, event):
+        self.events.append(("rolled", event.topic, event.base_offset))
 
     @hookimpl
-    def tierlog_segment_deleted(self, log, segment, reason):
-        self.events.append(("deleted", log.topic, segment.base_offset, reason))
+    def tierlog_segment_deleted(self, event):
+        self.events.append(("deleted", event.topic, event.base_offset, event.reason))
