@@ -19,7 +19,7 @@ from _util import scratch_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from tiered_crash import Totals, check_log, run_rounds  # noqa: E402
+from tiered_crash import Totals, check_log, run_rounds
 
 
 def main() -> None:

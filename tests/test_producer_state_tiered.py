@@ -16,7 +16,6 @@ from pathlib import Path
 
 from crash_writer import step_offsets
 from tiered_crash import check_log
-
 from tierlog import Record
 from tierlog.manager import LogManager
 from tierlog.producer_snapshot import decode_snapshot
@@ -34,7 +33,7 @@ def _run_writer(root: Path, tier_url: str) -> list[str]:
         [sys.executable, str(WRITER), str(root), str(SEED), "--tier", tier_url,
          "--flush-every", "1", "--segment-bytes", "2048", "--max-steps", str(STEPS),
          "--kill-at-end"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     return proc.stdout.splitlines()
@@ -84,7 +83,7 @@ def test_a_lost_snapshot_at_the_local_log_start_is_taken_from_the_tier(tmp_path:
     assert any(int(p.name[:20]) <= local_start for p in snapshots)
     for path in snapshots:
         path.unlink()
-    leo, remote_only, report = check_log(root, tier_url, SEED)
+    _, remote_only, report = check_log(root, tier_url, SEED)
     assert report.snapshots_from_remote == [local_start]
     assert remote_only == 2 and not report.errors
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from log_invariants import check_indexes
-
 from tierlog import Log, Record
 
 T0 = 1_700_000_000_000

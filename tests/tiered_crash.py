@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crash_writer import IDEMPOTENT_PRODUCERS, T0, TOPIC, last_steps, step_offsets, steps
-
 from tierlog import filenames
 from tierlog.loader import RecoveryReport
 from tierlog.manager import LogManager
