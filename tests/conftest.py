@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +83,28 @@ def s3_options(s3_endpoint, monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     return {"endpoint_url": s3_endpoint, "key": S3_ACCESS_KEY, "secret": S3_SECRET,
             "region": S3_REGION}
+
+
+# -- Spark: one real local[2] session for the whole test run (it takes ~10-15 s to start) ------
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    from tierlog.spark import register
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYSPARK_PYTHON", sys.executable)
+        mp.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+        session = (SparkSession.builder.master("local[2]").appName("tierlog-tests")
+                   .config("spark.sql.python.filterPushdown.enabled", "true")
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.sql.session.timeZone", "UTC")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .getOrCreate())
+        session.sparkContext.setLogLevel("ERROR")
+        register(session)
+        yield session
+        session.stop()

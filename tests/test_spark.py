@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,24 +35,6 @@ from tierlog.plugins.local import create_remote_storage
 from tierlog.plugins.s3 import create_remote_storage as create_s3
 from tierlog.reader import RemoteTopicReader
 from tierlog.spark import PushedBounds, TierlogDataSource, TierlogOptions, register
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYSPARK_PYTHON", sys.executable)
-        mp.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        session = (SparkSession.builder.master("local[2]").appName("tierlog-tests")
-                   .config("spark.sql.python.filterPushdown.enabled", "true")
-                   .config("spark.sql.shuffle.partitions", "2")
-                   .config("spark.sql.session.timeZone", "UTC")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .getOrCreate())
-        session.sparkContext.setLogLevel("ERROR")
-        register(session)
-        yield session
-        session.stop()
 
 
 @pytest.fixture(scope="module")
