@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from tierlog.errors import ConfigError
 from tierlog.plugins.local import create_remote_storage
 from tierlog.plugins.s3 import create_remote_storage as create_s3
 from tierlog.reader import RemoteTopicReader
-from tierlog.spark import PushedBounds, TierlogDataSource, TierlogOptions, register
+from tierlog.spark import PushedBounds, TierlogDataSource, TierlogOptions
 
 
 @pytest.fixture(scope="module")
