@@ -13,7 +13,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,12 @@ class LogManager:
         self.remote_log_manager: RemoteLogManager | None = None
         #: Tiered partitions whose remote tier could not be attached, and why.
         self._remote_unavailable: dict[TopicPartition, UnavailableRemote] = {}
+        #: Guards building the RemoteLogManager (attaches run outside the manager's lock).
+        self._rlm_lock = threading.Lock()
+        #: The scheduler's retries of unavailable partitions run here: attaching reads the
+        #: tier, which must never hold up the scheduler's flush and checkpoint tasks.
+        self._reattach_pool = ThreadPoolExecutor(1, thread_name_prefix="tierlog-reattach")
+        self._reattach: Future[list[Log]] | None = None
 
     # -- opening ---------------------------------------------------------------------
 
@@ -222,11 +228,12 @@ class LogManager:
                 self._remote_unavailable.pop((partition_log.topic, partition_log.partition), None)
 
     def _remote_log_manager(self) -> RemoteLogManager:
-        if self.remote_log_manager is None:
-            self.remote_log_manager = build_remote_log_manager(
-                self.config, self.plugins.registries, self.dirs[0], self._time_ms,
-                self.plugins.events)
-        return self.remote_log_manager
+        with self._rlm_lock:
+            if self.remote_log_manager is None:
+                self.remote_log_manager = build_remote_log_manager(
+                    self.config, self.plugins.registries, self.dirs[0], self._time_ms,
+                    self.plugins.events)
+            return self.remote_log_manager
 
     def _mark_remote_unavailable(self, partition_log: Log, exc: BaseException) -> None:
         name = partition_log.directory.name
@@ -528,8 +535,8 @@ class LogManager:
         RemoteLogManager's own threads (skipping one whose last run is still going), so a
         slow or hung remote tier never holds up the flush, retention and checkpoint tasks.
         Local retention of copied segments is the retention task's job."""
-        if self._remote_unavailable:
-            self._retry_unavailable()
+        if self._remote_unavailable and (self._reattach is None or self._reattach.done()):
+            self._reattach = self._reattach_pool.submit(self._retry_unavailable)
         rlm = self.remote_log_manager
         if rlm is not None:
             rlm.submit_tiering(self.tiered_logs())
@@ -539,8 +546,7 @@ class LogManager:
         have passed); returns them (those still failing keep their UnavailableRemote)."""
         logs = [lg for tp in list(self._remote_unavailable)
                 if (lg := self._logs.get(tp)) is not None and not lg.closed]
-        with self._lock:
-            self._attach_tiered_logs(logs)
+        self._attach_tiered_logs(logs)  # no lock held: attaching reads the tier
         return logs
 
     def flush_dirty_logs(self) -> None:
@@ -588,6 +594,7 @@ class LogManager:
     def close(self) -> None:
         """Stop background work, flush and close every log, write the checkpoints and the
         clean-shutdown marker (so the next open trusts the files). Idempotent."""
+        self._reattach_pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             if self._closed:
                 return
