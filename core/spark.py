@@ -1,5 +1,6 @@
 """``spark.read.format("tierlog")``: a PySpark data source reading Kafka topics straight from
-tierlog's remote tier, one Spark partition per remote segment, with Spark's Kafka schema.
+tierlog's remote tier, one Spark partition per read split (a remote segment, or a part of one
+larger than ``splitBytes``), with Spark's Kafka schema.
 
 ```python
 import tierlog.spark

@@ -21,7 +21,7 @@ Predicate = Callable[[Any, Any], bool]
 class DeletePolicy:
     """``cleanup.policy=delete``: ``retention.ms``, ``retention.bytes`` and segments wholly below
     the log start offset. With tiered storage the local limits are ``local.retention.*`` and a
-    segment may only go once the remote tier holds it (the log's ``remote_copied_offset``)."""
+    segment may only go once the remote tier holds it (the log's ``highest_offset_in_remote``)."""
 
     name = "delete"
 

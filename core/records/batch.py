@@ -84,7 +84,7 @@ def _field(index: int, doc: str) -> Any:
 class RecordBatch:
     """A read-only view of one v2 record batch at ``position`` in ``buffer`` (no copy).
 
-    The 61-byte header (see FORMATS.md) is parsed once, on construction: batchLength
+    The 61-byte header (see docs/formats.md) is parsed once, on construction: batchLength
     must be at least 49 and the magic 2, and the buffer must hold the whole batch
     (``header_only=True`` needs just the header; the body methods then raise
     TruncatedBatchError). The buffer is any bytes-like object: bytes, bytearray,

@@ -79,8 +79,9 @@ class FsspecRemoteStorageManager:
     def copy_log_segment_data(
         self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
     ) -> bytes | None:
-        """Upload the ``.log`` first, then the indexes, the producer snapshot and the
-        leader-epoch checkpoint; a retry overwrites. No custom metadata is returned."""
+        """Upload the ``.log`` first, then the other files of the segment (indexes, producer
+        snapshot, transaction index) and the leader-epoch checkpoint last; a retry overwrites.
+        No custom metadata is returned."""
         self._check_open()
         files: list[tuple[str, os.PathLike[str]]] = [
             (SEGMENT_SUFFIX, segment_data.log_segment),
