@@ -97,6 +97,20 @@ class LogDirectoryError(TierlogError, OSError):
     """A log or partition directory is missing, unreadable or not a partition directory."""
 
 
+# --- topics and partitions of a LogManager -------------------------------------------
+
+
+class UnknownTopicOrPartitionError(TierlogError, KeyError):
+    """No such topic or partition in this LogManager."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TopicExistsError(TierlogError, ValueError):
+    """create_topic for a topic that already exists."""
+
+
 # --- producer state ------------------------------------------------------------------
 
 

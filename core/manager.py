@@ -27,6 +27,8 @@ from tierlog.errors import (
     LogDirectoryError,
     RemoteStorageError,
     TierlogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
 )
 from tierlog.cleaner.result import CleanupResult
 from tierlog.log import Log
@@ -47,17 +49,6 @@ TOPIC_CONFIG_FILE = "topic-config.properties"
 TopicPartition = tuple[str, int]
 #: What a remote tier raises when it is unreachable or holds a corrupt object.
 _REMOTE_FAILURES = (RemoteStorageError, OSError)
-
-
-class UnknownTopicOrPartitionError(TierlogError, KeyError):
-    """No such topic or partition in this LogManager."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
-
-
-class TopicExistsError(TierlogError, ValueError):
-    """create_topic for a topic that already exists."""
 
 
 class LogManager:

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tierlog.manager import LogManager, UnknownTopicOrPartitionError
+from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.manager import LogManager
 from tierlog.manager_config import ManagerConfig
 from tierlog.remote.options import is_secret
 
