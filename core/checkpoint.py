@@ -1,17 +1,19 @@
 """Kafka's text checkpoint files: offsets per topic-partition and leader-epoch start offsets.
 
 Both are ``<version>\\n<count>\\n`` and one space-separated entry per line, replaced atomically.
+Each format has one pure ``encode_*``/``decode_*`` pair (entries <-> bytes), which the file
+classes and the remote tier's copy of the leader-epoch checkpoint both use.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from tierlog.atomic import atomic_write_text
+from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import CorruptCheckpointError
 from tierlog.filenames import validate_topic
 from tierlog.leader_epoch import EpochEntry
@@ -41,9 +43,66 @@ def _parse_int(text: str, low: int, high: int) -> int:
     return value
 
 
+def _encode(lines: Sequence[str]) -> bytes:
+    """The checkpoint text of ``lines`` (entries already formatted), UTF-8 encoded."""
+    text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
+    return text.encode("utf-8")
+
+
+def _decode(raw: bytes, source: str, parse: Callable[[list[str]], T]) -> list[T]:
+    """Parse the entry lines of checkpoint text ``raw`` with ``parse`` (given each line's
+    whitespace-split fields); errors name ``source`` (a file path or an object's name).
+
+    Empty text holds no entries, as does text with only a version line (Kafka reads both
+    that way).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError(f"checkpoint file {source} is not UTF-8: {e}") from e
+    lines = _LINE_BREAK_RE.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline ending the last line
+    if not lines:
+        return []
+    version = _field(lines, 0, lambda f: _parse_int(f[0], _INT32_MIN, _INT32_MAX), 1, source)
+    if version != CHECKPOINT_VERSION:
+        raise CorruptCheckpointError(
+            f"unrecognised version {version} on line 1 of checkpoint file {source} "
+            f"(expected {CHECKPOINT_VERSION})"
+        )
+    if len(lines) == 1:
+        return []
+    expected = _field(lines, 1, lambda f: _parse_int(f[0], 0, _INT32_MAX), 1, source)
+    entries = [_field(lines, i, parse, None, source) for i in range(2, len(lines))]
+    if len(entries) != expected:
+        raise CorruptCheckpointError(
+            f"checkpoint file {source}: line 2 announces {expected} entries "
+            f"but {len(entries)} follow"
+        )
+    return entries
+
+
+def _field(
+    lines: list[str], index: int, parse: Callable[[list[str]], T], width: int | None,
+    source: str,
+) -> T:
+    """Parse line ``index``; ``width`` is the required field count (None: ``parse`` checks)."""
+    line = lines[index]
+    fields = line.split()
+    try:
+        if width is not None and len(fields) != width:
+            raise _MalformedLine(f"expected {width} field(s), found {len(fields)}")
+        return parse(fields)
+    except _MalformedLine as e:
+        raise CorruptCheckpointError(
+            f"malformed line {index + 1} of checkpoint file {source}: {line!r} ({e})"
+        ) from None
+
+
 class _CheckpointFile:
-    """The shared text format (Kafka's ``CheckpointFile``): a version line, a count line, then
-    ``count`` entry lines, each ending in ``\\n``; UTF-8.
+    """A checkpoint file (Kafka's ``CheckpointFile``): the bytes of the format's pure
+    encode/decode pair, replaced atomically on write. Subclasses say which pair.
 
     Thread-safe: reads and writes of one instance are serialized by a lock.
     """
@@ -52,62 +111,17 @@ class _CheckpointFile:
         self.path = Path(path)
         self._lock = threading.Lock()
 
-    def _write_lines(self, lines: Sequence[str]) -> None:
-        text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
+    def _write_bytes(self, data: bytes) -> None:
         with self._lock:
-            atomic_write_text(self.path, text)
+            atomic_write_bytes(self.path, data)
 
-    def _read_entries(self, parse: Callable[[list[str]], T]) -> list[T]:
-        """Parse every entry line with ``parse`` (given the line's whitespace-split fields).
-
-        A missing or empty file holds no entries, as does a file with only a version line
-        (Kafka reads both that way).
-        """
+    def _read_bytes(self) -> bytes:
+        """The file's bytes; empty when it is missing (Kafka reads that as no entries)."""
         with self._lock:
             try:
-                raw = self.path.read_bytes()
+                return self.path.read_bytes()
             except FileNotFoundError:
-                return []
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise CorruptCheckpointError(f"checkpoint file {self.path} is not UTF-8: {e}") from e
-        lines = _LINE_BREAK_RE.split(text)
-        if lines and lines[-1] == "":
-            lines.pop()  # the newline ending the last line
-        if not lines:
-            return []
-        version = self._field(lines, 0, lambda f: _parse_int(f[0], _INT32_MIN, _INT32_MAX), 1)
-        if version != CHECKPOINT_VERSION:
-            raise CorruptCheckpointError(
-                f"unrecognised version {version} on line 1 of checkpoint file {self.path} "
-                f"(expected {CHECKPOINT_VERSION})"
-            )
-        if len(lines) == 1:
-            return []
-        expected = self._field(lines, 1, lambda f: _parse_int(f[0], 0, _INT32_MAX), 1)
-        entries = [self._field(lines, i, parse, None) for i in range(2, len(lines))]
-        if len(entries) != expected:
-            raise CorruptCheckpointError(
-                f"checkpoint file {self.path}: line 2 announces {expected} entries "
-                f"but {len(entries)} follow"
-            )
-        return entries
-
-    def _field(
-        self, lines: list[str], index: int, parse: Callable[[list[str]], T], width: int | None
-    ) -> T:
-        """Parse line ``index``; ``width`` is the required field count (None: ``parse`` checks)."""
-        line = lines[index]
-        fields = line.split()
-        try:
-            if width is not None and len(fields) != width:
-                raise _MalformedLine(f"expected {width} field(s), found {len(fields)}")
-            return parse(fields)
-        except _MalformedLine as e:
-            raise CorruptCheckpointError(
-                f"malformed line {index + 1} of checkpoint file {self.path}: {line!r} ({e})"
-            ) from None
+                return b""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
@@ -128,6 +142,39 @@ def _parse_epoch_entry(fields: list[str]) -> EpochEntry:
     )
 
 
+def encode_offset_checkpoint(offsets: Mapping[tuple[str, int], int]) -> bytes:
+    """The bytes of an offset checkpoint holding ``offsets`` in iteration order (topic names
+    are validated: InvalidTopicError)."""
+    lines = []
+    for (topic, partition), offset in offsets.items():
+        validate_topic(topic)
+        lines.append(f"{topic} {int(partition)} {int(offset)}")
+    return _encode(lines)
+
+
+def decode_offset_checkpoint(data: bytes, source: str) -> dict[tuple[str, int], int]:
+    """The offsets by (topic, partition) of offset checkpoint bytes, in their order.
+
+    Raises CorruptCheckpointError (naming ``source`` and the line) for a bad version, a bad
+    line or an entry count that does not match the count line.
+    """
+    return dict(_decode(data, source, _parse_offset_entry))
+
+
+def encode_leader_epoch_checkpoint(entries: Iterable[EpochEntry]) -> bytes:
+    """The bytes of a leader-epoch checkpoint holding ``entries`` (oldest first): the local
+    ``leader-epoch-checkpoint`` file and the copy uploaded beside each remote segment."""
+    return _encode([f"{int(e.epoch)} {int(e.start_offset)}" for e in entries])
+
+
+def decode_leader_epoch_checkpoint(data: bytes, source: str) -> list[EpochEntry]:
+    """The entries of leader-epoch checkpoint bytes, in their order.
+
+    Raises CorruptCheckpointError (naming ``source`` and the line) when malformed.
+    """
+    return _decode(data, source, _parse_epoch_entry)
+
+
 class OffsetCheckpointFile(_CheckpointFile):
     """A log directory's per-partition offsets (recovery point, log start, high watermark,
     cleaner): ``0\\n<count>\\n`` then ``<topic> <partition> <offset>\\n`` per partition.
@@ -138,11 +185,7 @@ class OffsetCheckpointFile(_CheckpointFile):
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Atomically replace the file with ``offsets`` (topic names are validated)."""
-        lines = []
-        for (topic, partition), offset in offsets.items():
-            validate_topic(topic)
-            lines.append(f"{topic} {int(partition)} {int(offset)}")
-        self._write_lines(lines)
+        self._write_bytes(encode_offset_checkpoint(offsets))
 
     def read(self) -> dict[tuple[str, int], int]:
         """The offsets by (topic, partition), in file order; ``{}`` when the file is missing.
@@ -150,7 +193,7 @@ class OffsetCheckpointFile(_CheckpointFile):
         Raises CorruptCheckpointError (naming the file and line) for a bad version, a bad
         line or an entry count that does not match the count line.
         """
-        return dict(self._read_entries(_parse_offset_entry))
+        return decode_offset_checkpoint(self._read_bytes(), str(self.path))
 
 
 class LeaderEpochCheckpointFile(_CheckpointFile):
@@ -162,11 +205,11 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
         """Atomically replace the file with ``entries``."""
-        self._write_lines([f"{int(e.epoch)} {int(e.start_offset)}" for e in entries])
+        self._write_bytes(encode_leader_epoch_checkpoint(entries))
 
     def read(self) -> list[EpochEntry]:
         """The entries in file order; ``[]`` when the file is missing.
 
         Raises CorruptCheckpointError (naming the file and line) when malformed.
         """
-        return self._read_entries(_parse_epoch_entry)
+        return decode_leader_epoch_checkpoint(self._read_bytes(), str(self.path))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.errors import RemoteStorageError
 from tierlog.events import EventDelivery, RemoteSegmentEvent
 from tierlog.producer_snapshot import write_snapshot
@@ -375,9 +376,8 @@ def _segment_epochs(log_: Any, start: int, next_base: int) -> dict[int, int]:
 
 def _epoch_checkpoint_bytes(log_: Any, end: int) -> bytes:
     """The leader-epoch checkpoint as it stood at ``end`` (Kafka's text format)."""
-    entries = [e for e in log_.leader_epoch_cache.entries() if e.start_offset < end]
-    return ("0\n" + f"{len(entries)}\n" + "".join(
-        f"{e.epoch} {e.start_offset}\n" for e in entries)).encode()
+    return encode_leader_epoch_checkpoint(
+        e for e in log_.leader_epoch_cache.entries() if e.start_offset < end)
 
 
 def _epoch_lineage(log_: Any) -> set[int] | None:
