@@ -13,7 +13,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     only = set(sys.argv[1:])
     for script in sorted(HERE.glob("bench_*.py")):
-        if only and script.stem not in only:
+        if only and not {script.stem, script.stem.removeprefix("bench_")} & only:
             continue
         print(f"\n##### {script.name}", flush=True)
         runpy.run_path(str(script), run_name="__main__")
