@@ -1,7 +1,8 @@
 """AbstractIndex: the memory-mapped, preallocated file under the offset and time indexes.
 
-Owns the mmap, the entry count, resize/trim/flush/close, relative offsets and the
-binary search (Kafka's warm/cold split) shared by both index types.
+Owns the mmap, the entry count, resize/trim/flush/close, relative offsets and which slots
+a lookup searches (Kafka's warm/cold split); the entry layouts and the search itself are
+``tierlog.index.entries``.
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ import io
 import logging
 import mmap
 import os
-import struct
 from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
 from tierlog.errors import IndexOffsetOverflowError
+from tierlog.index.entries import EntryLayout, UnpackFrom, largest_lower_bound, upper_from_lower
 
 log = logging.getLogger(__name__)
 
@@ -28,20 +27,10 @@ INT32_MAX = (1 << 31) - 1
 # The last WARM_SECTION_BYTES of an index are searched first: appends and in-sync lookups
 # touch only those pages, so they stay in the page cache (Kafka's choice of 8 KiB).
 WARM_SECTION_BYTES = 8192
-# Entries decoded per struct call when a sanity check walks the whole file.
-CHECK_CHUNK_ENTRIES = 4096
 # Every FENCE_STRIDE-th key is kept in memory (read once a cold lookup needs it): a cold
 # lookup bisects that array in C, then at most FENCE_STRIDE entries of the mapping, so it
 # costs about what a lookup in a small index does (Python pays per probe, not per page).
 FENCE_STRIDE = 256
-
-# unpack_from(buffer, offset) -> (value,)
-UnpackFrom = Callable[[object, int], tuple[int, ...]]
-
-
-@lru_cache(maxsize=16)
-def _chunk_struct(entry_format: str, count: int) -> struct.Struct:
-    return struct.Struct(">" + entry_format * count)
 
 
 def _reserve(fd: int, length: int, path: Path) -> None:
@@ -77,9 +66,10 @@ class AbstractIndex(ABC):
     index back with ``resize``. Not thread-safe: the owning segment serialises access.
     """
 
+    layout: ClassVar[EntryLayout]
+    """The entry format (``tierlog.index.entries``)."""
     entry_size: ClassVar[int]
-    # struct codes of one entry (after ">"), used by the whole-file sanity checks
-    entry_format: ClassVar[str]
+    """Bytes of one entry (``layout.size``)."""
 
     def __init__(
         self,
@@ -320,9 +310,10 @@ class AbstractIndex(ABC):
         """Slot of the largest entry whose field (at byte ``field`` of the entry, read with
         ``unpack``) is <= ``target``; -1 if every entry is larger or there is none.
 
-        Kafka's split: the warm tail (the last 8 KiB, where appends and in-sync reads go)
-        is searched alone when the target is in it; an older target searches the cold
-        head. Searches on the lookup key (field 0) start the cold search from the fence.
+        The search is ``tierlog.index.entries.largest_lower_bound``; this picks the slots it
+        searches with Kafka's split: the warm tail (the last 8 KiB, where appends and in-sync
+        reads go) alone when the target is in it; an older target searches the cold head.
+        Searches on the lookup key (field 0) start the cold search from the fence.
         """
         entries = self._entries
         if entries == 0:
@@ -345,14 +336,8 @@ class AbstractIndex(ABC):
             lo, hi = self._fence_bracket(target, unpack, first_hot)
         else:
             lo, hi = 0, first_hot
-        # Invariant: field(lo) <= target and (hi == entries or field(hi) > target).
-        while hi - lo > 1:
-            mid = (lo + hi) >> 1
-            if unpack(mm, mid * size + field)[0] > target:
-                hi = mid
-            else:
-                lo = mid
-        return lo
+        # field(lo) <= target is known: search the slots after it.
+        return largest_lower_bound(mm, unpack, size, field, target, lo + 1, hi)
 
     def _fence_bracket(self, target: int, unpack: UnpackFrom, first_hot: int) -> tuple[int, int]:
         """(lo, hi) around ``target`` in the cold head, with field 0 of lo <= target <
@@ -370,27 +355,9 @@ class AbstractIndex(ABC):
 
     def _smallest_upper_bound_slot(self, target: int, unpack: UnpackFrom, field: int) -> int:
         """Slot of the smallest entry whose field is >= ``target``; -1 if there is none."""
-        slot = self._largest_lower_bound_slot(target, unpack, field)
-        if slot < 0:
-            return 0 if self._entries else -1
-        if unpack(self._mm, slot * self.entry_size + field)[0] == target:
-            return slot
-        return slot + 1 if slot + 1 < self._entries else -1
-
-    def _fields_in_chunks(self) -> Iterator[tuple[int, ...]]:
-        """Every entry's fields, flat (``entry_format`` repeated), a chunk of entries at once.
-
-        Keeps whole-file checks of a 10 MiB index fast without decoding it all into memory.
-        """
-        if self._entries == 0:
-            return
-        mm = self._buffer()
-        full, rest = divmod(self._entries, CHECK_CHUNK_ENTRIES)
-        chunk = _chunk_struct(self.entry_format, CHECK_CHUNK_ENTRIES)
-        for i in range(full):
-            yield chunk.unpack_from(mm, i * chunk.size)
-        if rest:
-            yield _chunk_struct(self.entry_format, rest).unpack_from(mm, full * chunk.size)
+        lower = self._largest_lower_bound_slot(target, unpack, field)
+        return upper_from_lower(self._mm, unpack, self.entry_size, field, target,
+                                self._entries, lower)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, "

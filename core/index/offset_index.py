@@ -5,19 +5,17 @@ Lookups return the largest indexed offset <= the target; the caller scans the lo
 
 from __future__ import annotations
 
-import struct
-from itertools import islice
-from operator import le, lt
 from typing import NamedTuple
 
-from tierlog.errors import CorruptIndexError, IndexFullError, InvalidIndexOffsetError
+from tierlog.errors import IndexFullError, InvalidIndexOffsetError
 from tierlog.index.base import INT32_MAX, AbstractIndex
+from tierlog.index.entries import OFFSET_ENTRY, check_offset_entries
 
-_ENTRY = struct.Struct(">ii")
-_SIZE = _ENTRY.size
-_INT32 = struct.Struct(">i").unpack_from
-_OFFSET_FIELD = 0
-_POSITION_FIELD = 4
+_ENTRY = OFFSET_ENTRY.entry
+_SIZE = OFFSET_ENTRY.size
+_INT32 = OFFSET_ENTRY.key
+_OFFSET_FIELD = OFFSET_ENTRY.key_at
+_POSITION_FIELD = OFFSET_ENTRY.value_at
 
 
 class OffsetPosition(NamedTuple):
@@ -34,8 +32,8 @@ class OffsetIndex(AbstractIndex):
     never decrease. Not thread-safe: the owning segment serialises access.
     """
 
+    layout = OFFSET_ENTRY
     entry_size = _SIZE
-    entry_format = "ii"
 
     def _load_last_entry(self) -> None:
         if self._entries == 0:
@@ -117,38 +115,6 @@ class OffsetIndex(AbstractIndex):
         """Check the length, and that every entry's offset is >= the base offset and
         strictly above the previous one and positions never decrease: an untrimmed
         (zero-tailed) or non-monotonic file fails."""
-        if self._length % self.entry_size:
-            raise CorruptIndexError(f"offset index {self._path} is corrupt: {self._length} bytes"
-                                    f" is not a multiple of {self.entry_size}")
-        prev_relative, prev_position, start = -1, 0, 0
-        for fields in self._fields_in_chunks():
-            relatives, positions = fields[0::2], fields[1::2]
-            if not (
-                prev_relative < relatives[0]
-                and all(map(lt, relatives, islice(relatives, 1, None)))
-                and prev_position <= positions[0]
-                and all(map(le, positions, islice(positions, 1, None)))
-            ):
-                self._raise_first_disorder(start, prev_relative, prev_position, fields)
-            prev_relative, prev_position = relatives[-1], positions[-1]
-            start += len(relatives)
-
-    def _raise_first_disorder(
-        self, start: int, prev_relative: int, prev_position: int, fields: tuple[int, ...]
-    ) -> None:
-        base = self._base_offset
-        for i in range(0, len(fields), 2):
-            relative, position = fields[i], fields[i + 1]
-            slot = start + i // 2
-            if relative < 0:
-                problem = f"offset {base + relative} is below the base offset {base}"
-            elif relative <= prev_relative:
-                problem = (f"offset {base + relative} is not above the previous entry's offset"
-                           f" {base + prev_relative} (zeroed or non-monotonic index)")
-            elif position < prev_position:
-                problem = f"position {position} is below the previous entry's {prev_position}"
-            else:
-                prev_relative, prev_position = relative, position
-                continue
-            raise CorruptIndexError(f"offset index {self._path} is corrupt: entry {slot} of "
-                                    f"{self._entries}: {problem}")
+        OFFSET_ENTRY.check_length(self._length, self._path)
+        buf = self._buffer() if self._entries else None
+        check_offset_entries(buf, self._entries, self._base_offset, self._path)

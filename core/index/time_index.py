@@ -5,21 +5,20 @@ An entry (T, O) means no record before offset O has a timestamp above T.
 
 from __future__ import annotations
 
-import struct
-from itertools import islice
-from operator import le, lt
 from typing import NamedTuple
 
-from tierlog.errors import CorruptIndexError, IndexFullError, InvalidIndexOffsetError
+from tierlog.errors import IndexFullError, InvalidIndexOffsetError
 from tierlog.index.base import AbstractIndex
+from tierlog.index.entries import NO_TIMESTAMP, TIME_ENTRY, check_time_entries
 
-NO_TIMESTAMP = -1
-_ENTRY = struct.Struct(">qi")
-_SIZE = _ENTRY.size
-_INT64 = struct.Struct(">q").unpack_from
-_INT32 = struct.Struct(">i").unpack_from
-_TIMESTAMP_FIELD = 0
-_OFFSET_FIELD = 8
+__all__ = ["NO_TIMESTAMP", "TimeIndex", "TimestampOffset"]
+
+_ENTRY = TIME_ENTRY.entry
+_SIZE = TIME_ENTRY.size
+_INT64 = TIME_ENTRY.key
+_INT32 = TIME_ENTRY.value
+_TIMESTAMP_FIELD = TIME_ENTRY.key_at
+_OFFSET_FIELD = TIME_ENTRY.value_at
 
 
 class TimestampOffset(NamedTuple):
@@ -38,8 +37,8 @@ class TimeIndex(AbstractIndex):
     serialises access.
     """
 
+    layout = TIME_ENTRY
     entry_size = _SIZE
-    entry_format = "qi"
 
     def _load_last_entry(self) -> None:
         if self._entries == 0:
@@ -116,39 +115,6 @@ class TimeIndex(AbstractIndex):
         """Check the length, that timestamps strictly increase from >= 0, and that offsets
         start at or above the base offset and never decrease: an untrimmed (zero-tailed)
         or non-monotonic file fails."""
-        if self._length % self.entry_size:
-            raise CorruptIndexError(f"time index {self._path} is corrupt: {self._length} bytes"
-                                    f" is not a multiple of {self.entry_size}")
-        prev_timestamp, prev_relative, start = NO_TIMESTAMP, 0, 0
-        for fields in self._fields_in_chunks():
-            timestamps, relatives = fields[0::2], fields[1::2]
-            if not (
-                prev_timestamp < timestamps[0]
-                and all(map(lt, timestamps, islice(timestamps, 1, None)))
-                and prev_relative <= relatives[0]
-                and all(map(le, relatives, islice(relatives, 1, None)))
-            ):
-                self._raise_first_disorder(start, prev_timestamp, prev_relative, fields)
-            prev_timestamp, prev_relative = timestamps[-1], relatives[-1]
-            start += len(timestamps)
-
-    def _raise_first_disorder(
-        self, start: int, prev_timestamp: int, prev_relative: int, fields: tuple[int, ...]
-    ) -> None:
-        base = self._base_offset
-        for i in range(0, len(fields), 2):
-            timestamp, relative = fields[i], fields[i + 1]
-            slot = start + i // 2
-            if timestamp <= prev_timestamp:
-                problem = (f"timestamp {timestamp} is not above the previous entry's "
-                           f"{prev_timestamp} (zeroed or non-monotonic index)")
-            elif relative < 0:
-                problem = f"offset {base + relative} is below the base offset {base}"
-            elif relative < prev_relative:
-                problem = (f"offset {base + relative} is below the previous entry's offset "
-                           f"{base + prev_relative}")
-            else:
-                prev_timestamp, prev_relative = timestamp, relative
-                continue
-            raise CorruptIndexError(f"time index {self._path} is corrupt: entry {slot} of "
-                                    f"{self._entries}: {problem}")
+        TIME_ENTRY.check_length(self._length, self._path)
+        buf = self._buffer() if self._entries else None
+        check_time_entries(buf, self._entries, self._base_offset, self._path)

@@ -5,17 +5,24 @@ it holds, and AbortedTxn, the 34-byte entry; used to serve READ_COMMITTED fetche
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from tierlog.errors import CorruptIndexError, InvalidIndexOffsetError
+from tierlog.index.entries import (
+    TXN_CURRENT_VERSION,
+    TXN_ENTRY,
+    TXN_ENTRY_SIZE,
+    check_txn_length,
+    iter_txn_entries,
+    unpack_txn_entry,
+)
 
-CURRENT_VERSION = 0
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size
+CURRENT_VERSION = TXN_CURRENT_VERSION
+_ENTRY = TXN_ENTRY
+ENTRY_SIZE = TXN_ENTRY_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +45,16 @@ class AbortedTxn:
     @classmethod
     def from_bytes(cls, buf: bytes | bytearray | memoryview, pos: int = 0) -> AbortedTxn:
         """Decode the entry at ``buf[pos:pos + 34]``; CorruptIndexError on another version."""
-        version, *fields = _ENTRY.unpack_from(buf, pos)
-        if version != CURRENT_VERSION:
-            raise CorruptIndexError(f"aborted transaction entry at byte {pos} has version "
-                                    f"{version}; only {CURRENT_VERSION} is known")
-        return cls(*fields)
+        return cls(*unpack_txn_entry(buf, pos, "aborted transaction"))
+
+
+def decode_aborted_txns(data: bytes | bytearray | memoryview, source: object
+                        ) -> list[AbortedTxn]:
+    """The entries of a whole transaction index held in memory (e.g. a fetched ``.txnindex``
+    object); CorruptIndexError naming ``source`` unless it is whole entries of version 0."""
+    what = f"transaction index {source}"
+    check_txn_length(len(data), what)
+    return [AbortedTxn(*fields) for _, fields in iter_txn_entries(data, what)]
 
 
 class TxnIndexSearchResult(NamedTuple):
@@ -199,9 +211,7 @@ class TransactionIndex:
         """Check the length, every entry's version, first <= last offset, last offsets
         strictly increasing and not below the segment's start offset."""
         data = self._read()
-        if len(data) % ENTRY_SIZE:
-            raise CorruptIndexError(f"transaction index {self._path} is corrupt: {len(data)} "
-                                    f"bytes is not a multiple of {ENTRY_SIZE}")
+        check_txn_length(len(data), f"transaction index {self._path}")
         previous: int | None = None
         start = self._start_offset
         for position, txn in self._decode(data):
@@ -229,12 +239,8 @@ class TransactionIndex:
         return self._decode(self._read())
 
     def _decode(self, data: bytes) -> Iterator[tuple[int, AbortedTxn]]:
-        complete = len(data) - len(data) % ENTRY_SIZE
-        for i, (version, *fields) in enumerate(_ENTRY.iter_unpack(data[:complete])):
-            if version != CURRENT_VERSION:
-                raise CorruptIndexError(f"transaction index {self._path} is corrupt: entry at "
-                                        f"byte {i * ENTRY_SIZE} has version {version}")
-            yield i * ENTRY_SIZE, AbortedTxn(*fields)
+        for position, fields in iter_txn_entries(data, f"transaction index {self._path}"):
+            yield position, AbortedTxn(*fields)
 
     def __repr__(self) -> str:
         return f"TransactionIndex({str(self._path)!r}, start_offset={self._start_offset})"
