@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tierlog.config import LogConfig
 from tierlog.errors import (
@@ -21,6 +22,9 @@ from tierlog.errors import (
 from tierlog.records.batch import HEADER_SIZE, RecordBatch, set_log_append_time
 from tierlog.records.compression import max_decompressed_bytes
 from tierlog.segment import AppendedBatch
+
+if TYPE_CHECKING:
+    from tierlog.producer_state import ProducerBatchRun
 
 _OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _BASE_OFFSET = struct.Struct(">q")
@@ -46,8 +50,9 @@ class AppendPlan:
     log_append_time: int = -1
     record_count: int = 0
     size: int = 0
-    producer_infos: list = field(default_factory=list)
-    completed_txns: list = field(default_factory=list)
+    producer_run: ProducerBatchRun | None = None
+    """The producer-state effect of the append, validated by the Log before the write and
+    applied after it (None: no batch has a producer id)."""
 
 
 def plan_append(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +20,8 @@ from tierlog.errors import (
     CorruptSnapshotError,
     LogDirectoryError,
 )
-from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
-from tierlog.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from tierlog.producer_state import REPLICATION, ProducerBatchRun, ProducerStateManager
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import FileRecords
 from tierlog.segment import LogSegment, RecoveryResult
@@ -31,8 +30,6 @@ from tierlog.segments import LogSegments
 log = logging.getLogger(__name__)
 
 _INDEX_SUFFIXES = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filenames.TXN_INDEX_SUFFIX)
-#: Control record types of the end-transaction markers (ABORT, COMMIT).
-_TXN_MARKERS = (0, 1)
 
 
 @dataclass(slots=True)
@@ -373,8 +370,8 @@ class LogLoader:
 
 class _ProducerStateRecovery:
     """The batch visitor of a segment's recovery: replays producer batches into a producer
-    state manager one by one and appends the aborted transactions to the segment's
-    transaction index (Kafka's LogSegment.updateProducerState)."""
+    state manager one by one (a ProducerBatchRun of one batch) and appends the aborted
+    transactions to the segment's transaction index (Kafka's LogSegment.updateProducerState)."""
 
     __slots__ = ("_psm", "_segment")
 
@@ -383,57 +380,10 @@ class _ProducerStateRecovery:
         self._segment = segment
 
     def __call__(self, batch: RecordBatch) -> None:
-        psm = self._psm
-        info = psm.prepare_update(batch.producer_id, "replication")
-        completed = apply_batch(info, batch)
-        psm.update(info)
-        if completed is not None:
-            if completed.is_aborted:
-                self._segment.append_aborted_txn(AbortedTxn(
-                    completed.producer_id, completed.first_offset, completed.last_offset,
-                    psm.last_stable_offset(completed),
-                ))
-            psm.complete_txn(completed)
-        psm.update_map_end_offset(batch.last_offset + 1)
-
-
-def apply_batch(info: ProducerAppendInfo, batch: RecordBatch,
-                base_offset: int | None = None) -> CompletedTxn | None:
-    """Feed one batch with a producer id to ``info`` (validating it for client appends);
-    returns the transaction its marker completed, if any. ``base_offset`` overrides the
-    batch's own (an append whose offsets are not yet patched in)."""
-    first = batch.base_offset if base_offset is None else base_offset
-    if batch.is_control:
-        control = batch.control_record()
-        if control is None or control.type not in _TXN_MARKERS:
-            return None
-        return info.append_end_txn_marker(control.type, batch.producer_epoch, first,
-                                          batch.max_timestamp, control.coordinator_epoch)
-    info.append_data_batch(
-        batch.producer_epoch, batch.base_sequence, batch.last_sequence, batch.max_timestamp,
-        first, first + batch.last_offset_delta, batch.is_transactional,
-    )
-    return None
-
-
-def load_producers(psm: ProducerStateManager, batches: Iterable[RecordBatch]) -> None:
-    """Apply a run of batches to ``psm`` as one replicated append (Kafka's
-    loadProducersFromRecords): producer updates first, then completed transactions."""
-    infos: dict[int, ProducerAppendInfo] = {}
-    completed: list[CompletedTxn] = []
-    for batch in batches:
-        if batch.producer_id < 0:
-            continue
-        info = infos.get(batch.producer_id)
-        if info is None:
-            info = infos[batch.producer_id] = psm.prepare_update(batch.producer_id, "replication")
-        txn = apply_batch(info, batch)
-        if txn is not None:
-            completed.append(txn)
-    for info in infos.values():
-        psm.update(info)
-    for txn in completed:
-        psm.complete_txn(txn)
+        run = ProducerBatchRun(self._psm, REPLICATION)
+        run.add(batch)
+        run.apply(self._segment.append_aborted_txn)
+        self._psm.update_map_end_offset(batch.last_offset + 1)
 
 
 def rebuild_producer_state(
@@ -475,8 +425,12 @@ def rebuild_producer_state(
                 continue
             stop = segment.translate_offset(last_offset)
             end = stop.position if stop is not None else segment.size
-            load_producers(psm, (batch for _, batch in segment.log.batches_from(first.position, end)
-                                 if batch.last_offset >= start))
+            # Kafka's loadProducersFromRecords: each segment's batches as one replicated run.
+            run = ProducerBatchRun(psm, REPLICATION)
+            for _, batch in segment.log.batches_from(first.position, end):
+                if batch.last_offset >= start:
+                    run.add(batch)
+            run.apply()
     psm.update_map_end_offset(last_offset)
     if snapshot:
         psm.take_snapshot()

@@ -21,15 +21,13 @@ from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import INT_MAX, LONG_MAX, LogConfig
 from tierlog.errors import LogClosedError, RecordBatchTooLargeError
 from tierlog.events import EventQueue, SegmentRolled
-from tierlog.index import AbortedTxn
 from tierlog.leader_epoch import LeaderEpochFileCache
-from tierlog.loader import LogLoader, RecoveryReport, apply_batch, rebuild_producer_state
+from tierlog.loader import LogLoader, RecoveryReport, rebuild_producer_state
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
 from tierlog.plain_appender import PlainAppenderType
 from tierlog.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    CompletedTxn,
-    ProducerAppendInfo,
+    ProducerBatchRun,
     ProducerStateManager,
 )
 from tierlog.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
@@ -453,10 +451,10 @@ class Log(LogReads, LogRetention):
         self._known_epoch = epoch
 
     def _producer_checks(self, plan: AppendPlan, origin: str) -> LogAppendInfo | None:
-        """Validate producer sequences/epochs; a duplicate batch returns its original offsets."""
+        """Validate producer sequences/epochs into ``plan.producer_run`` (applied after the
+        write); a duplicate batch returns its original offsets."""
         psm = self.producer_state
-        infos: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
+        run: ProducerBatchRun | None = None
         for batch in plan.views:
             pid = batch.producer_id
             if pid < 0:
@@ -470,27 +468,16 @@ class Log(LogReads, LogRetention):
                         self._log_start_offset, dup.last_offset - dup.first_offset + 1, 0, 0,
                         duplicate=True,
                     )
-            info = infos.get(pid)
-            if info is None:
-                info = infos[pid] = psm.prepare_update(pid, origin)
-            txn = apply_batch(info, batch, plan.base_offsets[batch.position])
-            if txn is not None:
-                completed.append(txn)
-        plan.producer_infos = list(infos.values())
-        plan.completed_txns = completed
+            if run is None:
+                run = ProducerBatchRun(psm, origin)
+            run.add(batch, plan.base_offsets[batch.position])
+        plan.producer_run = run
         return None
 
     def _after_append(self, plan: AppendPlan, segment: LogSegment) -> None:
         psm = self.producer_state
-        for info in plan.producer_infos:
-            psm.update(info)
-        for txn in plan.completed_txns:
-            if txn.is_aborted:
-                lso = psm.last_stable_offset(txn)
-                segment.append_aborted_txn(
-                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
-                )
-            psm.complete_txn(txn)
+        if plan.producer_run is not None:
+            plan.producer_run.apply(segment.append_aborted_txn)
         psm.update_map_end_offset(self._next_offset)
         if self._auto_high_watermark:
             self._set_high_watermark(self._next_offset)

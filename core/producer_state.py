@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tierlog import filenames
 from tierlog.errors import (
@@ -23,12 +24,16 @@ from tierlog.errors import (
     ProducerFencedError,
     TransactionCoordinatorFencedError,
 )
+from tierlog.index.transaction_index import AbortedTxn
 from tierlog.producer_snapshot import (
     SnapshotEntry,
     decode_snapshot,
     read_snapshot,
     write_snapshot,
 )
+
+if TYPE_CHECKING:
+    from tierlog.records.batch import RecordBatch
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +300,26 @@ class ProducerAppendInfo:
                 f"(incoming), {last_seq} (current end sequence)"
             )
 
+    def append_batch(self, batch: RecordBatch, base_offset: int | None = None
+                     ) -> CompletedTxn | None:
+        """Validate and record one batch with a producer id from its header: a data batch, or
+        the end-transaction marker of a control batch (other control records change nothing).
+        ``base_offset`` overrides the batch's own (an append whose offsets are not yet patched
+        in). Returns the transaction a marker completed, if any; raises as
+        :meth:`append_data_batch` and :meth:`append_end_txn_marker` do."""
+        first = batch.base_offset if base_offset is None else base_offset
+        if batch.is_control:
+            control = batch.control_record()
+            if control is None or control.type not in (ABORT_MARKER, COMMIT_MARKER):
+                return None
+            return self.append_end_txn_marker(control.type, batch.producer_epoch, first,
+                                              batch.max_timestamp, control.coordinator_epoch)
+        self.append_data_batch(
+            batch.producer_epoch, batch.base_sequence, batch.last_sequence, batch.max_timestamp,
+            first, first + batch.last_offset_delta, batch.is_transactional,
+        )
+        return None
+
     def append_data_batch(
         self,
         producer_epoch: int,
@@ -358,6 +383,57 @@ class ProducerAppendInfo:
                                      control_type == ABORT_MARKER)
         updated.end_transaction(producer_epoch, coordinator_epoch, timestamp)
         return completed
+
+
+class ProducerBatchRun:
+    """What a run of batches does to producer state, validated first and applied in one step:
+    the one rule for feeding batches to a ProducerStateManager (Kafka's ProducerAppendInfo per
+    producer, then ``update`` and ``completeTxn``).
+
+    Every path uses it: an append validates its batches (:meth:`add`, which raises before
+    anything is written), writes them, then applies the run (:meth:`apply`), its aborted
+    transactions going to the segment's transaction index; a segment's recovery applies runs of one batch;
+    the rebuild from segments applies runs of replicated batches. Each producer's batches are
+    checked against its state before the run plus its earlier batches in the run; on apply
+    the producers are updated first, then the completed transactions are completed in order.
+    Not thread-safe (the owner of the manager serialises it).
+    """
+
+    __slots__ = ("_psm", "_origin", "_infos", "_completed")
+
+    def __init__(self, psm: ProducerStateManager, origin: str) -> None:
+        self._psm = psm
+        self._origin = origin
+        self._infos: dict[int, ProducerAppendInfo] = {}
+        self._completed: list[CompletedTxn] = []
+
+    def add(self, batch: RecordBatch, base_offset: int | None = None) -> None:
+        """Validate ``batch`` (ignored without a producer id) as the run's next batch;
+        ``base_offset`` overrides the batch's own. Raises ProducerFencedError,
+        OutOfOrderSequenceError, InvalidTxnStateError or TransactionCoordinatorFencedError as
+        the origin's rules say; the manager is unchanged until :meth:`apply`."""
+        pid = batch.producer_id
+        if pid < 0:
+            return
+        info = self._infos.get(pid)
+        if info is None:
+            info = self._infos[pid] = self._psm.prepare_update(pid, self._origin)
+        completed = info.append_batch(batch, base_offset)
+        if completed is not None:
+            self._completed.append(completed)
+
+    def apply(self, on_aborted: Callable[[AbortedTxn], None] | None = None) -> None:
+        """Apply the run to the manager: every producer's new state, then each completed
+        transaction; ``on_aborted`` receives each aborted one with its last stable offset
+        (Kafka's entry of the transaction index), before it is completed."""
+        psm = self._psm
+        for info in self._infos.values():
+            psm.update(info)
+        for txn in self._completed:
+            if on_aborted is not None and txn.is_aborted:
+                on_aborted(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                      psm.last_stable_offset(txn)))
+            psm.complete_txn(txn)
 
 
 class ProducerStateManager:
