@@ -399,7 +399,7 @@ class ProducerBatchRun:
     Not thread-safe (the owner of the manager serialises it).
     """
 
-    __slots__ = ("_psm", "_origin", "_infos", "_completed")
+    __slots__ = ("_completed", "_infos", "_origin", "_psm")
 
     def __init__(self, psm: ProducerStateManager, origin: str) -> None:
         self._psm = psm

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from tierlog.checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,

@@ -9,7 +9,6 @@ import random
 
 import pytest
 from log_invariants import aborted_txns
-
 from tierlog import Log, Record
 from tierlog.errors import OutOfOrderSequenceError
 from tierlog.index import AbortedTxn
