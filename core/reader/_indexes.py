@@ -1,69 +1,76 @@
 """Kafka's segment indexes read from the bytes of remote index objects (no mmap, no files):
-offset and time lookups, batch-aligned byte ranges, split points and aborted transactions.
+offset and time lookups, batch-aligned byte ranges and split points. (A ``.txnindex`` object
+is decoded by ``tierlog.index.transaction_index.decode_aborted_txns``.)
+
+Thin views: the entry layouts, the sanity rules and the search are ``tierlog.index.entries``,
+the same code the live, memory-mapped indexes use.
 """
 
 from __future__ import annotations
 
-import bisect
-import struct
 from collections.abc import Sequence
 
-from tierlog.errors import CorruptIndexError
-from tierlog.index import AbortedTxn
-from tierlog.index.transaction_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from tierlog.index.entries import (
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    check_offset_entries,
+    check_time_entries,
+    largest_lower_bound,
+    smallest_upper_bound,
+)
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-
-
-def _check_length(data: bytes, entry_size: int, source: str) -> None:
-    if len(data) % entry_size:
-        raise CorruptIndexError(
-            f"index {source} is {len(data)} bytes, not a multiple of its {entry_size}-byte entries"
-        )
+_OFFSET_SIZE = OFFSET_ENTRY.size
+_INT32 = OFFSET_ENTRY.key  # both fields of an offset index entry
+_POSITION_AT = OFFSET_ENTRY.value_at
+_TIME_SIZE = TIME_ENTRY.size
+_TIMESTAMP = TIME_ENTRY.key
+_TIME_OFFSET = TIME_ENTRY.value
+_TIME_OFFSET_AT = TIME_ENTRY.value_at
 
 
 class OffsetIndexView:
     """The entries of a ``.index`` object: ``relativeOffset int32 | position int32``, each the
-    last offset of a batch and the position where that batch starts. Kept as absolute offsets
-    and positions in two sorted lists. Immutable, hence thread-safe.
+    last offset of a batch and the position where that batch starts. Checked as the live
+    index's sanity check checks a file. Immutable, hence thread-safe.
     """
 
-    __slots__ = ("offsets", "positions")
+    __slots__ = ("base_offset", "data", "entries")
 
     def __init__(self, data: bytes, base_offset: int, source: str) -> None:
-        _check_length(data, _OFFSET_ENTRY.size, source)
-        self.offsets: list[int] = []
-        self.positions: list[int] = []
-        for relative, position in _OFFSET_ENTRY.iter_unpack(data):
-            offset = base_offset + relative
-            if self.offsets and (offset <= self.offsets[-1] or position < self.positions[-1]):
-                raise CorruptIndexError(
-                    f"index {source}: entry {len(self.offsets)} (offset {offset}, position "
-                    f"{position}) does not follow offset {self.offsets[-1]} at position "
-                    f"{self.positions[-1]}"
-                )
-            self.offsets.append(offset)
-            self.positions.append(position)
+        OFFSET_ENTRY.check_length(len(data), source)
+        self.data = data
+        self.base_offset = base_offset
+        self.entries = len(data) // _OFFSET_SIZE
+        check_offset_entries(data, self.entries, base_offset, source)
+
+    def offset(self, slot: int) -> int:
+        """The absolute offset of entry ``slot``."""
+        return self.base_offset + _INT32(self.data, slot * _OFFSET_SIZE)[0]
+
+    def position(self, slot: int) -> int:
+        """The position of entry ``slot``."""
+        return _INT32(self.data, slot * _OFFSET_SIZE + _POSITION_AT)[0]
 
     def offset_at(self, position: int) -> int | None:
         """The last offset of the batch at ``position`` when an entry names it, else None."""
-        i = bisect.bisect_left(self.positions, position)
-        return self.offsets[i] if i < len(self.positions) and self.positions[i] == position \
-            else None
+        slot = smallest_upper_bound(self.data, _INT32, _OFFSET_SIZE, _POSITION_AT,
+                                    position, self.entries)
+        return self.offset(slot) if slot >= 0 and self.position(slot) == position else None
 
     def start_position(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the batch of the largest indexed offset <=
         ``offset``, or 0 (Kafka's lookup)."""
-        i = bisect.bisect_right(self.offsets, offset) - 1
-        return self.positions[i] if i >= 0 else 0
+        slot = largest_lower_bound(self.data, _INT32, _OFFSET_SIZE, 0,
+                                   offset - self.base_offset, 0, self.entries)
+        return self.position(slot) if slot >= 0 else 0
 
     def end_position(self, end_offset: int, size: int) -> int:
         """A batch boundary at or after the end of every batch holding offsets below
         ``end_offset`` (exclusive): the next indexed batch after the first entry that reaches
         ``end_offset - 1``, or ``size``."""
-        i = bisect.bisect_left(self.offsets, end_offset - 1)
-        return self.positions[i + 1] if i + 1 < len(self.positions) else size
+        slot = smallest_upper_bound(self.data, _INT32, _OFFSET_SIZE, 0,
+                                    end_offset - 1 - self.base_offset, self.entries)
+        return self.position(slot + 1) if 0 <= slot < self.entries - 1 else size
 
     def split_points(self, start: int, end: int, target: int,
                      keep_whole: Sequence[tuple[int, int]] = ()) -> list[int]:
@@ -71,8 +78,10 @@ class OffsetIndexView:
         never inside one of the ``keep_whole`` ``[from, to)`` byte ranges."""
         points: list[int] = []
         last = start
-        lo = bisect.bisect_right(self.positions, start)
-        for position in self.positions[lo:]:
+        first = 1 + largest_lower_bound(self.data, _INT32, _OFFSET_SIZE, _POSITION_AT,
+                                        start, 0, self.entries)
+        for slot in range(first, self.entries):
+            position = self.position(slot)
             if position >= end:
                 break
             if position - last < target or position == last:
@@ -87,38 +96,31 @@ class OffsetIndexView:
 class TimeIndexView:
     """The entries of a ``.timeindex`` object: ``timestamp int64 | relativeOffset int32``.
     Entry ``(T, O)`` says that no record up to offset ``O`` has a timestamp above ``T``, and
-    that the batch ending at ``O`` holds a record stamped ``T``. Immutable, hence thread-safe.
+    that the batch ending at ``O`` holds a record stamped ``T``. Checked as the live index's
+    sanity check checks a file. Immutable, hence thread-safe.
     """
 
-    __slots__ = ("offsets", "timestamps")
+    __slots__ = ("base_offset", "data", "entries")
 
     def __init__(self, data: bytes, base_offset: int, source: str) -> None:
-        _check_length(data, _TIME_ENTRY.size, source)
-        self.timestamps: list[int] = []
-        self.offsets: list[int] = []
-        for timestamp, relative in _TIME_ENTRY.iter_unpack(data):
-            if self.timestamps and timestamp < self.timestamps[-1]:
-                raise CorruptIndexError(
-                    f"time index {source}: entry {len(self.timestamps)} has timestamp "
-                    f"{timestamp}, below the previous {self.timestamps[-1]}"
-                )
-            self.timestamps.append(timestamp)
-            self.offsets.append(base_offset + relative)
+        TIME_ENTRY.check_length(len(data), source)
+        self.data = data
+        self.base_offset = base_offset
+        self.entries = len(data) // _TIME_SIZE
+        check_time_entries(data, self.entries, base_offset, source)
+
+    def offset(self, slot: int) -> int:
+        """The absolute offset of entry ``slot``."""
+        return self.base_offset + _TIME_OFFSET(self.data, slot * _TIME_SIZE + _TIME_OFFSET_AT)[0]
 
     def bracket(self, timestamp: int) -> tuple[int | None, int | None]:
         """``(below, reaching)``: the last offset up to which every record is older than
         ``timestamp`` (None when no entry says so), and an offset by which a record stamped
         ``timestamp`` or later has appeared (None when the index knows of none)."""
-        i = bisect.bisect_left(self.timestamps, timestamp)
-        below = self.offsets[i - 1] if i > 0 else None
-        reaching = self.offsets[i] if i < len(self.offsets) else None
+        slot = smallest_upper_bound(self.data, _TIMESTAMP, _TIME_SIZE, 0, timestamp,
+                                    self.entries)
+        first_reaching = self.entries if slot < 0 else slot
+        below = self.offset(first_reaching - 1) if first_reaching > 0 else None
+        reaching = self.offset(first_reaching) if first_reaching < self.entries else None
         return below, reaching
 
-
-def parse_aborted_txns(data: bytes, source: str) -> list[AbortedTxn]:
-    """The entries of a ``.txnindex`` object (34-byte AbortedTxn entries)."""
-    _check_length(data, TXN_ENTRY_SIZE, source)
-    try:
-        return [AbortedTxn.from_bytes(data, pos) for pos in range(0, len(data), TXN_ENTRY_SIZE)]
-    except CorruptIndexError as e:
-        raise CorruptIndexError(f"transaction index {source}: {e}") from e

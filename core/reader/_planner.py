@@ -12,8 +12,9 @@ from typing import Any
 
 from tierlog.errors import OffsetOutOfRangeError, RemoteStorageError
 from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
+from tierlog.index.transaction_index import decode_aborted_txns
 from tierlog.producer_snapshot import decode_snapshot
-from tierlog.reader._indexes import OffsetIndexView, TimeIndexView, parse_aborted_txns
+from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
 from tierlog.reader._tier import ChainLink, get_optional, object_path
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
@@ -295,4 +296,4 @@ class PartitionPlanner:
             # The metadata says this segment aborted transactions: a missing index is an
             # error, not an empty one (that would return aborted records).
             path = object_path(self.tier, link.segment, IndexType.TRANSACTION.suffix)
-            yield AbortedTxnList(parse_aborted_txns(self.tier.get_bytes(path), path))
+            yield AbortedTxnList(decode_aborted_txns(self.tier.get_bytes(path), path))
