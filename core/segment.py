@@ -31,12 +31,11 @@ from tierlog.index import (
 from tierlog.index.plugin import SegmentIndex
 from tierlog.records.batch import (
     ATTRIBUTES,
-    CURRENT_MAGIC,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     RecordBatch,
+    walk_headers,
 )
 from tierlog.records.file_records import (
     FileRecords,
@@ -440,18 +439,18 @@ class LogSegment:
         view = memoryview(buffer)
         # Locals: this loop runs once per batch of every unflushed segment.
         unpack, crc, header_size, overhead = HEADER.unpack_from, crc32c, HEADER_SIZE, LOG_OVERHEAD
-        magic, min_length, crc_start = CURRENT_MAGIC, MIN_BATCH_LENGTH, ATTRIBUTES
+        crc_start = ATTRIBUTES
         file_pos = pos = 0
         try:
             while file_pos < size:
                 got = self.log.read_into(buffer, file_pos)
                 pos = 0
-                while pos + header_size <= got:
-                    (base, length, epoch, batch_magic, stored_crc, _attributes, delta, _base_ts,
-                     max_ts, producer_id, _producer_epoch, _base_seq, count) = unpack(buffer, pos)
+                # walk_headers applies the header rule (magic, batchLength) to each header,
+                # so pos is the first byte not yet accepted wherever the walk stops or raises.
+                for pos, (base, length, epoch, _magic, stored_crc, _attributes, delta, _base_ts,
+                          max_ts, producer_id, _producer_epoch, _base_seq,
+                          count) in walk_headers(buffer, 0, got):
                     end = pos + length + overhead
-                    if batch_magic != magic or length < min_length:
-                        RecordBatch(buffer, pos, header_only=True)  # raises, naming the fault
                     if end > got:
                         break
                     if crc(view[pos + crc_start:end]) != stored_crc:

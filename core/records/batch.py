@@ -1,4 +1,5 @@
-"""RecordBatch: a zero-copy view of one v2 record batch inside a buffer, the batch walker, and
+"""RecordBatch: a zero-copy view of one v2 record batch inside a buffer, the header rule, the
+walkers over batches (``iter_batches``) and over their headers alone (``walk_headers``), and
 the in-place header patchers (base offset, leader epoch, log append time) the log uses.
 """
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from crc32c import crc32c
 
@@ -109,11 +110,9 @@ class RecordBatch:
         if available < HEADER_SIZE:
             _check_short_header(buffer, position, available)
         header = HEADER.unpack_from(buffer, position)
-        if header[3] != CURRENT_MAGIC:
-            raise _bad_magic(header[0], position, header[3])
+        if header[3] != CURRENT_MAGIC or header[1] < MIN_BATCH_LENGTH:
+            _reject_header(header, position)
         size = header[1] + LOG_OVERHEAD
-        if header[1] < MIN_BATCH_LENGTH:
-            raise _short_length(header[0], position, header[1])
         if size > available and not header_only:
             raise TruncatedBatchError(
                 f"batch at position {position} (offset {header[0]}) declares {size} bytes "
@@ -352,6 +351,16 @@ def _check_short_header(buffer: ByteBuffer, position: int, available: int) -> No
     )
 
 
+def _reject_header(header: tuple[int, ...], position: int) -> NoReturn:
+    """Raise the error of a header that breaks the header rule (magic 2, batchLength >= 49):
+    UnsupportedMagicError or CorruptRecordError naming the position and base offset. Callers
+    test the rule inline (``header[3] != CURRENT_MAGIC or header[1] < MIN_BATCH_LENGTH``: one
+    comparison on the hot path) and call this only when it fails."""
+    if header[3] != CURRENT_MAGIC:
+        raise _bad_magic(header[0], position, header[3])
+    raise _short_length(header[0], position, header[1])
+
+
 def _bad_magic(base_offset: int, position: int, magic: int) -> UnsupportedMagicError:
     return UnsupportedMagicError(
         f"batch at position {position} (offset {base_offset}) has magic {magic}; only "
@@ -364,6 +373,42 @@ def _short_length(base_offset: int, position: int, length: int) -> CorruptRecord
         f"batch at position {position} (offset {base_offset}) has batchLength {length}, "
         f"less than the {MIN_BATCH_LENGTH}-byte minimum"
     )
+
+
+def walk_headers(
+    buffer: ByteBuffer, position: int = 0, end: int | None = None
+) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """``(position, header)`` of every batch whose 61-byte header lies in
+    ``buffer[position:end]``, in order: the one walk over batch headers in bytes (segment
+    recovery, ranged remote reads, their offset checks). ``header`` is HEADER's 13 fields
+    (baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+    baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount); the
+    batch's size is ``header[1] + LOG_OVERHEAD``.
+
+    Each header must keep the header rule that RecordBatch keeps (magic 2, batchLength >= 49):
+    UnsupportedMagicError or CorruptRecordError otherwise, raised when the walk reaches it.
+    Nothing else is checked: a batch's body may run past ``end`` (a read cut mid-batch; the
+    caller compares ``position + size`` with it) and the walk stops quietly where fewer than
+    61 bytes remain. No copy is made; the caller must not resize ``buffer`` during the walk.
+    """
+    limit = len(buffer) if end is None else min(end, len(buffer))
+    unpack, header_size, overhead = HEADER.unpack_from, HEADER_SIZE, LOG_OVERHEAD
+    magic, min_length = CURRENT_MAGIC, MIN_BATCH_LENGTH
+    while position + header_size <= limit:
+        header = unpack(buffer, position)
+        if header[3] != magic or header[1] < min_length:
+            _reject_header(header, position)
+        yield position, header
+        position += header[1] + overhead
+
+
+def declared_size(buffer: ByteBuffer, position: int = 0) -> int | None:
+    """The size in bytes the batch at ``position`` declares, its header kept to the header
+    rule (as :func:`walk_headers`), or None when its 61-byte header is not all in ``buffer``:
+    how a reader of chunks learns how much to read for a batch bigger than its chunk."""
+    for _, header in walk_headers(buffer, position):
+        return header[1] + LOG_OVERHEAD
+    return None
 
 
 def iter_batches(

@@ -9,19 +9,23 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from tierlog.errors import CorruptRecordError, LogClosedError, TruncatedBatchError
-from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, RecordBatch, iter_batches
+from tierlog.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    RecordBatch,
+    declared_size,
+    iter_batches,
+)
 from tierlog.records.plain_batch import PlainBatchRules, write_plain_batch
 from tierlog.records.record import Record
 
 log = logging.getLogger(__name__)
 
-_OFFSET_AND_SIZE = struct.Struct(">qi")
 #: Bytes read per call when walking a file batch by batch.
 SCAN_CHUNK_BYTES = 1 << 20
 #: Most buffers one pwritev call accepts (Linux: 1024).
@@ -389,14 +393,11 @@ class FileRecords:
                 yield position + batch.position, batch
                 consumed = batch.position + batch.size_in_bytes
             if consumed == 0:
-                if len(chunk) >= LOG_OVERHEAD:
-                    needed = _OFFSET_AND_SIZE.unpack_from(chunk, 0)[1] + LOG_OVERHEAD
-                    if needed > len(chunk) and position + needed <= end:
-                        big = os.pread(fd, needed, position)
-                        batch = RecordBatch(big, 0)
-                        yield position, batch
-                        position += needed
-                        continue
+                needed = declared_size(chunk)  # a batch bigger than the chunk: read it alone
+                if needed is not None and len(chunk) < needed <= end - position:
+                    yield position, RecordBatch(os.pread(fd, needed, position), 0)
+                    position += needed
+                    continue
                 raise TruncatedBatchError(
                     f"{self._path}: incomplete batch at position {position} "
                     f"({end - position} bytes before the end)"

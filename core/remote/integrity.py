@@ -4,16 +4,11 @@ outside the CRC, so only continuity can catch damage there)."""
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Iterator
 
 from tierlog.errors import CorruptRecordError
 from tierlog.records import iter_batches
-from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, ByteBuffer
-
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-#: Where lastOffsetDelta sits in a v2 batch header.
-_LAST_OFFSET_DELTA_AT = 23
+from tierlog.records.batch import ByteBuffer, walk_headers
 
 
 def validate_fetched_batches(data: ByteBuffer) -> None:
@@ -43,16 +38,15 @@ def check_batch_offsets(
 
     Every batch whose 61-byte header is in ``data`` is checked, a trailing one whose body is
     cut off included: a reader fetches the next batch's header to check the last batch it
-    returns against it. Gaps (compacted segments) are allowed; overlaps are not.
+    returns against it. Gaps (compacted segments) are allowed; overlaps are not. Headers are
+    walked with :func:`~tierlog.records.batch.walk_headers` (whose header rule raises too).
     """
-    view = memoryview(data)
-    at, previous = 0, None
-    while at + HEADER_SIZE <= len(view):
-        base, length = _OFFSET_AND_LENGTH.unpack_from(view, at)
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(view, at + _LAST_OFFSET_DELTA_AT)
+    previous = None
+    for at, header in _walk_named(data, source, position):
+        base, delta = header[0], header[6]
         last = base + delta
         where = f"{source}: batch at position {position + at} (offsets {base}..{last})"
-        if length + LOG_OVERHEAD < HEADER_SIZE or delta < 0:
+        if delta < 0:
             raise CorruptRecordError(f"{where} has a malformed header")
         if previous is None and anchor is not None and last != anchor:
             raise CorruptRecordError(
@@ -64,4 +58,13 @@ def check_batch_offsets(
             raise CorruptRecordError(
                 f"{where} lies outside the segment's offsets {first_offset}..{last_offset}")
         previous = last
-        at += length + LOG_OVERHEAD
+
+
+def _walk_named(data: ByteBuffer, source: str, position: int
+                ) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """:func:`walk_headers` of ``data``, its errors prefixed with ``source`` and the segment
+    position the read started at (the positions in them are within the read)."""
+    try:
+        yield from walk_headers(data)
+    except CorruptRecordError as exc:
+        raise type(exc)(f"{source} (read from segment position {position}): {exc}") from exc

@@ -6,15 +6,20 @@ ranged GET of the ``.log`` object brings the batches back, CRC-checked.
 from __future__ import annotations
 
 import io
-import struct
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError, TruncatedBatchError
 from tierlog.fetch import FetchDataInfo
 from tierlog.index import AbortedTxn
 from tierlog.index.aborted_txns import AbortedTxnSource, collect_aborted_txns
-from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, iter_batches
+from tierlog.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    declared_size,
+    iter_batches,
+    walk_headers,
+)
 from tierlog.records.file_records import MemoryRecords, TimestampAndOffset
 from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
 from tierlog.remote.layout import SEGMENT_SUFFIX, segment_file_prefix
@@ -30,8 +35,6 @@ if TYPE_CHECKING:
     from tierlog.segment import LogSegment
 
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 #: Bytes read per request while scanning a remote segment for a timestamp.
 _TIMESTAMP_SCAN_BYTES = 1 << 20
 
@@ -183,7 +186,12 @@ class RemoteLogReader:
                     if record.timestamp >= timestamp and record.offset >= start_offset:
                         return TimestampAndOffset(record.timestamp, record.offset)
             if consumed == 0:
-                length = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
+                # A batch bigger than one read: read it whole.
+                length = declared_size(data)
+                if length is None:
+                    raise TruncatedBatchError(
+                        f"{self._log.directory.name}: remote segment {name} ends {len(data)} "
+                        f"bytes after position {position}, inside a batch header")
                 data = self._fetch(metadata, name, position, position + length, None)
                 consumed = length
                 for record in next(iter_batches(data)).records():
@@ -203,17 +211,13 @@ def _locate(data: bytes, offset: int) -> tuple[bool, int, int]:
     """Walk the 61-byte batch headers of ``data`` to the first batch whose last offset >=
     ``offset``: (True, its position, its size); or (False, the batch boundary where ``data``
     ran out, 0)."""
-    position = 0
-    while position + HEADER_SIZE <= len(data):
-        base, length = _OFFSET_AND_LENGTH.unpack_from(data, position)
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, position + 23)
-        size = length + LOG_OVERHEAD
-        if size < HEADER_SIZE:
-            raise CorruptRecordError(f"batch at position {position} declares {size} bytes")
-        if base + delta >= offset:
+    boundary = 0
+    for position, header in walk_headers(data):
+        size = header[1] + LOG_OVERHEAD
+        if header[0] + header[6] >= offset:
             return True, position, size
-        position += size
-    return False, position, 0
+        boundary = position + size
+    return False, boundary, 0
 
 
 def _batches_end(data: bytes, start: int, max_bytes: int, upper: int,
