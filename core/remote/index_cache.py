@@ -22,11 +22,25 @@ from tierlog.remote.storage import IndexType, RemoteLogSegmentMetadata, RemoteSt
 log = logging.getLogger(__name__)
 
 CACHE_DIR_NAME = "remote-log-index-cache"
-_KINDS = {
-    IndexType.OFFSET: ".index",
-    IndexType.TIMESTAMP: ".timeindex",
-    IndexType.TRANSACTION: ".txnindex",
-}
+#: The index types kept here; a file's suffix is its type's object suffix (``.index``, ...).
+_KINDS = (IndexType.OFFSET, IndexType.TIMESTAMP, IndexType.TRANSACTION)
+_KIND_OF_SUFFIX = {kind.suffix: kind for kind in _KINDS}
+
+
+def cache_file_name(start_offset: int, segment_id: str, kind: IndexType) -> str:
+    """``<startOffset>_<uuid><suffix>``, Kafka's name of a cached remote index."""
+    return f"{start_offset}_{segment_id}{kind.suffix}"
+
+
+def parse_cache_file_name(name: str) -> tuple[int, str, IndexType] | None:
+    """``(start offset, segment uuid, index type)`` of a cache file name; None for any
+    other name."""
+    stem, dot, suffix = name.partition(".")
+    start, sep, uuid = stem.partition("_")
+    kind = _KIND_OF_SUFFIX.get(dot + suffix)
+    if not sep or not start.isdigit() or kind is None:
+        return None
+    return int(start), uuid, kind
 
 
 @dataclass(slots=True)
@@ -63,12 +77,11 @@ class RemoteIndexCache:
             if path.name.endswith(".tmp"):
                 path.unlink(missing_ok=True)
                 continue
-            stem, _, suffix = path.name.partition(".")
-            start, sep, uuid = stem.partition("_")
-            kind = next((k for k, s in _KINDS.items() if s == "." + suffix), None)
-            if not sep or not start.isdigit() or kind is None:
+            parsed = parse_cache_file_name(path.name)
+            if parsed is None:
                 continue
-            entry = self._entries.setdefault(uuid, _Entry(int(start)))
+            start, uuid, _ = parsed
+            entry = self._entries.setdefault(uuid, _Entry(start))
             entry.size += path.stat().st_size
         log.debug("remote index cache %s: %d segments on disk", self.directory, len(self._entries))
 
@@ -88,7 +101,7 @@ class RemoteIndexCache:
         return self._get(metadata, IndexType.TRANSACTION)
 
     def _path(self, metadata: RemoteLogSegmentMetadata, kind: IndexType) -> Path:
-        return self.directory / f"{metadata.start_offset}_{metadata.segment_id}{_KINDS[kind]}"
+        return self.directory / cache_file_name(metadata.start_offset, metadata.segment_id, kind)
 
     def _get(self, metadata: RemoteLogSegmentMetadata, kind: IndexType) -> Any:
         uuid = metadata.segment_id
@@ -141,8 +154,9 @@ class RemoteIndexCache:
         while total > self.max_bytes and len(self._entries) > 1:
             uuid, entry = self._entries.popitem(last=False)
             entry.close()
-            for suffix in _KINDS.values():
-                (self.directory / f"{entry.start_offset}_{uuid}{suffix}").unlink(missing_ok=True)
+            for kind in _KINDS:
+                (self.directory / cache_file_name(entry.start_offset, uuid, kind)).unlink(
+                    missing_ok=True)
             total -= entry.size
             log.debug("evicted the remote indexes of segment %s from the cache", uuid)
 
