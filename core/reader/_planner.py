@@ -16,10 +16,10 @@ from tierlog.index.transaction_index import decode_aborted_txns
 from tierlog.producer_snapshot import decode_snapshot
 from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
-from tierlog.reader._tier import ChainLink, get_optional, object_path
+from tierlog.reader._tier import ChainLink, get_optional
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
 from tierlog.records.batch import HEADER_SIZE
-from tierlog.remote.layout import SEGMENT_SUFFIX
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class PartitionPlanner:
                 self._stable_end = 0
                 return 0
             last = self.chain[-1].segment
-            path = object_path(self.tier, last, IndexType.PRODUCER_SNAPSHOT.suffix)
+            path = self.tier.path(segment_object_key(last, IndexType.PRODUCER_SNAPSHOT.suffix))
             data = get_optional(self.tier, path)
             if data is None:
                 raise RemoteStorageError(
@@ -154,7 +154,7 @@ class PartitionPlanner:
     def offset_index(self, md: RemoteLogSegmentMetadata) -> OffsetIndexView:
         view = self._offset_indexes.get(md.segment_id)
         if view is None:
-            path = object_path(self.tier, md, IndexType.OFFSET.suffix)
+            path = self.tier.path(segment_object_key(md, IndexType.OFFSET.suffix))
             view = OffsetIndexView(self.tier.get_bytes(path), md.start_offset, path)
             self._offset_indexes[md.segment_id] = view
         return view
@@ -162,7 +162,7 @@ class PartitionPlanner:
     def time_index(self, md: RemoteLogSegmentMetadata) -> TimeIndexView:
         view = self._time_indexes.get(md.segment_id)
         if view is None:
-            path = object_path(self.tier, md, IndexType.TIMESTAMP.suffix)
+            path = self.tier.path(segment_object_key(md, IndexType.TIMESTAMP.suffix))
             view = TimeIndexView(self.tier.get_bytes(path), md.start_offset, path)
             self._time_indexes[md.segment_id] = view
         return view
@@ -257,7 +257,7 @@ class PartitionPlanner:
             byte_start = min(byte_start, region.start)
         bounds = [byte_start, *cuts, byte_end]
         txns = tuple(t for t in aborted if t[2] >= lo and t[1] < hi)
-        log_path = object_path(self.tier, md, SEGMENT_SUFFIX)
+        log_path = self.tier.path(segment_object_key(md, SEGMENT_SUFFIX))
         # Every bound past 0 is a batch the offset index names: its entry anchors the check
         # of the split's offsets, and the header at the split's end is fetched along.
         anchors = {a: self.offset_index(md).offset_at(a) if a else None for a in bounds[:-1]}
@@ -295,5 +295,5 @@ class PartitionPlanner:
                 continue
             # The metadata says this segment aborted transactions: a missing index is an
             # error, not an empty one (that would return aborted records).
-            path = object_path(self.tier, link.segment, IndexType.TRANSACTION.suffix)
+            path = self.tier.path(segment_object_key(link.segment, IndexType.TRANSACTION.suffix))
             yield AbortedTxnList(decode_aborted_txns(self.tier.get_bytes(path), path))

@@ -12,9 +12,10 @@ import pyarrow as pa
 
 from tierlog.fetch import AbortedTracker
 from tierlog.reader._arrow import ColumnBuilder
-from tierlog.reader._tier import ReadStats, open_tier
+from tierlog.reader._tier import open_tier
 from tierlog.records import Record, iter_batches
 from tierlog.remote.integrity import check_batch_offsets
+from tierlog.remote.tier import RequestStats
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -81,7 +82,8 @@ def _first_at_or_after(records: list[Record], timestamp: int) -> int | None:
                 None)
 
 
-def read_split(split: ReadSplit, *, stats: ReadStats | None = None) -> Iterator[pa.RecordBatch]:
+def read_split(split: ReadSplit, *, stats: RequestStats | None = None
+               ) -> Iterator[pa.RecordBatch]:
     """The split's records as RecordBatches of ``SCHEMA`` (about ``batch_rows`` rows each, cut
     between Kafka batches): one ranged GET, every codec decompressed, control records skipped,
     CRCs checked."""

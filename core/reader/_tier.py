@@ -1,12 +1,13 @@
-"""A reader's view of the remote tier: the filesystem opened from a URL and storage options,
-request and byte counters, partition discovery, and each partition's chain of readable segments.
+"""A reader's view of the remote tier: the tier opened from a URL and storage options, the
+choice of the newest incarnation of a topic, and each partition's chain of readable segments.
+Paths, the partition listing and the request counters are the writer's own
+(``tierlog.remote.layout``, ``.manifest``, ``.tier``).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,84 +16,35 @@ import fsspec
 
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote import RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
-from tierlog.remote.layout import (
-    parse_partition_dir_name,
-    partition_dir_name,
-    segment_file_prefix,
-)
-from tierlog.remote.manifest import load_partition
+from tierlog.remote.manifest import load_partition, remote_partitions
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.options import filesystem_kwargs
+from tierlog.remote.tier import RequestStats
+
+__all__ = [
+    "ChainLink",
+    "ReadStats",
+    "get_optional",
+    "newest_incarnation",
+    "open_tier",
+    "remote_partitions",
+    "segment_chain",
+    "topic_partitions",
+]
 
 log = logging.getLogger(__name__)
-from tierlog.remote.options import filesystem_kwargs
 
-
-class ReadStats:
-    """Requests a reader sent to the tier and the bytes they returned. Thread-safe.
-
-    ``gets`` counts object reads (whole or ranged), ``lists`` directory listings, ``bytes``
-    the bytes every GET returned (metadata, indexes, snapshots and ``.log`` ranges).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._gets = self._lists = self._bytes = 0
-
-    def record_get(self, size: int) -> None:
-        with self._lock:
-            self._gets += 1
-            self._bytes += size
-
-    def record_list(self) -> None:
-        with self._lock:
-            self._lists += 1
-
-    @property
-    def gets(self) -> int:
-        return self._gets
-
-    @property
-    def lists(self) -> int:
-        return self._lists
-
-    @property
-    def bytes(self) -> int:
-        return self._bytes
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return {"gets": self._gets, "lists": self._lists, "bytes": self._bytes}
-
-    def reset(self) -> None:
-        with self._lock:
-            self._gets = self._lists = self._bytes = 0
-
-    def __repr__(self) -> str:
-        return f"ReadStats({self.snapshot()})"
-
-
-class CountingTier(RemoteTier):
-    """A read-only RemoteTier that counts into a ReadStats. A whole-object read is sent as the
-    range ``bytes=0-`` so that object stores answer it with one GET and no HEAD."""
-
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, stats: ReadStats) -> None:
-        super().__init__(fs, root, rename_on_publish=False)
-        self.read_stats = stats
-
-    def get_bytes(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
-        data = super().get_bytes(path, 0 if start is None else start, end)
-        self.read_stats.record_get(len(data))
-        return data
-
-    def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
-        self.read_stats.record_list()
-        return super().list_names(directory, dirs=dirs)
+#: Requests a reader sent to the tier and the bytes they returned: the tier's one request
+#: counter (``gets`` counts object reads, whole or ranged, ``lists`` directory listings,
+#: ``bytes`` the bytes every GET returned).
+ReadStats = RequestStats
 
 
 def open_tier(url: str, storage_options: Mapping[str, Any] | None,
-              stats: ReadStats | None = None) -> CountingTier:
+              stats: RequestStats | None = None) -> RemoteTier:
     """The tier at ``url`` (``s3://bucket/prefix``, ``file:///dir``, a plain path, any fsspec
-    URL). ``storage_options`` use the writer's names (``endpoint_url``, ``key``, ``secret``,
+    URL), read-only, counting into ``stats``, its whole-object reads sent as ranged GETs.
+    ``storage_options`` use the writer's names (``endpoint_url``, ``key``, ``secret``,
     ``region``, ``client_kwargs``, ...), translated by tierlog.remote.options for the URL's
     filesystem (fsspec caches instances); a bad one is a ConfigError naming it."""
     kwargs = filesystem_kwargs(url, storage_options)
@@ -100,12 +52,7 @@ def open_tier(url: str, storage_options: Mapping[str, Any] | None,
         fs, root = fsspec.core.url_to_fs(url, **kwargs)
     except (ImportError, ValueError) as e:
         raise RemoteStorageError(f"cannot open remote tier {url!r}: {e}") from e
-    return CountingTier(fs, root, stats if stats is not None else ReadStats())
-
-
-def object_path(tier: RemoteTier, md: RemoteLogSegmentMetadata, suffix: str) -> str:
-    """Full path of one of a segment's objects (``.log``, ``.index``, ...)."""
-    return tier.path(partition_dir_name(md.topic_id_partition), segment_file_prefix(md) + suffix)
+    return RemoteTier(fs, root, rename_on_publish=False, stats=stats, ranged_reads=True)
 
 
 def get_optional(tier: RemoteTier, path: str) -> bytes | None:
@@ -114,12 +61,6 @@ def get_optional(tier: RemoteTier, path: str) -> bytes | None:
         return tier.get_bytes(path)
     except RemoteResourceNotFoundError:
         return None
-
-
-def remote_partitions(tier: RemoteTier) -> list[TopicIdPartition]:
-    """Every partition directory in the tier (one LIST of its root)."""
-    found = (parse_partition_dir_name(n) for n in tier.list_names(tier.root, dirs=True))
-    return [p for p in found if p is not None]
 
 
 def topic_partitions(tier: RemoteTier, topic: str, topic_id: str | None = None

@@ -15,12 +15,7 @@ from typing import Any, BinaryIO
 import fsspec
 
 from tierlog.errors import RemoteStorageError
-from tierlog.remote.layout import (
-    SEGMENT_OBJECT_SUFFIXES,
-    SEGMENT_SUFFIX,
-    partition_dir_name,
-    segment_file_prefix,
-)
+from tierlog.remote.layout import SEGMENT_OBJECT_SUFFIXES, SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.storage import IndexType, LogSegmentData, RemoteLogSegmentMetadata
 from tierlog.remote.tier import RemoteTier, RequestStats
 
@@ -30,7 +25,7 @@ log = logging.getLogger(__name__)
 class FsspecRemoteStorageManager:
     """Kafka's RemoteStorageManager contract over an fsspec filesystem.
 
-    Objects of a segment, as Kafka's test RSM lays them out::
+    Objects of a segment, as Kafka's test RSM lays them out (``tierlog.remote.layout``)::
 
         <root>/<topic>-<partition>-<topicId>/<20-digit startOffset>-<uuid>.log
                                                 ... .index .timeindex .txnindex .snapshot
@@ -71,8 +66,7 @@ class FsspecRemoteStorageManager:
 
     def object_path(self, metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
         """The full path of one of the segment's objects (``suffix`` such as ``.log``)."""
-        return self.tier.path(partition_dir_name(metadata.topic_id_partition),
-                              segment_file_prefix(metadata) + suffix)
+        return self.tier.path(segment_object_key(metadata, suffix))
 
     # -- RemoteStorageManager -------------------------------------------------------------
 

@@ -8,7 +8,10 @@ tierlog's metadata objects. Pure string functions: no I/O.
     _metadata/<20-digit startOffset>-<segment uuid>.json   one per segment not yet deleted
     _manifest.json                                         snapshot of every _metadata object
 ```
-Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow).
+Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow). The ``*_key``
+functions give an object's path relative to the root (``RemoteTier.path(key)`` makes it full):
+the one place the writer (RemoteStorageManager, metadata manager) and the readers
+(``tierlog.reader``, ``read_partition_manifest``) learn where an object lives.
 """
 
 from __future__ import annotations
@@ -67,8 +70,35 @@ def segment_file_prefix(metadata: RemoteLogSegmentMetadata) -> str:
 
 def metadata_object_name(metadata: RemoteLogSegmentMetadata) -> str:
     """The name (inside ``_metadata/``) of a segment's metadata object."""
-    return segment_file_prefix(metadata) + METADATA_SUFFIX
+    return segment_object_name(metadata, METADATA_SUFFIX)
 
 
 def is_metadata_object_name(name: str) -> bool:
     return _METADATA_NAME_RE.fullmatch(name) is not None
+
+
+def segment_object_name(metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
+    """``<20-digit startOffset>-<segment uuid><suffix>``: the name of one of a segment's
+    objects (``suffix``: SEGMENT_SUFFIX or an ``IndexType.suffix``)."""
+    return segment_file_prefix(metadata) + suffix
+
+
+def segment_object_key(metadata: RemoteLogSegmentMetadata, suffix: str) -> str:
+    """``<topic>-<partition>-<topicId>/<20-digit startOffset>-<uuid><suffix>``."""
+    tip = metadata.topic_id_partition
+    return f"{partition_dir_name(tip)}/{segment_object_name(metadata, suffix)}"
+
+
+def manifest_key(tip: TopicIdPartition) -> str:
+    """``<topic>-<partition>-<topicId>/_manifest.json``."""
+    return f"{partition_dir_name(tip)}/{MANIFEST_NAME}"
+
+
+def metadata_dir_key(tip: TopicIdPartition) -> str:
+    """``<topic>-<partition>-<topicId>/_metadata``."""
+    return f"{partition_dir_name(tip)}/{METADATA_DIR}"
+
+
+def metadata_object_key(metadata: RemoteLogSegmentMetadata) -> str:
+    """``<topic>-<partition>-<topicId>/_metadata/<20-digit startOffset>-<uuid>.json``."""
+    return f"{metadata_dir_key(metadata.topic_id_partition)}/{metadata_object_name(metadata)}"

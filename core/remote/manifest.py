@@ -17,12 +17,11 @@ from tierlog.errors import (
     RemoteStorageError,
 )
 from tierlog.remote.layout import (
-    MANIFEST_NAME,
-    METADATA_DIR,
     is_metadata_object_name,
+    manifest_key,
+    metadata_dir_key,
     metadata_object_name,
     parse_partition_dir_name,
-    partition_dir_name,
 )
 from tierlog.remote.metadata_cache import segment_order
 from tierlog.remote.storage import (
@@ -112,17 +111,13 @@ class PartitionManifest:
                    log_start_offset=log_start)
 
 
-def manifest_path(tier: RemoteTier, tip: TopicIdPartition) -> str:
-    return tier.path(partition_dir_name(tip), MANIFEST_NAME)
-
-
-def metadata_dir(tier: RemoteTier, tip: TopicIdPartition) -> str:
-    return tier.path(partition_dir_name(tip), METADATA_DIR)
-
-
-def metadata_object_path(tier: RemoteTier, metadata: RemoteLogSegmentMetadata) -> str:
-    return tier.path(partition_dir_name(metadata.topic_id_partition), METADATA_DIR,
-                     metadata_object_name(metadata))
+def remote_partitions(tier: RemoteTier) -> list[TopicIdPartition]:
+    """Every partition directory in the tier (one LIST of its root), sorted by topic, then
+    partition, then topic id: the one listing of partitions, for the metadata manager, the
+    tier reader and ``list_remote_partitions``."""
+    found = (parse_partition_dir_name(n) for n in tier.list_names(tier.root, dirs=True))
+    return sorted((p for p in found if p is not None),
+                  key=lambda p: (p.topic, p.partition, p.topic_id))
 
 
 def _more_advanced(a: RemoteLogSegmentMetadata, b: RemoteLogSegmentMetadata) -> bool:
@@ -136,7 +131,7 @@ def read_stored_manifest(tier: RemoteTier, tip: TopicIdPartition) -> PartitionMa
     A corrupt manifest is an error (CorruptRemoteMetadataError naming it), not something to
     rebuild silently from the listing: it holds the partition's log start offset, which the
     ``_metadata/`` objects do not, and readers must not return deleted records."""
-    path = manifest_path(tier, tip)
+    path = tier.path(manifest_key(tip))
     try:
         stored = PartitionManifest.from_json(tier.get_bytes(path), path)
     except RemoteResourceNotFoundError:
@@ -173,7 +168,7 @@ def load_partition(
         seen = candidates.get(name)
         if seen is None or _more_advanced(md, seen):
             candidates[name] = md
-    directory = metadata_dir(tier, tip)
+    directory = tier.path(metadata_dir_key(tip))
     listed = [n for n in tier.list_names(directory) if is_metadata_object_name(n)]
     segments: list[RemoteLogSegmentMetadata] = []
     read_objects = False
@@ -246,7 +241,4 @@ def list_remote_partitions(
     fs: fsspec.AbstractFileSystem, root: str, *, get_options: Mapping[str, Any] | None = None
 ) -> list[TopicIdPartition]:
     """Every partition directory under ``root`` (one LIST), sorted by topic then partition."""
-    tier = _tier(fs, root, get_options)
-    found = (parse_partition_dir_name(n) for n in tier.list_names(tier.root, dirs=True))
-    return sorted((p for p in found if p is not None),
-                  key=lambda p: (p.topic, p.partition, p.topic_id))
+    return remote_partitions(_tier(fs, root, get_options))

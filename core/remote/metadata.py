@@ -13,14 +13,13 @@ from typing import TypeVar
 
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
-from tierlog.remote.layout import metadata_object_name, partition_dir_name
-from tierlog.remote.manifest import (
-    PartitionManifest,
-    list_remote_partitions,
-    load_partition,
-    manifest_path,
-    metadata_object_path,
+from tierlog.remote.layout import (
+    manifest_key,
+    metadata_object_key,
+    metadata_object_name,
+    partition_dir_name,
 )
+from tierlog.remote.manifest import PartitionManifest, load_partition, remote_partitions
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache, segment_order
 from tierlog.remote.storage import (
     RemoteLogSegmentMetadata,
@@ -129,7 +128,7 @@ class RemoteLogMetadataManager:
                     f"{existing.state.name}; it cannot be added again"
                 )
             self._tier.put_bytes(metadata.to_json().encode(),
-                                 metadata_object_path(self._tier, metadata))
+                                 self._tier.path(metadata_object_key(metadata)))
             if existing is None:
                 with part.lock:
                     cache.add_copy_in_progress(metadata)
@@ -159,7 +158,7 @@ class RemoteLogMetadataManager:
             if new.state is not _DELETE_FINISHED:
                 after.append(new)
             manifest = part.manifest(after)
-            object_path = metadata_object_path(self._tier, new)
+            object_path = self._tier.path(metadata_object_key(new))
             if new.state is _DELETE_STARTED:
                 self._write_manifest(manifest)
                 self._tier.put_bytes(new.to_json().encode(), object_path)
@@ -221,8 +220,7 @@ class RemoteLogMetadataManager:
 
     def list_partitions(self) -> list[TopicIdPartition]:
         """Every partition with a directory in the tier (one LIST of the root)."""
-        return list_remote_partitions(self._tier.fs, self._tier.root,
-                                      get_options=self._tier.get_options)
+        return remote_partitions(self._tier)
 
     def list_topics(self) -> list[str]:
         return sorted({p.topic for p in self.list_partitions()})
@@ -294,7 +292,7 @@ class RemoteLogMetadataManager:
 
     def _write_manifest(self, manifest: PartitionManifest) -> None:
         self._tier.put_bytes(manifest.to_json().encode(),
-                             manifest_path(self._tier, manifest.topic_id_partition))
+                             self._tier.path(manifest_key(manifest.topic_id_partition)))
 
     def _local_path(self, tip: TopicIdPartition) -> Path | None:
         if self._cache_dir is None:

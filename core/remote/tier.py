@@ -53,33 +53,59 @@ def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
 
 
 class RequestStats:
-    """How many object requests a tier issued, by kind (one filesystem call counts as one,
-    although a multipart upload is several HTTP requests). Thread-safe."""
+    """How many object requests a tier issued, by kind, and the bytes its GETs returned: the
+    one request counter of the writer (``rsm.stats``) and the tier reader (``reader.stats``,
+    also named ``tierlog.reader.ReadStats``). One filesystem call counts as one request,
+    although a multipart upload is several HTTP requests. Thread-safe.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(REQUEST_KINDS, 0)
+        self._bytes = 0
 
     def record(self, kind: str, count: int = 1) -> None:
+        """Count ``count`` requests of ``kind`` (one of REQUEST_KINDS)."""
         with self._lock:
             self._counts[kind] += count
 
-    def snapshot(self) -> dict[str, int]:
-        """A copy of the counters, e.g. ``{"puts": 7, "gets": 1, "deletes": 0, "lists": 0}``."""
+    def record_bytes(self, size: int) -> None:
+        """Count ``size`` bytes returned by a GET."""
         with self._lock:
-            return dict(self._counts)
+            self._bytes += size
+
+    @property
+    def gets(self) -> int:
+        return self._counts["gets"]
+
+    @property
+    def lists(self) -> int:
+        return self._counts["lists"]
+
+    @property
+    def bytes(self) -> int:
+        """Bytes every GET returned (metadata, indexes, snapshots and ``.log`` ranges)."""
+        return self._bytes
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters, e.g. ``{"puts": 7, "gets": 1, "heads": 7, "deletes": 0,
+        "lists": 0, "bytes": 512}``."""
+        with self._lock:
+            return {**self._counts, "bytes": self._bytes}
 
     @property
     def total(self) -> int:
+        """Requests of every kind."""
         with self._lock:
             return sum(self._counts.values())
 
     def reset(self) -> None:
         with self._lock:
             self._counts = dict.fromkeys(REQUEST_KINDS, 0)
+            self._bytes = 0
 
     def __repr__(self) -> str:
-        return f"RequestStats({self.snapshot()})"
+        return f"{type(self).__name__}({self.snapshot()})"
 
 
 class RemoteTier:
@@ -92,7 +118,10 @@ class RemoteTier:
     counted as a head), else RemoteStorageError names the object, before it is renamed into
     place and before the caller commits any metadata for it. Durability (fsync) is the filesystem's job: the local plugin's filesystem does it.
     ``put_options``/``get_options`` are passed to ``fs.put_file``/``fs.pipe_file`` and
-    ``fs.cat_file`` (e.g. s3fs ``chunksize``, ``max_concurrency``).
+    ``fs.cat_file`` (e.g. s3fs ``chunksize``, ``max_concurrency``). Requests are counted in
+    ``stats`` (a RequestStats of its own unless one is shared, as a reader's splits share
+    theirs). With ``ranged_reads`` a whole-object read is sent as the range ``bytes=0-``, so
+    that object stores answer it with one GET and no HEAD (the reader's choice).
     Thread-safe when the filesystem is (local and s3fs are).
     """
 
@@ -104,6 +133,8 @@ class RemoteTier:
         put_options: Mapping[str, Any] | None = None,
         get_options: Mapping[str, Any] | None = None,
         rename_on_publish: bool | None = None,
+        stats: RequestStats | None = None,
+        ranged_reads: bool = False,
     ) -> None:
         self.fs = fs
         self.root = str(fs._strip_protocol(root)).rstrip("/")
@@ -112,13 +143,14 @@ class RemoteTier:
         self.put_options = dict(put_options or {})
         self.get_options = dict(get_options or {})
         self.rename_on_publish = _is_local(fs) if rename_on_publish is None else rename_on_publish
-        self.stats = RequestStats()
+        self.stats = stats if stats is not None else RequestStats()
+        self.ranged_reads = ranged_reads
 
     def __repr__(self) -> str:
         return f"RemoteTier({type(self.fs).__name__}, root={self.root!r})"
 
     def path(self, *parts: str) -> str:
-        """The full path of ``root/part/...``."""
+        """The full path of ``root/part/...`` (a part may be a ``tierlog.remote.layout`` key)."""
         return "/".join((self.root, *parts))
 
     # -- writes ---------------------------------------------------------------------------
@@ -182,13 +214,16 @@ class RemoteTier:
     def get_bytes(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """The object's bytes ``[start, end)`` (Python slice bounds; None = its edge), in one
         request. RemoteResourceNotFoundError when the object does not exist."""
+        if start is None and self.ranged_reads:
+            start = 0
         with translate_errors("read", path):
             self.stats.record("gets")
             if start is None and end is None:
                 data = self.fs.cat_file(path, **self.get_options)
             else:
                 data = self.fs.cat_file(path, start=start, end=end, **self.get_options)
-            return bytes(data)
+        self.stats.record_bytes(len(data))
+        return bytes(data)
 
     def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
         """Sorted base names of the files (or, with ``dirs``, subdirectories) in ``directory``;
