@@ -29,6 +29,7 @@ from tierlog.cli.tier import print_tier_summary, tier_with_progress
 from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.records.record import Record
+from tierlog.remote.layout import partition_dir_name
 from tqdm import tqdm
 
 TOPIC = "demo"
@@ -156,7 +157,7 @@ def _remove_earlier_remote_topic(mgr: LogManager, topic_id: str) -> None:
         if tip.topic == TOPIC and tip.topic_id != topic_id:
             print(f"Removing {tip.topic}-{tip.partition} of an earlier demo run (topic id "
                   f"{tip.topic_id}) from the remote tier")
-            tier.fs.rm(tier.path(f"{tip.topic}-{tip.partition}-{tip.topic_id}"), recursive=True)
+            tier.fs.rm(tier.path(partition_dir_name(tip)), recursive=True)
 
 
 @dataclass
