@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test check bench clean
 
 venv: $(STAMP)
 
@@ -21,6 +21,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# Strict typing of core/ and plugins/ as the package tierlog (a tree of links laid out as the
+# installed package), and lint.
+check: $(STAMP)
+	rm -rf build/typecheck && mkdir -p build/typecheck/tierlog
+	for f in core/*.py core/*/ ; do ln -s "$(CURDIR)/$${f%/}" build/typecheck/tierlog/; done
+	ln -s "$(CURDIR)/plugins" build/typecheck/tierlog/plugins
+	cd build/typecheck && $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml -p tierlog
+	$(VENV)/bin/ruff check core plugins
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
