@@ -49,7 +49,7 @@ def _reserve(fd: int, length: int, path: Path) -> None:
             return
         os.ftruncate(fd, old_length)
         raise OSError(e.errno, f"cannot reserve {length} bytes for index {path}: "
-                               f"{os.strerror(e.errno)}", str(path)) from e
+                               f"{e.strerror}", str(path)) from e
 
 
 class AbstractIndex(ABC):
@@ -323,8 +323,7 @@ class AbstractIndex(ABC):
             raise ValueError(f"index {self._path} is closed")
         size = self.entry_size
         first_hot = entries - 1 - self._warm_entries
-        if first_hot < 0:
-            first_hot = 0
+        first_hot = max(first_hot, 0)
         hot_key = unpack(mm, first_hot * size + field)[0]
         if hot_key < target:
             lo, hi = first_hot, entries

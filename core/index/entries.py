@@ -234,7 +234,7 @@ def unpack_txn_entry(buf: bytes | bytearray | memoryview, pos: int, source: obje
     version, *fields = TXN_ENTRY.unpack_from(buf, pos)
     if version != TXN_CURRENT_VERSION:
         raise _bad_txn_version(source, pos, version)
-    return tuple(fields)  # type: ignore[return-value]
+    return tuple(fields)
 
 
 def iter_txn_entries(data: bytes | bytearray | memoryview, source: object
@@ -246,7 +246,7 @@ def iter_txn_entries(data: bytes | bytearray | memoryview, source: object
     for i, (version, *fields) in enumerate(TXN_ENTRY.iter_unpack(memoryview(data)[:complete])):
         if version != TXN_CURRENT_VERSION:
             raise _bad_txn_version(source, i * TXN_ENTRY_SIZE, version)
-        yield i * TXN_ENTRY_SIZE, tuple(fields)  # type: ignore[misc]
+        yield i * TXN_ENTRY_SIZE, tuple(fields)
 
 
 def _bad_txn_version(source: object, pos: int, version: int) -> CorruptIndexError:

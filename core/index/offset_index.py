@@ -58,7 +58,7 @@ class OffsetIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_offset - base, _INT32, _OFFSET_FIELD)
         if slot < 0:
             return OffsetPosition(base, 0)
-        relative, position = _ENTRY.unpack_from(self._mm, slot * _SIZE)
+        relative, position = _ENTRY.unpack_from(self._buffer(), slot * _SIZE)
         return OffsetPosition(base + relative, position)
 
     def fetch_upper_bound_offset(
@@ -95,7 +95,7 @@ class OffsetIndex(AbstractIndex):
         relative = offset - self._base_offset
         if relative < 0 or relative > INT32_MAX:
             relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
-        _ENTRY.pack_into(self._mm, entries * _SIZE, relative, position)
+        _ENTRY.pack_into(self._buffer(), entries * _SIZE, relative, position)
         self._entries += 1
         self._last_offset = offset
 

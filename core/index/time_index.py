@@ -64,7 +64,7 @@ class TimeIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(target_timestamp, _INT64, _TIMESTAMP_FIELD)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * _SIZE)
+        timestamp, relative = _ENTRY.unpack_from(self._buffer(), slot * _SIZE)
         return TimestampOffset(timestamp, self._base_offset + relative)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
@@ -94,7 +94,7 @@ class TimeIndex(AbstractIndex):
         if self._entries >= self._max_entries:
             raise IndexFullError(f"time index {self._path} has no slot left for the entry "
                                  f"({timestamp}, {offset})")
-        _ENTRY.pack_into(self._mm, self._entries * _SIZE, timestamp, self.relative_offset(offset))
+        _ENTRY.pack_into(self._buffer(), self._entries * _SIZE, timestamp, self.relative_offset(offset))
         self._entries += 1
         self._last_entry = TimestampOffset(timestamp, offset)
 

@@ -17,8 +17,8 @@ from tierlog.producer_snapshot import decode_snapshot
 from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
 from tierlog.reader._tier import ChainLink, get_optional
-from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
 from tierlog.records.batch import HEADER_SIZE
+from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
 from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
 
 log = logging.getLogger(__name__)
