@@ -9,7 +9,7 @@ import hashlib
 import struct
 from array import array
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Protocol, TypeAlias
 
 #: Kafka's ``log.cleaner.dedupe.buffer.size`` default: the memory cap of the map.
 DEFAULT_MAX_MEMORY = 128 * 1024 * 1024
@@ -22,11 +22,20 @@ INITIAL_SLOTS = 1 << 12
 _OFFSET_BYTES = 8
 #: A key's first slot: its digest's first 8 bytes, little-endian, modulo the slots.
 _PROBE = struct.Struct("<Q")
-_first_probe = _PROBE.unpack_from
+_first_probe: Callable[[bytes], tuple[int]] = _PROBE.unpack_from
 _EMPTY = -1
 
 #: What a key may be: any bytes-like object.
 Key: TypeAlias = "bytes | bytearray | memoryview"
+
+
+class _Digest(Protocol):
+    """What the map uses of a hashlib hash object."""
+
+    @property
+    def digest_size(self) -> int: ...
+
+    def digest(self) -> bytes: ...
 
 
 class OffsetMap:
@@ -61,7 +70,7 @@ class OffsetMap:
             raise ValueError(f"offset map load factor must be in (0, 1], got {load_factor}")
         self.hash_algorithm = hash_algorithm
         self._hash = _hash_constructor(hash_algorithm)
-        self._digest_size = self._hash(b"").digest_size
+        self._digest_size: int = self._hash(b"").digest_size
         self._max_slots = max_memory // (self._digest_size + _OFFSET_BYTES)
         self._load_factor = load_factor
         self._max_entries = int(self._max_slots * load_factor)
@@ -211,10 +220,10 @@ class OffsetMap:
         )
 
 
-def _hash_constructor(name: str) -> Callable[[Key], Any]:
+def _hash_constructor(name: str) -> Callable[[Key], _Digest]:
     """The hashlib constructor of a fixed-size algorithm (md5, sha1, sha256, ...)."""
     try:
-        constructor = getattr(hashlib, name)
+        constructor: Callable[[Key], _Digest] = getattr(hashlib, name)
         size = constructor(b"").digest_size
     except (AttributeError, TypeError) as e:
         raise ValueError(f"unsupported offset map hash algorithm {name!r}") from e

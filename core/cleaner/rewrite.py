@@ -46,7 +46,9 @@ def rewrite_batch(
         raise ValueError(f"rewrite of batch at offset {batch.base_offset} keeps no records")
     attributes = (batch.attributes & _KEPT_ATTRIBUTES) | batch.compression
     if delete_horizon_ms is None:
-        base_timestamp = retained[0].timestamp
+        first_timestamp = retained[0].timestamp
+        assert first_timestamp is not None, "records decoded from a batch have timestamps"
+        base_timestamp = first_timestamp
     else:
         base_timestamp = delete_horizon_ms
         attributes |= DELETE_HORIZON_MASK

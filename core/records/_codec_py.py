@@ -62,7 +62,7 @@ def _check_range(position: int, end: int, size: int) -> None:
 
 
 def _read_varint(
-    buf: bytes, pos: int, limit: int, max_bytes: int, index: int, shift: int
+    buf: bytes | memoryview, pos: int, limit: int, max_bytes: int, index: int, shift: int
 ) -> tuple[int, int]:
     """Decode the zigzag varint at ``pos`` (any length) bounded by ``limit``: (value, next pos)."""
     raw = 0
@@ -374,7 +374,7 @@ def encode_records(
                 + varint_bytes(delta, _INT64_BITS, i, "timestamp delta")
                 + varint_bytes(offset_delta, _INT32_BITS, i, "offset delta")
             )
-        key = record.key
+        key: bytes | bytearray | None = record.key
         if key is None:
             key, key_len = empty, null
         else:
@@ -384,7 +384,7 @@ def encode_records(
             key_len = (
                 small[n << 1] if n < small_limit else varint_bytes(n, _INT32_BITS, i, "key length")
             )
-        value = record.value
+        value: bytes | bytearray | None = record.value
         if value is None:
             value, value_len = empty, null
         else:

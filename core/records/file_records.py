@@ -49,6 +49,20 @@ class TimestampAndOffset(NamedTuple):
     offset: int
 
 
+def first_record_at_or_after(
+    batch: RecordBatch, target_timestamp: int, starting_offset: int
+) -> TimestampAndOffset | None:
+    """The first record of ``batch`` with timestamp >= ``target_timestamp`` and offset >=
+    ``starting_offset`` (Kafka's ListOffsets search inside one batch), or None. The one home
+    of that rule for local segments and the remote tier."""
+    for record in batch.records():
+        timestamp = record.timestamp
+        assert timestamp is not None, "a record decoded from a batch always has a timestamp"
+        if timestamp >= target_timestamp and record.offset >= starting_offset:
+            return TimestampAndOffset(timestamp, record.offset)
+    return None
+
+
 class Records(Protocol):
     """What a read returns: batches as bytes, locally a file slice, remotely memory."""
 
@@ -422,9 +436,9 @@ class FileRecords:
             if header.max_timestamp < target_timestamp:
                 continue
             batch = RecordBatch(self.read_bytes(position, header.size_in_bytes))
-            for record in batch.records():
-                if record.timestamp >= target_timestamp and record.offset >= starting_offset:
-                    return TimestampAndOffset(record.timestamp, record.offset)
+            found = first_record_at_or_after(batch, target_timestamp, starting_offset)
+            if found is not None:
+                return found
         return None
 
     def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:

@@ -20,7 +20,7 @@ class Record:
     -1 until the record has been read from (or appended to) a log.
     """
 
-    __slots__ = ("offset", "timestamp", "key", "value", "headers")
+    __slots__ = ("headers", "key", "offset", "timestamp", "value")
 
     def __init__(
         self,

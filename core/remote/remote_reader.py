@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError, TruncatedBatchError
 from tierlog.fetch import FetchDataInfo
@@ -20,9 +20,14 @@ from tierlog.records.batch import (
     iter_batches,
     walk_headers,
 )
-from tierlog.records.file_records import MemoryRecords, TimestampAndOffset
+from tierlog.records.file_records import (
+    MemoryRecords,
+    TimestampAndOffset,
+    first_record_at_or_after,
+)
 from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
 from tierlog.remote.layout import SEGMENT_SUFFIX, segment_file_prefix
+from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.storage import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -39,7 +44,7 @@ _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _TIMESTAMP_SCAN_BYTES = 1 << 20
 
 
-def topic_id_partition(log_: Any) -> TopicIdPartition:
+def topic_id_partition(log_: TieredLog) -> TopicIdPartition:
     """The remote tier's name of a log's partition."""
     return TopicIdPartition(log_.topic_id, log_.topic, log_.partition)
 
@@ -47,7 +52,7 @@ def topic_id_partition(log_: Any) -> TopicIdPartition:
 class RemoteLogReader:
     """What a Log calls for offsets below its local log start offset."""
 
-    def __init__(self, rlm: RemoteLogManager, log_: Any) -> None:
+    def __init__(self, rlm: RemoteLogManager, log_: TieredLog) -> None:
 
         self._rlm = rlm
         self._log = log_
@@ -182,9 +187,9 @@ class RemoteLogReader:
                 consumed = batch.position + batch.size_in_bytes
                 if batch.max_timestamp < timestamp:
                     continue
-                for record in batch.records():
-                    if record.timestamp >= timestamp and record.offset >= start_offset:
-                        return TimestampAndOffset(record.timestamp, record.offset)
+                found = first_record_at_or_after(batch, timestamp, start_offset)
+                if found is not None:
+                    return found
             if consumed == 0:
                 # A batch bigger than one read: read it whole.
                 length = declared_size(data)
@@ -194,9 +199,10 @@ class RemoteLogReader:
                         f"bytes after position {position}, inside a batch header")
                 data = self._fetch(metadata, name, position, position + length, None)
                 consumed = length
-                for record in next(iter_batches(data)).records():
-                    if record.timestamp >= timestamp and record.offset >= start_offset:
-                        return TimestampAndOffset(record.timestamp, record.offset)
+                found = first_record_at_or_after(next(iter_batches(data)), timestamp,
+                                                 start_offset)
+                if found is not None:
+                    return found
             position += consumed
         return None
 
