@@ -14,12 +14,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tierlog import filenames
 from tierlog.atomic import atomic_write_text, fsync_dir
 from tierlog.checkpoint import OffsetCheckpointFile
+from tierlog.cleaner.result import CleanupResult
 from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
 from tierlog.errors import (
     ConfigError,
@@ -30,14 +32,13 @@ from tierlog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from tierlog.cleaner.result import CleanupResult
 from tierlog.log import Log
 from tierlog.manager_config import ManagerConfig
 from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote.factory import build_remote_log_manager
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
-from tierlog.remote.rlm import RemoteLogManager, TierResult
+from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
 
@@ -325,7 +326,7 @@ class LogManager:
         for partition_log in logs:
             try:
                 partition_log.close()
-            except Exception:  # noqa: BLE001 - the directory goes anyway
+            except Exception:  # the directory goes anyway
                 log.exception("%s: closing after a failed create", partition_log.directory)
         for directory in directories:
             shutil.rmtree(directory, ignore_errors=True)
@@ -462,7 +463,7 @@ class LogManager:
                 )
                 os.replace(partition_log.directory, doomed)
                 self.scheduler.schedule(f"delete-{doomed.name}",
-                                        lambda d=doomed: shutil.rmtree(d, ignore_errors=True),
+                                        partial(shutil.rmtree, doomed, ignore_errors=True),
                                         delay_ms=delay)
             for log_dir in self.dirs:
                 self._write_checkpoints(log_dir)
@@ -505,7 +506,7 @@ class LogManager:
         rlm = self.remote_log_manager
         return 0 if rlm is None else sum(len(rlm.copy_candidates(lg)) for lg in self.tiered_logs())
 
-    def tier_now(self, progress: Callable[[str, Any], None] | None = None) -> dict[str, TierResult]:
+    def tier_now(self, progress: Progress | None = None) -> dict[str, TierResult]:
         """One tiering run: copy eligible segments of every tiered log to the remote tier,
         enforce remote retention, then local retention (which deletes only copied segments).
         ``progress(event, detail)`` is called with ``("copied", metadata)`` per segment."""
@@ -610,7 +611,7 @@ class LogManager:
         if self._closed:
             raise TierlogError("the log manager is closed")
 
-    def __enter__(self) -> LogManager:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

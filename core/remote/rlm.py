@@ -14,14 +14,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.errors import RemoteStorageError
 from tierlog.events import EventDelivery, RemoteSegmentEvent
 from tierlog.producer_snapshot import write_snapshot
 from tierlog.remote.index_cache import RemoteIndexCache
+from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata import RemoteLogMetadataManager
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.storage import (
@@ -34,14 +36,18 @@ from tierlog.remote.storage import (
     TopicIdPartition,
 )
 
+if TYPE_CHECKING:
+    from tierlog.segment import LogSegment
+
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 _STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 _DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 #: progress(event, detail): called by a tiering run, e.g. ("copied", metadata).
-Progress = Callable[[str, Any], None]
+Progress = Callable[[str, RemoteLogSegmentMetadata], None]
 #: How long close() waits for tiering runs already going (Kafka waits 10 s for its pools);
 #: a run still hung on the remote tier after that is abandoned.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
@@ -97,7 +103,7 @@ class RemoteLogManager:
 
     # -- attaching logs ------------------------------------------------------------------
 
-    def attach(self, log_: Any) -> None:
+    def attach(self, log_: TieredLog) -> None:
         """Give a tiered log its remote reader and what the tier already holds of it."""
         tip = topic_id_partition(log_)
         copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
@@ -112,13 +118,13 @@ class RemoteLogManager:
 
     # -- tiering -------------------------------------------------------------------------
 
-    def tier(self, logs: Sequence[Any], progress: Progress | None = None) -> dict[str, TierResult]:
+    def tier(self, logs: Sequence[TieredLog], progress: Progress | None = None) -> dict[str, TierResult]:
         """Copy eligible segments of every log (in parallel across partitions) and enforce
         remote retention. Returns each log's result by directory name."""
         futures = {lg.directory.name: self._submit_run(lg, progress) for lg in logs}
         return {name: f.result() for name, f in futures.items()}
 
-    def submit_tiering(self, logs: Sequence[Any], progress: Progress | None = None) -> list[str]:
+    def submit_tiering(self, logs: Sequence[TieredLog], progress: Progress | None = None) -> list[str]:
         """Start a tiering run for each log on the copy pool and return at once (the
         scheduler's task); a log whose previous run is still going (a slow or hung remote
         tier) is skipped. Returns the directory names of the logs submitted."""
@@ -153,7 +159,7 @@ class RemoteLogManager:
         _, pending = wait_for_futures(runs, timeout=timeout_s)
         return not pending
 
-    def _submit_run(self, log_: Any, progress: Progress | None,
+    def _submit_run(self, log_: TieredLog, progress: Progress | None,
                     in_flight_name: str | None = None) -> Future[TierResult]:
         future = self._copy_pool.submit(self._run, log_, progress, in_flight_name)
         with self._locks_lock:
@@ -161,7 +167,7 @@ class RemoteLogManager:
         future.add_done_callback(self._forget_run)
         return future
 
-    def _run(self, log_: Any, progress: Progress | None,
+    def _run(self, log_: TieredLog, progress: Progress | None,
              in_flight_name: str | None) -> TierResult:
         try:
             return self.tier_log(log_, progress)
@@ -177,7 +183,7 @@ class RemoteLogManager:
         with self._locks_lock:
             self._runs.discard(future)
 
-    def tier_log(self, log_: Any, progress: Progress | None = None) -> TierResult:
+    def tier_log(self, log_: TieredLog, progress: Progress | None = None) -> TierResult:
         """One tiering run for one log: clean up failed copies, copy, remote retention."""
         result = TierResult()
         tip = topic_id_partition(log_)
@@ -193,21 +199,21 @@ class RemoteLogManager:
                 log.warning("%s: tiering stopped: %s", log_.directory.name, exc)
         return result
 
-    def copy_candidates(self, log_: Any) -> list[tuple[Any, int]]:
+    def copy_candidates(self, log_: TieredLog) -> list[tuple[LogSegment, int]]:
         """(segment, next segment's base offset) for every closed segment not yet copied whose
         data is all below the last stable offset (Kafka: next base offset <= LSO)."""
         segments = log_.segments.values()
         lso = log_.last_stable_offset
         highest = log_.highest_offset_in_remote
         out = []
-        for segment, nxt in zip(segments, segments[1:]):
+        for segment, nxt in pairwise(segments):
             if nxt.base_offset > lso:
                 break
             if nxt.base_offset - 1 > highest and segment.size > 0:
                 out.append((segment, nxt.base_offset))
         return out
 
-    def _copy_segments(self, log_: Any, tip: TopicIdPartition, result: TierResult,
+    def _copy_segments(self, log_: TieredLog, tip: TopicIdPartition, result: TierResult,
                        progress: Progress | None) -> None:
         for segment, next_base in self.copy_candidates(log_):
             metadata = self._copy_segment(log_, tip, segment, next_base)
@@ -215,7 +221,7 @@ class RemoteLogManager:
             if progress is not None:
                 progress("copied", metadata)
 
-    def _copy_segment(self, log_: Any, tip: TopicIdPartition, segment: Any,
+    def _copy_segment(self, log_: TieredLog, tip: TopicIdPartition, segment: LogSegment,
                       next_base: int) -> RemoteLogSegmentMetadata:
         epochs = _segment_epochs(log_, segment.base_offset, next_base)
         metadata = RemoteLogSegmentMetadata(
@@ -255,7 +261,7 @@ class RemoteLogManager:
         self._emit("tierlog_segment_copied_to_remote", log_, metadata)
         return metadata
 
-    def _remove_unfinished(self, log_: Any, tip: TopicIdPartition) -> int:
+    def _remove_unfinished(self, log_: TieredLog, tip: TopicIdPartition) -> int:
         """Delete what failed or crashed copies (COPY_STARTED) and deletes (DELETE_STARTED)
         left in the tier; their metadata was never committed for readers."""
         removed = 0
@@ -269,7 +275,7 @@ class RemoteLogManager:
 
     # -- remote retention ----------------------------------------------------------------
 
-    def _remote_retention(self, log_: Any, tip: TopicIdPartition, result: TierResult) -> None:
+    def _remote_retention(self, log_: TieredLog, tip: TopicIdPartition, result: TierResult) -> None:
         """Kafka's remote retention: segments below the log start offset, then retention.bytes
         over local-only + remote size, then retention.ms by each segment's max timestamp;
         oldest first, stopping at the first segment that stays."""
@@ -283,9 +289,10 @@ class RemoteLogManager:
         excess = local_only + sum(m.segment_size_in_bytes for m in segments) - retention_bytes
         doomed: list[RemoteLogSegmentMetadata] = []
         for metadata in segments:
-            if metadata.end_offset < log_.log_start_offset:
-                doomed.append(metadata)
-            elif lineage is not None and not set(metadata.segment_leader_epochs) & lineage:
+            below_start = metadata.end_offset < log_.log_start_offset
+            off_lineage = (lineage is not None
+                           and not set(metadata.segment_leader_epochs) & lineage)
+            if below_start or off_lineage:
                 doomed.append(metadata)
             elif retention_bytes >= 0 and excess - metadata.segment_size_in_bytes >= 0:
                 doomed.append(metadata)
@@ -310,19 +317,19 @@ class RemoteLogManager:
             event_timestamp_ms=self._time_ms(), state=state,
         ))
 
-    def _delete_data(self, log_: Any, metadata: RemoteLogSegmentMetadata) -> None:
+    def _delete_data(self, log_: TieredLog, metadata: RemoteLogSegmentMetadata) -> None:
         self.rsm.delete_log_segment_data(metadata)
         self.index_cache.remove(metadata)
         self._update(metadata, _DELETE_FINISHED)
         self._emit("tierlog_remote_segment_deleted", log_, metadata)
 
-    def _emit(self, hook_name: str, log_: Any, metadata: RemoteLogSegmentMetadata) -> None:
+    def _emit(self, hook_name: str, log_: TieredLog, metadata: RemoteLogSegmentMetadata) -> None:
         if self._events is not None:
             self._events.deliver(hook_name, RemoteSegmentEvent(
                 log_.topic, log_.partition, log_.topic_id, metadata.start_offset,
                 metadata.end_offset, metadata.segment_size_in_bytes, metadata))
 
-    def delete_partition(self, log_: Any) -> int:
+    def delete_partition(self, log_: TieredLog) -> int:
         """Delete every remote segment of a log (its topic is being deleted)."""
         tip = topic_id_partition(log_)
         count = 0
@@ -336,7 +343,7 @@ class RemoteLogManager:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def submit_read(self, fn: Callable[[], Any]) -> Any:
+    def submit_read(self, fn: Callable[[], _T]) -> _T:
         """Run a remote read on the bounded reader pool and wait for it."""
         return self._reader_pool.submit(fn).result()
 
@@ -357,7 +364,7 @@ class RemoteLogManager:
         self.rlmm.close()
 
 
-def _segment_epochs(log_: Any, start: int, next_base: int) -> dict[int, int]:
+def _segment_epochs(log_: TieredLog, start: int, next_base: int) -> dict[int, int]:
     """Leader epoch -> first offset of that epoch within [start, next_base) (Kafka)."""
     entries = log_.leader_epoch_cache.entries()
     epochs: dict[int, int] = {}
@@ -374,13 +381,13 @@ def _segment_epochs(log_: Any, start: int, next_base: int) -> dict[int, int]:
     return epochs
 
 
-def _epoch_checkpoint_bytes(log_: Any, end: int) -> bytes:
+def _epoch_checkpoint_bytes(log_: TieredLog, end: int) -> bytes:
     """The leader-epoch checkpoint as it stood at ``end`` (Kafka's text format)."""
     return encode_leader_epoch_checkpoint(
         e for e in log_.leader_epoch_cache.entries() if e.start_offset < end)
 
 
-def _epoch_lineage(log_: Any) -> set[int] | None:
+def _epoch_lineage(log_: TieredLog) -> set[int] | None:
     """The epochs of the log's current lineage (None when the log has no epochs yet)."""
     entries = log_.leader_epoch_cache.entries()
     return {e.epoch for e in entries} if entries else None

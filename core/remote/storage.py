@@ -191,7 +191,7 @@ class RemoteLogSegmentMetadata:
                 f"segment {self.remote_log_segment_id} needs at least one leader epoch entry"
             )
         if not isinstance(self.state, RemoteLogSegmentState):
-            raise ValueError(f"state must be a RemoteLogSegmentState, got {self.state!r}")
+            raise TypeError(f"state must be a RemoteLogSegmentState, got {self.state!r}")
         object.__setattr__(self, "segment_leader_epochs",
                            _sorted_epochs(self.segment_leader_epochs))
 
