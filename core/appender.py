@@ -38,7 +38,7 @@ ORIGINS = ("client", "coordinator", "replication")
 class AppendPlan:
     """Everything the Log needs to write one validated append."""
 
-    pieces: list = field(default_factory=list)
+    pieces: list[bytes | bytearray | memoryview] = field(default_factory=list)
     batches: list[AppendedBatch] = field(default_factory=list)
     views: list[RecordBatch] = field(default_factory=list)
     base_offsets: dict[int, int] = field(default_factory=dict)

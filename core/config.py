@@ -194,7 +194,7 @@ class LogConfig(Mapping[str, Any]):
     ``config["segment.bytes"]`` or ``config.segment_bytes``.
     """
 
-    __slots__ = ("_values", "_overrides")
+    __slots__ = ("_overrides", "_values")
 
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         overrides = dict(overrides or {})
@@ -248,4 +248,5 @@ class LogConfig(Mapping[str, Any]):
 
     @property
     def is_log_append_time(self) -> bool:
-        return self["message.timestamp.type"].lower() == "logappendtime"
+        timestamp_type: str = self["message.timestamp.type"]
+        return timestamp_type.lower() == "logappendtime"

@@ -167,7 +167,9 @@ class LogLoader:
         at least the first segment's base offset."""
         if self.tiered:
             return self.log_start_offset
-        return max(self.log_start_offset, segments.first.base_offset)
+        first = segments.first
+        assert first is not None, "load() opens a segment when the directory has none"
+        return max(self.log_start_offset, first.base_offset)
 
     def _keep_snapshot_at_local_start(self) -> None:
         """A tiered log replays producer state from a snapshot at or below its local log start:
@@ -271,10 +273,10 @@ class LogLoader:
                 log_offsets.add(filenames.offset_from_filename(path.name))
         for path in list(self.directory.iterdir()):
             name = path.name
-            if name.endswith(_INDEX_SUFFIXES):
-                if filenames.offset_from_filename(name) not in log_offsets:
-                    log.warning("%s: removing orphaned index %s", self.directory, name)
-                    self._remove(path)
+            if (name.endswith(_INDEX_SUFFIXES)
+                    and filenames.offset_from_filename(name) not in log_offsets):
+                log.warning("%s: removing orphaned index %s", self.directory, name)
+                self._remove(path)
         ordered = sorted(log_offsets)
         first_unflushed = self._first_unflushed(ordered)
         for base in ordered:
@@ -444,8 +446,8 @@ def _index_problem(segment: LogSegment) -> str | None:
         segment.offset_index.sanity_check()
         segment.time_index.sanity_check()
         segment.txn_index.sanity_check()
-        for index in segment.extra_indexes.values():
-            index.sanity_check()
+        for extra in segment.extra_indexes.values():
+            extra.sanity_check()
     except CorruptIndexError as exc:
         return str(exc)
     index = segment.offset_index

@@ -14,7 +14,6 @@ from tierlog.config import LONG_MAX, TOPIC_CONFIG_KEYS, ConfigKey, LogConfig
 from tierlog.errors import ConfigError
 from tierlog.remote.options import CONFIG_PREFIXES, MaskedOptions, options_under
 
-
 #: Kafka's broker-level names for topic defaults.
 BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType({
     "log.segment.bytes": "segment.bytes",

@@ -19,6 +19,7 @@ leave identical files and attributes. Not thread-safe: the Log's lock serialises
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tierlog.index import TimestampOffset
@@ -109,4 +110,5 @@ class PlainAppenderPy:
 
 _found = accelerated("tierlog._plain_appender", "PlainAppender")
 #: The C type when it is built (and TIERLOG_PURE_PYTHON is not 1), else the Python twin.
-PlainAppender: type[PlainAppenderType] = _found[0] if _found else PlainAppenderPy
+PlainAppender: Callable[[LogSegment, PlainBatchRules, int], PlainAppenderType] = (
+    _found[0] if _found else PlainAppenderPy)

@@ -117,8 +117,14 @@ class ProducerStateEntry:
     open transaction, and the metadata of its last ``NUM_BATCHES_TO_RETAIN`` batches (oldest
     first). Not thread-safe."""
 
-    __slots__ = ("producer_id", "producer_epoch", "coordinator_epoch", "last_timestamp",
-                 "current_txn_first_offset", "_batches")
+    __slots__ = (
+        "_batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "last_timestamp",
+        "producer_epoch",
+        "producer_id",
+    )
 
     def __init__(
         self,

@@ -86,7 +86,7 @@ class Scheduler:
     def _run(self, task: _Task) -> None:
         try:
             task.fn()
-        except Exception:  # noqa: BLE001 - a failing task must not kill the scheduler
+        except Exception:  # a failing task must not kill the scheduler
             log.exception("scheduled task %s failed", task.name)
         if task.period_ms >= 0 and not task.cancelled:
             with self._cond:

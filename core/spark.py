@@ -37,13 +37,6 @@ from pyspark.sql.datasource import (
 )
 
 from tierlog.errors import ConfigError
-from tierlog.remote.options import (
-    SPARK_PREFIXES,
-    backend_for_url,
-    filesystem_kwargs,
-    options_under,
-    parse_options,
-)
 from tierlog.reader import (
     DEFAULT_BATCH_ROWS,
     DEFAULT_SPLIT_BYTES,
@@ -51,6 +44,13 @@ from tierlog.reader import (
     READ_UNCOMMITTED,
     RemoteTopicReader,
     read_split,
+)
+from tierlog.remote.options import (
+    SPARK_PREFIXES,
+    backend_for_url,
+    filesystem_kwargs,
+    options_under,
+    parse_options,
 )
 from tierlog.remote.storage import TopicIdPartition
 
@@ -290,12 +290,12 @@ class PushedBounds:
             lo, hi = None, hi - 1
         elif isinstance(f, LessThanOrEqual):
             lo = None
-        name = attribute[0]
-        narrowed = replace(self, **{
-            f"min_{name}": _tighter(getattr(self, f"min_{name}"), lo, max),
-            f"max_{name}": _tighter(getattr(self, f"max_{name}"), hi, min),
-        })
-        if name == "partition" and isinstance(f, _EQUALITIES):
+        if attribute == ("offset",):
+            return replace(self, min_offset=_tighter(self.min_offset, lo, max),
+                           max_offset=_tighter(self.max_offset, hi, min))
+        narrowed = replace(self, min_partition=_tighter(self.min_partition, lo, max),
+                           max_partition=_tighter(self.max_partition, hi, min))
+        if isinstance(f, _EQUALITIES):
             kept = frozenset(numbers) if self.partitions is None else self.partitions & set(numbers)
             narrowed = replace(narrowed, partitions=kept)
         return narrowed

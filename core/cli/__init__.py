@@ -8,7 +8,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tierlog.cli import consume, demo, dump_log, plugins, produce, tier, topics
 from tierlog.cli._common import CliError, add_global_options, common_parser, verbosity
@@ -44,8 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity(args), 2)],
         format="%(levelname)s %(name)s: %(message)s",
     )
+    command: Callable[[argparse.Namespace], int] = args.func
     try:
-        return args.func(args)
+        return command(args)
     except (TierlogError, CliError) as exc:
         return _fail(str(exc))
     except BrokenPipeError:  # `tierlog consume ... | head`: the reader left; not an error

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from tierlog.cli._common import (
     DATA_DIR_CONFIG,
     CliError,
@@ -30,7 +32,6 @@ from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.records.record import Record
 from tierlog.remote.layout import partition_dir_name
-from tqdm import tqdm
 
 TOPIC = "demo"
 PARTITIONS = 3
@@ -259,6 +260,7 @@ def _show_record(log: Log, offset: int) -> None:
     else:
         return
     where = "remote tier" if res.from_remote else "local disk"
+    assert record.timestamp is not None, "a record read from a log has a timestamp"
     when = datetime.fromtimestamp(record.timestamp / 1000).isoformat(sep=" ",
                                                                      timespec="milliseconds")
     value = (record.value or b"").decode("utf-8", "replace")

@@ -37,8 +37,9 @@ def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
     # A local master needs no routable address (and Spark warns when it picks one).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
-        import tierlog.spark
         from pyspark.sql import SparkSession
+
+        import tierlog.spark
     except ImportError as exc:
         print(f"\nSpark step skipped: {exc} (install tierlog[spark] and Java 17+).")
         return None
@@ -65,7 +66,7 @@ def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
         per_partition.show(truncate=False)
         print("Committed records per minute (by record timestamp):")
         spark.sql(PER_MINUTE_SQL).show(100, truncate=False)
-        counted = sum(row["records"] for row in per_partition.collect())
+        counted: int = sum(row["records"] for row in per_partition.collect())
     finally:
         spark.stop()
     verdict = "matches" if counted == expected else "DOES NOT MATCH"

@@ -341,7 +341,8 @@ class Dumper:
             self.time_not_found.setdefault(key, []).append((offset, found))
             return 1
         problems = 0
-        max_timestamp = max((r.timestamp for r in batch.records()), default=-1)
+        max_timestamp = max((r.timestamp for r in batch.records() if r.timestamp is not None),
+                            default=-1)
         if max_timestamp != timestamp:
             self.time_mismatches.setdefault(key, []).append((timestamp, max_timestamp))
             problems += 1

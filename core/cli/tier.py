@@ -8,11 +8,12 @@ import argparse
 import sys
 from typing import Any
 
+from tqdm import tqdm
+
 from tierlog.cli._common import CliError, human_bytes, open_manager, plural, settings
 from tierlog.manager import LogManager
 from tierlog.remote.rlm import TierResult
 from tierlog.remote.storage import RemoteLogSegmentMetadata
-from tqdm import tqdm
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

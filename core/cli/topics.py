@@ -23,7 +23,7 @@ from tierlog.cli._common import (
 from tierlog.errors import RemoteStorageError
 from tierlog.log import Log
 from tierlog.manager import LogManager
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.remote_reader import topic_id_partition
 from tierlog.remote.storage import RemoteLogSegmentState
 
 
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
             removed = [k.strip() for item in args.delete_config or () for k in item.split(",")
                        if k.strip()]
             mgr.alter_topic_config(args.topic, added, removed)
-            overrides = _shown_overrides(mgr.topic_overrides(args.topic))
-            print(f"Altered topic {args.topic}: Configs: {overrides}")
+            shown = _shown_overrides(mgr.topic_overrides(args.topic))
+            print(f"Altered topic {args.topic}: Configs: {shown}")
         return 0
     with open_manager(st) as mgr:
         if args.list:
