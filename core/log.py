@@ -1,7 +1,10 @@
 """Log: one partition directory (``<topic>-<partition>``): append, read, roll, offsets.
 
-The composition root of the local engine: validates producer batches as bytes, assigns offsets
-by patching headers, writes with one vectored write, and keeps LEO / high watermark / LSO.
+The composition root of the local engine (Kafka's ``UnifiedLog``): validates producer batches
+as bytes, assigns offsets by patching headers and writes them with one vectored write; owns
+the log start offset, high watermark, LSO, producer state, leader epochs, the remote tier and
+lifecycle events. The segments, the log end offset and the recovery point are its
+:class:`~tierlog.local_log.LocalLog`'s (``log.local``), which it drives under its lock.
 """
 
 from __future__ import annotations
@@ -16,25 +19,30 @@ from typing import Any, NamedTuple
 
 from tierlog import filenames
 from tierlog.appender import AppendPlan, plan_append
-from tierlog.atomic import fsync_dir
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import INT_MAX, LONG_MAX, LogConfig
-from tierlog.errors import LogClosedError, RecordBatchTooLargeError
-from tierlog.events import EventQueue, SegmentRolled
+from tierlog.errors import (
+    LogClosedError,
+    OffsetOutOfRangeError,
+    PluginError,
+    RecordBatchTooLargeError,
+)
+from tierlog.events import EventQueue, SegmentDeleted, SegmentRolled
+from tierlog.fetch import FetchDataInfo, check_isolation
 from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.loader import LogLoader, RecoveryReport, rebuild_producer_state
+from tierlog.local_log import LocalLog
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
 from tierlog.plain_appender import PlainAppenderType
+from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerBatchRun,
     ProducerStateManager,
 )
-from tierlog.log_reads import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
-from tierlog.log_retention import LogRetention
-from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.records.builder import build_batch, build_control_batch
 from tierlog.records.compression import NONE, codec_id
+from tierlog.records.file_records import TimestampAndOffset
 from tierlog.records.record import Record
 from tierlog.scheduler import Scheduler
 from tierlog.segment import LogSegment
@@ -44,6 +52,11 @@ log = logging.getLogger(__name__)
 
 #: (topic_id, topic, partition, offset) -> the producer snapshot a remote tier holds there.
 RemoteSnapshots = Callable[[str, str, int, int], "bytes | None"]
+
+#: Kafka's special timestamps for offset lookups (ListOffsets).
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
 
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
 
@@ -84,12 +97,14 @@ class LogAppendInfo(NamedTuple):
 _new_tuple = tuple.__new__
 
 
-class Log(LogReads, LogRetention):
-    """A partition's log: segments on disk plus the offsets that describe them.
+class Log:
+    """A partition's log: its local segments (``self.local``, a LocalLog) plus the offsets,
+    producer state, leader epochs and remote tier that describe the whole partition.
 
-    Thread-safe: appends, rolls and truncations hold the log's lock; reads take a consistent
-    view of the segments and offsets under it and then read without it. The read side is in
-    :mod:`tierlog.log_reads`, truncation and retention in :mod:`tierlog.log_retention`.
+    Thread-safe: appends, rolls, truncations and retention hold the log's lock (which also
+    guards ``self.local``); reads take a consistent view of the segments and offsets under it
+    and then read without it. Lifecycle events are posted under the lock and delivered to
+    plugins after it is released (:meth:`_deliver_events`).
     """
 
     def __init__(
@@ -144,17 +159,18 @@ class Log(LogReads, LogRetention):
         self._lock = threading.RLock()
         self._closed = False
         self._auto_high_watermark = auto_high_watermark
-        self._last_flush_ms = time_ms()
+        #: The segments, log end offset and recovery point (guarded by ``self._lock``).
+        self.local = LocalLog(directory, config, time_ms=time_ms, rng=rng, scheduler=scheduler,
+                              lock=self._lock, extra_index_types=self._extra_index_types)
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / filenames.LEADER_EPOCH_CHECKPOINT)
         )
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms,
                                                    time_ms=time_ms)
         self.topic_id = self._load_topic_id(topic_id)
-        self._pending_deletes: list[LogSegment] = []
         loader = LogLoader(
             directory,
-            self.open_segment,
+            self.local.open_segment,
             recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
             log_start_offset=log_start_offset,
@@ -165,16 +181,13 @@ class Log(LogReads, LogRetention):
             remote_snapshot=None if remote_snapshots is None else (
                 lambda offset: remote_snapshots(self.topic_id, topic, partition, offset)),
         )
-        self.segments: LogSegments = loader.load()
+        segments = loader.load()
         self.recovery: RecoveryReport = loader.report
-        self._next_offset = self.recovery.log_end_offset
         self._log_start_offset = self.recovery.log_start_offset
-        self._recovery_point = self.recovery.recovery_point
         self._high_watermark = self._log_start_offset
+        self.local.loaded(segments, self.recovery.log_end_offset, self.recovery.recovery_point)
         if auto_high_watermark:
-            self._set_high_watermark(self._next_offset)
-        self.segments.active.offset_index.resize(config["segment.index.bytes"])
-        self.segments.active.time_index.resize(config["segment.index.bytes"])
+            self._set_high_watermark(self.local.next_offset)
         level = (logging.WARNING if self.recovery.repaired_anything
                  else logging.INFO if self.recovery.changed_anything else logging.DEBUG)
         log.log(level, "%s: %s", directory, self.recovery.summary())
@@ -254,32 +267,24 @@ class Log(LogReads, LogRetention):
 
     def open_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         """Open (creating) the segment files at ``base_offset`` with this log's settings, not
-        yet part of the log: a roll adds it; the cleaner fills a ``.cleaned`` one and swaps it
-        in (:mod:`tierlog.cleaner.swap`)."""
-        config = self._config
-        jitter = config["segment.jitter.ms"]
-        return LogSegment.open(
-            self.directory, base_offset,
-            index_interval_bytes=config["index.interval.bytes"],
-            max_index_size=config["segment.index.bytes"],
-            rolling_jitter_ms=self._rng.randrange(jitter) if jitter > 0 else 0,
-            time_ms=self._time_ms,
-            preallocate_bytes=config["segment.bytes"] if config["preallocate"] else 0,
-            suffix=suffix,
-            extra_index_types=self._extra_index_types,
-            config=config,
-        )
+        yet part of the log (see :meth:`LocalLog.open_segment`)."""
+        return self.local.open_segment(base_offset, suffix)
 
     def _rebuild_producer_state(self) -> None:
         """Load the newest valid snapshot, then replay the batches after it (Kafka's rebuild)."""
-        rebuild_producer_state(self.producer_state, self.segments, self._log_start_offset,
-                               self._next_offset, self._time_ms())
+        rebuild_producer_state(self.producer_state, self.local.segments, self._log_start_offset,
+                               self.local.next_offset, self._time_ms())
 
     # -- offsets ---------------------------------------------------------------------
 
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    @property
+    def segments(self) -> LogSegments:
+        """The local segments (hold :attr:`lock` to read or change them as one view)."""
+        return self.local.segments
 
     @property
     def log_start_offset(self) -> int:
@@ -293,7 +298,7 @@ class Log(LogReads, LogRetention):
     @property
     def log_end_offset(self) -> int:
         """LEO: the offset the next appended record will get."""
-        return self._next_offset
+        return self.local.next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -301,7 +306,7 @@ class Log(LogReads, LogRetention):
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self.local.recovery_point
 
     @property
     def last_stable_offset(self) -> int:
@@ -314,7 +319,8 @@ class Log(LogReads, LogRetention):
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, LEO]); returns the value set."""
         with self._lock:
-            self._set_high_watermark(min(max(offset, self._log_start_offset), self._next_offset))
+            self._set_high_watermark(min(max(offset, self._log_start_offset),
+                                         self.local.next_offset))
             return self._high_watermark
 
     def _set_high_watermark(self, offset: int) -> None:
@@ -389,19 +395,20 @@ class Log(LogReads, LogRetention):
                 # while the active segment is armed, so no roll can be due. The header, CRC
                 # and records get the general path's checks; None (nothing changed) sends
                 # anything unusual down the general path, which reports the precise error.
-                first = self._next_offset
+                local = self.local
+                first = local.next_offset
                 written = appender.append(
                     data, first, self._leader_epoch if leader_epoch is None else leader_epoch)
                 if written is not None:
                     # The Log's bookkeeping, inline (as _append_planned's _after_append).
                     size, last, max_ts, count, epoch = written
-                    self._next_offset = next_offset = last + 1
+                    local.next_offset = next_offset = last + 1
                     self.producer_state.update_map_end_offset(next_offset)
                     if self._auto_high_watermark:
                         self._set_high_watermark(next_offset)
                     if epoch >= 0 and epoch != self._known_epoch:
                         self._assign_epoch(epoch, first)
-                    if next_offset - self._recovery_point >= self._flush_messages:
+                    if next_offset - local.recovery_point >= self._flush_messages:
                         self.flush()
                     # tuple.__new__ skips the Python frame of the generated __new__.
                     return _new_tuple(LogAppendInfo, (
@@ -423,7 +430,7 @@ class Log(LogReads, LogRetention):
         if leader_epoch is None and origin != "replication":
             leader_epoch = self._leader_epoch
         plan = plan_append(
-            data, config=self._config, next_offset=self._next_offset, now_ms=now,
+            data, config=self._config, next_offset=self.local.next_offset, now_ms=now,
             assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
             check_records=check_records,
         )
@@ -432,7 +439,7 @@ class Log(LogReads, LogRetention):
             return duplicate
         segment = self._maybe_roll(plan, now)
         segment.append(plan.pieces, plan.batches, plan.views)
-        self._next_offset = plan.last_offset + 1
+        self.local.next_offset = plan.last_offset + 1
         self._after_append(plan, segment)
         if self._fast_append:
             self._plain_appender = segment.arm_plain_appends(
@@ -475,15 +482,15 @@ class Log(LogReads, LogRetention):
         return None
 
     def _after_append(self, plan: AppendPlan, segment: LogSegment) -> None:
-        psm = self.producer_state
+        local = self.local
         if plan.producer_run is not None:
             plan.producer_run.apply(segment.append_aborted_txn)
-        psm.update_map_end_offset(self._next_offset)
+        self.producer_state.update_map_end_offset(local.next_offset)
         if self._auto_high_watermark:
-            self._set_high_watermark(self._next_offset)
+            self._set_high_watermark(local.next_offset)
         for epoch, start in plan.epoch_starts:
             self._assign_epoch(epoch, start)
-        if self._next_offset - self._recovery_point >= self._flush_messages:
+        if local.next_offset - local.recovery_point >= self._flush_messages:
             self.flush()
 
     def append_records(
@@ -533,7 +540,7 @@ class Log(LogReads, LogRetention):
     # -- rolling ---------------------------------------------------------------------
 
     def _maybe_roll(self, plan: AppendPlan, now: int) -> LogSegment:
-        segment = self.segments.active
+        segment = self.local.segments.active
         max_bytes = self._config["segment.bytes"]
         if plan.size > max_bytes:
             raise RecordBatchTooLargeError(
@@ -549,41 +556,263 @@ class Log(LogReads, LogRetention):
         """Close the active segment and start a new one at the log end offset."""
         with self._lock:
             self._check_open()
-            segment = self._roll(self._next_offset)
+            segment = self._roll(self.local.next_offset)
         self._deliver_events()
         return segment
 
     def _roll(self, new_base: int) -> LogSegment:
-        active = self.segments.active
-        if active.size == 0 and active.base_offset == new_base:
-            return active  # nothing to roll: an empty segment at the same offset
-        new_base = max(new_base, self._next_offset)
-        if new_base in self.segments:
-            raise RecordBatchTooLargeError(
-                f"{self.directory.name}: cannot roll to offset {new_base}: segment exists"
-            )
-        # The new segment's files first: on a full disk that raises OSError (its index space
-        # is reserved up front) before the active segment or the producer state changes.
-        segment = self.open_segment(new_base)
-        try:
-            active.on_becoming_inactive()
-            self.producer_state.update_map_end_offset(new_base)
-            self.producer_state.take_snapshot()
-        except BaseException:
-            segment.delete()
-            raise
-        self.segments.add(segment)
-        log.info("%s: rolled new segment at offset %d", self.directory.name, new_base)
-        self._events.post("tierlog_segment_rolled", SegmentRolled(
-            self.topic, self.partition, self.topic_id, active.base_offset, new_base,
-            active.size, active.max_timestamp_so_far))
+        """Roll the local log (the producer state is snapshotted at the new base before the
+        new segment joins) and post SegmentRolled."""
+        active = self.local.segments.active
+        segment = self.local.roll(new_base, self._snapshot_producer_state_at)
+        if segment is not active:
+            self._events.post("tierlog_segment_rolled", SegmentRolled(
+                self.topic, self.partition, self.topic_id, active.base_offset,
+                segment.base_offset, active.size, active.max_timestamp_so_far))
         return segment
+
+    def _snapshot_producer_state_at(self, offset: int) -> None:
+        self.producer_state.update_map_end_offset(offset)
+        self.producer_state.take_snapshot()
 
     def _deliver_events(self) -> None:
         """Hand the queued lifecycle events to plugins, outside the log's lock: a caller that
         still holds the lock (re-entrantly) leaves them for the outermost release."""
         if self._events.pending and not self._lock._is_owned():  # type: ignore[attr-defined]
             self._events.deliver()
+
+    # -- reading (local segments, or the remote tier below the local log start) ---------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        *,
+        isolation: str = "log_end",
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Read batches from ``offset``: at most ``max_bytes`` (but at least one whole batch
+        when ``min_one_message``), capped by the isolation level: ``log_end`` (everything
+        appended), ``read_uncommitted`` (the high watermark) or ``read_committed`` (the last
+        stable offset, with the aborted transactions of the range). Offsets below the local
+        log start offset are read from the remote tier when the log is tiered."""
+        check_isolation(isolation)
+        with self._lock:
+            self._check_open()
+            start, leo = self._log_start_offset, self.local.next_offset
+            if isolation == "log_end":
+                upper = leo
+            elif isolation == "read_uncommitted":
+                upper = self._high_watermark
+            else:
+                upper = self.last_stable_offset
+            if max_offset is not None:
+                upper = min(upper, max_offset)
+            segments = self.local.segments.values(offset)
+            local_start = self.local_log_start_offset
+        if offset < start or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"{self.directory.name}: offset {offset} is out of range "
+                f"[{start}, {leo}] (log start offset, log end offset)"
+            )
+        if offset >= upper:
+            return FetchDataInfo.empty(offset, upper, isolation)
+        if self.remote is not None and offset < local_start:
+            # The local segments go along: markers of remote transactions may be in them.
+            return self.remote.read(offset, max_bytes, isolation, upper, min_one_message,
+                                    segments)
+        return LocalLog.read(segments, leo, offset, max_bytes, isolation, upper,
+                             min_one_message)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The earliest offset whose record timestamp is >= ``timestamp`` (None if none)."""
+        found = self.fetch_offset_by_timestamp(timestamp)
+        return None if found is None else found.offset
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ListOffsets for one partition, including -2 (earliest), -1 (latest) and
+        -3 (the record with the max timestamp)."""
+        with self._lock:
+            self._check_open()
+            segments = self.local.segments.values()
+            start = self._log_start_offset
+            leo = self.local.next_offset
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(-1, start)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, leo)
+        if timestamp == MAX_TIMESTAMP:
+            return LocalLog.max_timestamp(segments)
+        if self.remote is not None:
+            found = self.remote.fetch_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found
+        return LocalLog.find_offset_by_timestamp(segments, timestamp, start)
+
+    def lookup_index(self, name: str, key: Any) -> Any:
+        """Ask the plugin index type ``name`` of each segment, newest first, for ``key``;
+        the first answer that is not None wins (None if no segment knows the key)."""
+        with self._lock:
+            self._check_open()
+            segments = self.local.segments.values()
+        if segments and name not in segments[-1].extra_indexes:
+            raise PluginError(
+                f"{self.directory.name} has no {name!r} index (index types of this log: "
+                f"{', '.join(sorted(segments[-1].extra_indexes)) or 'none from plugins'})"
+            )
+        for segment in reversed(segments):
+            found = segment.extra_indexes[name].lookup(key)
+            if found is not None:
+                return found
+        return None
+
+    def lookup_key(self, key: bytes) -> int | None:
+        """The latest offset of ``key`` (through a plugin's ``key`` index, e.g. the
+        tierlog-key-index plugin on compacted topics), or None; never below the log start."""
+        found = self.lookup_index("key", key)
+        return found if found is not None and found >= self._log_start_offset else None
+
+    # -- truncation, the log start offset and retention ------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every batch holding an offset >= ``target_offset`` (a follower truncating to
+        its leader). Segments, indexes, producer state, the epoch cache, the high watermark
+        and the recovery point stay consistent. Returns False when there was nothing to do."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.directory.name} to negative offset {target_offset}")
+        try:
+            return self._truncate_to(target_offset)
+        finally:
+            self._deliver_events()
+
+    def _truncate_to(self, target_offset: int) -> bool:
+        with self._lock:
+            self._check_open()
+            local = self.local
+            if target_offset >= local.next_offset:
+                # A leader may have assigned an epoch at the log end and written nothing in it.
+                self.leader_epoch_cache.truncate_from_end(local.next_offset)
+                return False
+            first = local.segments.first
+            if first is None or target_offset < first.base_offset:
+                self._truncate_fully(target_offset)
+                return True
+            removed = local.truncate_to(target_offset, self._on_segments_removed)
+            leo = local.next_offset
+            self._known_epoch = None
+            # Kafka: truncating below the log start offset moves the log start down with it.
+            self._log_start_offset = min(self._log_start_offset, leo)
+            self.leader_epoch_cache.truncate_from_end(leo)
+            self._rebuild_producer_state()
+            if self._high_watermark > leo:
+                self._set_high_watermark(leo)
+            log.info("%s: truncated to offset %d (%d bytes from the active segment)",
+                     self.directory.name, leo, removed)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``new_offset``."""
+        if new_offset < 0:
+            raise ValueError(f"cannot restart {self.directory.name} at negative offset {new_offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(new_offset)
+        self._deliver_events()
+
+    def _truncate_fully(self, new_offset: int) -> None:
+        self.local.truncate_fully(new_offset, self._on_segments_removed)
+        self._log_start_offset = new_offset
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+        self.leader_epoch_cache.clear_and_flush()
+        self._known_epoch = None
+        self._set_high_watermark(new_offset)
+        log.info("%s: truncated fully; the log now starts at offset %d",
+                 self.directory.name, new_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Kafka's DeleteRecords: move the log start offset up to ``offset`` (at most the high
+        watermark). Reads below it then raise OffsetOutOfRangeError; retention deletes the
+        segments that fall wholly below it. Returns the new log start offset."""
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.directory.name}: cannot delete records before offset {offset}: it is "
+                    f"above the high watermark {self._high_watermark}"
+                )
+            self.maybe_increment_log_start_offset(offset)
+            return self._log_start_offset
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Raise the log start offset (never lowers it); updates the epoch cache and producer
+        state. Returns True when it moved."""
+        with self._lock:
+            if offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.producer_state.on_log_start_offset_incremented(offset)
+            if self._high_watermark < offset:
+                self._set_high_watermark(offset)
+            log.info("%s: log start offset is now %d", self.directory.name, offset)
+            return True
+
+    def _on_segments_removed(self, doomed: Sequence[LogSegment], reason: str) -> None:
+        """What the Log drops when the local log removes segments (before their files go):
+        it posts SegmentDeleted for each, and deletes the producer snapshots below the first
+        remaining segment but the one a replay from it starts from (Kafka deletes the
+        snapshots of deleted segments; below the first segment nothing can be replayed
+        locally, and a tiered log's older data is only in the tier). Those above the log end
+        go when producer state is rebuilt."""
+        for segment in doomed:
+            self._events.post("tierlog_segment_deleted", SegmentDeleted(
+                self.topic, self.partition, self.topic_id, segment.base_offset, segment.size,
+                reason))
+        first = self.local.segments.first
+        if first is not None:
+            self.producer_state.delete_snapshots_before(first.base_offset, keep_floor=True)
+
+    def delete_segments_later(self, doomed: Sequence[LogSegment]) -> None:
+        """Close and delete segments already taken out of the log (their files renamed
+        ``.deleted``) after ``file.delete.delay.ms`` (see :meth:`LocalLog.delete_segments_later`)."""
+        self.local.delete_segments_later(doomed)
+
+    def delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> list[tuple[int, int]]:
+        """Kafka's ``deleteOldSegments``: from the oldest segment on, delete while
+        ``predicate(segment, next_segment)`` holds and the segment is wholly below the high
+        watermark (and, when tiered, already copied to the remote tier). An empty active
+        segment stays; if every segment goes, the log rolls first so one remains. Untiered,
+        the log start offset moves to the first remaining segment; tiered, only the local log
+        start offset moves. Returns (base offset, size) of each deleted segment."""
+        try:
+            return self._delete_old_segments(predicate, reason)
+        finally:
+            self._deliver_events()
+
+    def _delete_old_segments(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> list[tuple[int, int]]:
+        with self._lock:
+            self._check_open()
+            local = self.local
+            tiered = self.remote_storage_enabled
+            deletable = local.deletable_segments(
+                predicate, self._high_watermark,
+                self._highest_offset_in_remote if tiered else None)
+            if not deletable:
+                return []
+            if len(deletable) == len(local.segments):
+                new_segment = self._roll(local.next_offset)
+                if deletable[-1] is new_segment:
+                    deletable.pop()
+            deleted = [(s.base_offset, s.size) for s in deletable]
+            local.remove_segments(deletable, reason, self._on_segments_removed)
+            if not tiered:
+                self.maybe_increment_log_start_offset(local.segments.first.base_offset)
+            return deleted
 
     # -- flush and close -------------------------------------------------------------
 
@@ -592,19 +821,12 @@ class Log(LogReads, LogRetention):
         move the recovery point there."""
         with self._lock:
             self._check_open()
-            target = self._next_offset if up_to_offset is None else min(up_to_offset, self._next_offset)
-            if target <= self._recovery_point:
-                return
-            for segment in self.segments.values(self._recovery_point, target):
-                segment.flush()
-            fsync_dir(self.directory)
-            self._recovery_point = target
-            self._last_flush_ms = self._time_ms()
+            self.local.flush(up_to_offset)
 
     @property
     def last_flush_ms(self) -> int:
         """When the log was last flushed (or opened)."""
-        return self._last_flush_ms
+        return self.local.last_flush_ms
 
     @property
     def min_snapshots_offset_to_retain(self) -> int:
@@ -614,11 +836,12 @@ class Log(LogReads, LogRetention):
         truncation rebuilds from). Tiered, also the end of the last copied segment: the copy
         of each later segment ships the snapshot at its end to the tier."""
         with self._lock:
-            active = self.segments.active.base_offset
-            before_active = self.segments.floor(active - 1)
+            segments, recovery_point = self.local.segments, self.local.recovery_point
+            active = segments.active.base_offset
+            before_active = segments.floor(active - 1)
             two_segments = before_active.base_offset if before_active else active
-            before_rp = self.segments.floor(self._recovery_point - 1)
-            recovery = before_rp.base_offset if before_rp else self._recovery_point
+            before_rp = segments.floor(recovery_point - 1)
+            recovery = before_rp.base_offset if before_rp else recovery_point
             keep = min(recovery, two_segments)
             if self.remote_storage_enabled:
                 keep = min(keep, self._highest_offset_in_remote + 1)
@@ -634,7 +857,7 @@ class Log(LogReads, LogRetention):
 
     def maybe_flush_by_time(self, now_ms: int) -> bool:
         """Flush if the last flush is at least ``flush.ms`` old (the scheduler's check)."""
-        if now_ms - self._last_flush_ms < self._config["flush.ms"]:
+        if now_ms - self.local.last_flush_ms < self._config["flush.ms"]:
             return False
         self.flush()
         return True
@@ -655,14 +878,9 @@ class Log(LogReads, LogRetention):
         with self._lock:
             if self._closed:
                 return
-            self.producer_state.update_map_end_offset(self._next_offset)
+            self.producer_state.update_map_end_offset(self.local.next_offset)
             self.producer_state.take_snapshot()
-            for segment in self.segments:
-                segment.close()
-            # Segments awaiting a scheduled delete keep their .deleted files for the loader.
-            for segment in self._pending_deletes:
-                segment.close()
-            self._pending_deletes.clear()
+            self.local.close()
             self._closed = True
 
     def __enter__(self) -> Log:
@@ -678,6 +896,6 @@ class Log(LogReads, LogRetention):
     def __repr__(self) -> str:
         return (
             f"Log({self.directory.name}, start={self._log_start_offset}, "
-            f"end={self._next_offset}, segments={len(self.segments)})"
+            f"end={self.local.next_offset}, segments={len(self.local.segments)})"
         )
 
