@@ -220,7 +220,8 @@ class LogSegment:
 
     # -- appending -------------------------------------------------------------------
 
-    def append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[AppendedBatch],
+    def append(self, pieces: Sequence[bytes | bytearray | memoryview],
+               batches: Sequence[AppendedBatch],
                views: Sequence[RecordBatch] = ()) -> None:
         """Write the batches (as ``pieces`` for one vectored write) and feed the indexes.
 
