@@ -7,11 +7,17 @@ event hooks are called after the event with an immutable event object, and retur
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
 from tierlog.events import RemoteSegmentEvent, SegmentDeleted, SegmentRolled
+
+if TYPE_CHECKING:
+    # Only for the hooks' signatures: the hook specs load before (and below) all of these.
+    from tierlog.cleaner.policy import CleanupPolicy
+    from tierlog.index.plugin import SegmentIndexType
+    from tierlog.remote.storage import RemoteStorageFactory
 
 PROJECT_NAME = "tierlog"
 
@@ -23,7 +29,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def tierlog_register_index_types(register: Callable[[Any], None]) -> None:
+def tierlog_register_index_types(register: Callable[[SegmentIndexType], None]) -> None:
     """Called once, when plugins load. Call ``register(index_type)`` for each segment index
     implementation the plugin provides.
 
@@ -36,17 +42,23 @@ def tierlog_register_index_types(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def tierlog_register_cleanup_policies(register: Callable[[str, Any], None]) -> None:
+def tierlog_register_cleanup_policies(
+    register: Callable[[str, CleanupPolicy], None],
+) -> None:
     """Called once, when plugins load. Call ``register(name, policy)`` for each cleanup policy
-    (the values of ``cleanup.policy``). A policy has ``clean(log, now_ms) -> CleanupResult``.
+    (the values of ``cleanup.policy``). A policy (:class:`tierlog.cleaner.policy.CleanupPolicy`)
+    has ``clean(log, now_ms) -> CleanupResult``.
     The built-in ``delete`` and ``compact`` policies are registered through this same hook.
     """
 
 
 @hookspec
-def tierlog_register_remote_storage(register: Callable[[str, Any], None]) -> None:
+def tierlog_register_remote_storage(
+    register: Callable[[str, RemoteStorageFactory], None],
+) -> None:
     """Called once, when plugins load. Call ``register(name, factory)`` for each remote storage
-    backend; ``factory(url: str, options: Mapping[str, Any]) -> RemoteStorageManager``. The
+    backend (:data:`tierlog.remote.storage.RemoteStorageFactory`):
+    ``factory(url: str, options: Mapping[str, Any]) -> RemoteStorageManager``. The
     ``remote.storage.manager`` setting picks one by name (``local`` and ``s3`` are built in).
     """
 

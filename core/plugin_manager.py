@@ -14,13 +14,21 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
 from tierlog import hookspecs
 from tierlog.errors import PluginError
 from tierlog.events import EventDelivery
+
+if TYPE_CHECKING:
+    # Only for the registries' types: the plugin host loads below all of these.
+    from tierlog.cleaner.policy import CleanupPolicy
+    from tierlog.index.plugin import SegmentIndexType
+    from tierlog.remote.storage import RemoteStorageFactory
+
+_V = TypeVar("_V")
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +73,19 @@ class Registries:
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.failures: list[tuple[str, str]] = []
-        self.index_types: Mapping[str, Any] = self._collect(
+        self.index_types: Mapping[str, SegmentIndexType] = self._collect(
             pm.hook.tierlog_register_index_types, lambda t: (t.name, t), "index type")
-        self.cleanup_policies: Mapping[str, Any] = self._collect(
+        self.cleanup_policies: Mapping[str, CleanupPolicy] = self._collect(
             pm.hook.tierlog_register_cleanup_policies, None, "cleanup policy")
-        self.remote_storage: Mapping[str, Any] = self._collect(
+        self.remote_storage: Mapping[str, RemoteStorageFactory] = self._collect(
             pm.hook.tierlog_register_remote_storage, None, "remote storage")
 
     def _collect(
-        self, hook: Any, key: Callable[[Any], tuple[str, Any]] | None, what: str
-    ) -> Mapping[str, Any]:
-        found: dict[str, Any] = {}
+        self, hook: pluggy.HookCaller, key: Callable[[_V], tuple[str, _V]] | None, what: str
+    ) -> Mapping[str, _V]:
+        """What the registration ``hook``'s implementations register, by name: ``register(value)``
+        named by ``key(value)``, or ``register(name, value)`` when ``key`` is None."""
+        found: dict[str, _V] = {}
 
         def register(*args: Any) -> None:
             name, value = key(args[0]) if key is not None else (args[0], args[1])
@@ -93,7 +103,7 @@ class Registries:
                 log.error("plugin %s failed to register its %s: %s", impl.plugin_name, what, error)
         return MappingProxyType(found)
 
-    def cleanup_policy(self, name: str) -> Any:
+    def cleanup_policy(self, name: str) -> CleanupPolicy:
         try:
             return self.cleanup_policies[name]
         except KeyError:
@@ -101,7 +111,7 @@ class Registries:
                 f"no cleanup policy named {name!r}; known: {', '.join(sorted(self.cleanup_policies))}"
             ) from None
 
-    def remote_storage_factory(self, name: str) -> Any:
+    def remote_storage_factory(self, name: str) -> RemoteStorageFactory:
         try:
             return self.remote_storage[name]
         except KeyError:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from tierlog.cleaner.policy import CleanupPolicy
 from tierlog.hookspecs import hookimpl
 
 
 @hookimpl
-def tierlog_register_cleanup_policies(register: Callable[[str, Any], None]) -> None:
+def tierlog_register_cleanup_policies(register: Callable[[str, CleanupPolicy], None]) -> None:
     from tierlog.cleaner.retention import DeletePolicy
 
     register(DeletePolicy.name, DeletePolicy())

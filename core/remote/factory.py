@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tierlog.errors import ConfigError
 from tierlog.events import EventDelivery
@@ -12,11 +12,15 @@ from tierlog.remote.index_cache import CACHE_DIR_NAME, RemoteIndexCache
 from tierlog.remote.metadata import RemoteLogMetadataManager
 from tierlog.remote.rlm import RemoteLogManager
 
+if TYPE_CHECKING:
+    from tierlog.manager_config import ManagerConfig
+    from tierlog.plugin_manager import Registries
+
 #: Directory (in the first log dir) of the local cache of the tier's segment metadata.
 METADATA_CACHE_DIR_NAME = "remote-log-metadata-cache"
 
 
-def build_remote_log_manager(config: Any, registries: Any, log_dir: Path,
+def build_remote_log_manager(config: ManagerConfig, registries: Registries, log_dir: Path,
                              time_ms: Callable[[], int], events: EventDelivery | None) -> RemoteLogManager:
     """The RemoteStorageManager named by ``remote.storage.manager`` (a plugin) on
     ``remote.storage.url`` with the ``remote.storage.options.*``, its metadata kept in the

@@ -13,7 +13,7 @@ import enum
 import json
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -427,3 +427,9 @@ class RemoteStorageManager(Protocol):
     def close(self) -> None:
         """Release resources; further calls may fail. Closing twice is harmless."""
         ...
+
+
+#: A remote storage backend, as a plugin registers it under its name:
+#: ``factory(url, options) -> RemoteStorageManager`` (``remote.storage.url`` and the
+#: ``remote.storage.options.*`` with the prefix removed).
+RemoteStorageFactory = Callable[[str, Mapping[str, Any]], RemoteStorageManager]

@@ -16,6 +16,7 @@ from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
 from tierlog.remote.options import parse_options
+from tierlog.remote.storage import RemoteStorageFactory
 
 NAME = "local"
 URL_KEY = "remote.storage.url"
@@ -88,5 +89,5 @@ def create_remote_storage(url: str, options: Mapping[str, Any]) -> FsspecRemoteS
 
 
 @hookimpl
-def tierlog_register_remote_storage(register: Callable[[str, Any], None]) -> None:
+def tierlog_register_remote_storage(register: Callable[[str, RemoteStorageFactory], None]) -> None:
     register(NAME, create_remote_storage)

@@ -21,6 +21,7 @@ from tierlog.remote.options import (
     require_s3_credentials,
     s3fs_kwargs,
 )
+from tierlog.remote.storage import RemoteStorageFactory
 
 log = logging.getLogger(__name__)
 
@@ -87,5 +88,5 @@ def create_remote_storage(url: str, options: Mapping[str, Any]) -> FsspecRemoteS
 
 
 @hookimpl
-def tierlog_register_remote_storage(register: Callable[[str, Any], None]) -> None:
+def tierlog_register_remote_storage(register: Callable[[str, RemoteStorageFactory], None]) -> None:
     register(NAME, create_remote_storage)
