@@ -20,7 +20,6 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from tierlog import filenames
 from tierlog.atomic import fsync_dir
@@ -28,6 +27,7 @@ from tierlog.config import LogConfig
 from tierlog.errors import RecordBatchTooLargeError
 from tierlog.fetch import FetchDataInfo
 from tierlog.index.aborted_txns import collect_aborted_txns
+from tierlog.index.plugin import DEFAULT_INDEX_TYPES, SegmentIndexTypes
 from tierlog.records.file_records import TimestampAndOffset
 from tierlog.scheduler import Scheduler
 from tierlog.segment import LogSegment
@@ -42,7 +42,7 @@ class LocalLog:
     """The segments on disk of one log and the offsets that describe only them."""
 
     __slots__ = (
-        "_extra_index_types",
+        "_index_types",
         "_lock",
         "_rng",
         "_scheduler",
@@ -58,7 +58,7 @@ class LocalLog:
 
     def __init__(self, directory: Path, config: LogConfig, *, time_ms: Callable[[], int],
                  rng: random.Random, scheduler: Scheduler | None, lock: threading.RLock,
-                 extra_index_types: Sequence[Any] = ()) -> None:
+                 index_types: SegmentIndexTypes = DEFAULT_INDEX_TYPES) -> None:
         self.directory = directory
         self.config = config
         #: Empty until :meth:`loaded` hands over what the LogLoader found.
@@ -73,7 +73,8 @@ class LocalLog:
         self._time_ms = time_ms
         self._rng = rng
         self._scheduler = scheduler
-        self._extra_index_types = list(extra_index_types)
+        #: Which type opens each index of a new segment (the registry's, resolved by the Log).
+        self._index_types = index_types
         #: The owning Log's lock, taken here only by the scheduled delete (another thread).
         self._lock = lock
 
@@ -106,7 +107,7 @@ class LocalLog:
             time_ms=self._time_ms,
             preallocate_bytes=config["segment.bytes"] if config["preallocate"] else 0,
             suffix=suffix,
-            extra_index_types=self._extra_index_types,
+            index_types=self._index_types,
             config=config,
         )
 

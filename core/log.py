@@ -29,6 +29,7 @@ from tierlog.errors import (
 )
 from tierlog.events import EventQueue, SegmentDeleted, SegmentRolled
 from tierlog.fetch import FetchDataInfo, check_isolation
+from tierlog.index.plugin import resolve_index_types
 from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.loader import LogLoader, RecoveryReport, rebuild_producer_state
 from tierlog.local_log import LocalLog
@@ -131,13 +132,14 @@ class Log:
         host = plugins or get_plugins()
         #: Lifecycle events queued under the lock, delivered to plugins after it is released.
         self._events = EventQueue(host.events)
-        self._extra_index_types = [
-            t for t in host.registries.index_types.values()
-            if not t.builtin and t.enabled_for(config)
-        ]
+        #: Which type opens each index of this log's segments: the registry's, built-ins
+        #: included, so a plugin may replace one.
+        self._index_types = resolve_index_types(host.registries.index_types, config)
         self._leader_epoch: int | None = None
         self.leader_epoch = leader_epoch
-        self._fast_append = not self._extra_index_types and _fast_append_allowed(config)
+        # The plain appender writes the built-in index maps itself and feeds no plugin index.
+        self._fast_append = (not self._index_types.extras and not self._index_types.replaced
+                             and _fast_append_allowed(config))
         self._max_message = config["max.message.bytes"]
         self._segment_bytes = config["segment.bytes"]
         self._segment_ms = config["segment.ms"]
@@ -161,7 +163,7 @@ class Log:
         self._auto_high_watermark = auto_high_watermark
         #: The segments, log end offset and recovery point (guarded by ``self._lock``).
         self.local = LocalLog(directory, config, time_ms=time_ms, rng=rng, scheduler=scheduler,
-                              lock=self._lock, extra_index_types=self._extra_index_types)
+                              lock=self._lock, index_types=self._index_types)
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / filenames.LEADER_EPOCH_CHECKPOINT)
         )

@@ -28,7 +28,7 @@ from tierlog.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
-from tierlog.index.plugin import SegmentIndex
+from tierlog.index.plugin import DEFAULT_INDEX_TYPES, SegmentIndex, SegmentIndexTypes
 from tierlog.records.batch import (
     ATTRIBUTES,
     HEADER,
@@ -99,6 +99,7 @@ class LogSegment:
         time_ms: Callable[[], int],
         extra_indexes: dict[str, SegmentIndex] | None = None,
         missing_extra_indexes: bool = False,
+        index_types: SegmentIndexTypes = DEFAULT_INDEX_TYPES,
     ) -> None:
         self.log = log_file
         self.offset_index = offset_index
@@ -118,6 +119,8 @@ class LogSegment:
         self.extra_indexes: dict[str, SegmentIndex] = extra_indexes or {}
         #: True when a plugin index file was absent at open, so its data must be rebuilt.
         self.missing_extra_indexes = missing_extra_indexes
+        #: The index types this segment was opened with (which travel to the remote tier).
+        self.index_types = index_types
 
     # -- construction ----------------------------------------------------------------
 
@@ -135,9 +138,17 @@ class LogSegment:
         suffix: str = "",
         extra_index_types: Sequence[Any] = (),
         config: Any = None,
+        index_types: SegmentIndexTypes | None = None,
     ) -> LogSegment:
-        """Open or create the files of the segment at ``base_offset`` in ``directory``;
-        ``extra_index_types`` are plugin index types (opened with ``config``)."""
+        """Open or create the files of the segment at ``base_offset`` in ``directory``.
+
+        ``index_types`` (:func:`tierlog.index.plugin.resolve_index_types`) says which type
+        opens each index, built-in roles included (opened with ``config``); without it the
+        built-ins plus ``extra_index_types``."""
+        if index_types is None:
+            index_types = (DEFAULT_INDEX_TYPES if not extra_index_types
+                           else SegmentIndexTypes(extras=tuple(extra_index_types)))
+        extra_index_types = index_types.extras
         clock = time_ms or (lambda: int(time.time() * 1000))
         prefix = filenames.filename_prefix_from_offset(base_offset)
         paths = [filenames.log_file(directory, base_offset, suffix),
@@ -155,11 +166,14 @@ class LogSegment:
             for index_type, path in zip(extra_index_types, paths[4:]):
                 extras[index_type.name] = index_type.open(path, base_offset, config)
                 opened.append(extras[index_type.name])
-            offset_index = OffsetIndex(paths[1], base_offset, max_index_size)
+            offset_index = index_types.open_role("offset", paths[1], base_offset, config,
+                                                 max_index_size)
             opened.append(offset_index)
-            time_index = TimeIndex(paths[2], base_offset, max_index_size)
+            time_index = index_types.open_role("time", paths[2], base_offset, config,
+                                               max_index_size)
             opened.append(time_index)
-            txn_index = TransactionIndex(paths[3], base_offset)
+            txn_index = index_types.open_role("transaction", paths[3], base_offset, config,
+                                              max_index_size)
         except BaseException:
             for file in opened:
                 with contextlib.suppress(Exception):
@@ -179,6 +193,7 @@ class LogSegment:
             clock,
             extras,
             missing and log_file.size_in_bytes() > 0,
+            index_types,
         )
 
     # -- facts -----------------------------------------------------------------------
