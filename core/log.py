@@ -654,19 +654,25 @@ class Log:
 
     def lookup_index(self, name: str, key: Any) -> Any:
         """Ask the plugin index type ``name`` of each segment, newest first, for ``key``;
-        the first answer that is not None wins (None if no segment knows the key)."""
+        the first answer that is not None wins (None if no segment knows the key). On a
+        tiered log, an index type that is ``uploaded_to_remote`` is then asked through the
+        tier's copies of the segments no longer held locally."""
         with self._lock:
             self._check_open()
             segments = self.local.segments.values()
-        if segments and name not in segments[-1].extra_indexes:
+            remote, local_start = self.remote, self.local_log_start_offset
+        index_type = next((t for t in self._index_types.extras if t.name == name), None)
+        if index_type is None:
             raise PluginError(
                 f"{self.directory.name} has no {name!r} index (index types of this log: "
-                f"{', '.join(sorted(segments[-1].extra_indexes)) or 'none from plugins'})"
+                f"{', '.join(t.name for t in self._index_types.extras) or 'none from plugins'})"
             )
         for segment in reversed(segments):
             found = segment.extra_indexes[name].lookup(key)
             if found is not None:
                 return found
+        if remote is not None and index_type.uploaded_to_remote:
+            return remote.lookup_index(index_type, key, local_start)
         return None
 
     def lookup_key(self, key: bytes) -> int | None:

@@ -317,6 +317,20 @@ class LogSegment:
         for index in self.extra_indexes.values():
             index.on_append(view, base_offset, position)
 
+    def remote_extra_index_files(self) -> dict[str, Path]:
+        """``{suffix: path}`` of the plugin indexes whose type is ``uploaded_to_remote``,
+        flushed first so the file holds every entry (a copy to the remote tier uploads them
+        with the segment); an index with no file (nothing to say) is left out."""
+        files: dict[str, Path] = {}
+        for index_type in self.index_types.extras:
+            index = self.extra_indexes.get(index_type.name)
+            if index is None or not index_type.uploaded_to_remote:
+                continue
+            index.flush()
+            if index.path.exists():
+                files[index_type.suffix] = index.path
+        return files
+
     def rebuild_extra_indexes(self) -> None:
         """Reset the plugin indexes and feed them every batch of the segment again."""
         if not self.extra_indexes:

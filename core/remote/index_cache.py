@@ -1,8 +1,10 @@
-"""RemoteIndexCache: remote segments' offset, time and transaction indexes, cached on local disk.
+"""RemoteIndexCache: remote segments' offset, time and transaction indexes, and the plugin
+indexes that travel to the tier, cached on local disk.
 
 Files live in ``<log dir>/remote-log-index-cache/`` as ``<startOffset>_<uuid>.index|.timeindex|
-.txnindex`` (Kafka's names), are fetched one index type at a time on first use, and are evicted
-least-recently-used beyond ``remote.log.index.file.cache.total.size.bytes``. A restart reloads them.
+.txnindex`` (Kafka's names; a plugin index by its own suffix), are fetched one index type at a
+time on first use, and are evicted least-recently-used beyond
+``remote.log.index.file.cache.total.size.bytes``. A restart reloads them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,12 @@ from typing import Any
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import CorruptIndexError, RemoteResourceNotFoundError
 from tierlog.index import OffsetIndex, TimeIndex, TransactionIndex
-from tierlog.remote.storage import IndexType, RemoteLogSegmentMetadata, RemoteStorageManager
+from tierlog.remote.storage import (
+    IndexObject,
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteStorageManager,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,33 +35,54 @@ _KINDS = (IndexType.OFFSET, IndexType.TIMESTAMP, IndexType.TRANSACTION)
 _KIND_OF_SUFFIX = {kind.suffix: kind for kind in _KINDS}
 
 
-def cache_file_name(start_offset: int, segment_id: str, kind: IndexType) -> str:
-    """``<startOffset>_<uuid><suffix>``, Kafka's name of a cached remote index."""
-    return f"{start_offset}_{segment_id}{kind.suffix}"
+#: Stands in the opened indexes for a plugin index the tier does not hold (the segment was
+#: copied before the index type was installed): asked again, it is not fetched again.
+_ABSENT = object()
+
+
+def cache_file_name(start_offset: int, segment_id: str, kind: IndexType | IndexObject) -> str:
+    """``<startOffset>_<uuid><suffix>``, Kafka's name of a cached remote index (a plugin index
+    type's by its suffix)."""
+    return _name(start_offset, segment_id, kind.suffix)
+
+
+def _name(start_offset: int, segment_id: str, suffix: str) -> str:
+    return f"{start_offset}_{segment_id}{suffix}"
+
+
+def _parse(name: str) -> tuple[int, str, str] | None:
+    """``(start offset, segment uuid, suffix)`` of a cache file name, any suffix; or None."""
+    stem, dot, suffix = name.partition(".")
+    start, sep, uuid = stem.partition("_")
+    if not sep or not start.isdigit() or not dot or not uuid:
+        return None
+    return int(start), uuid, dot + suffix
 
 
 def parse_cache_file_name(name: str) -> tuple[int, str, IndexType] | None:
-    """``(start offset, segment uuid, index type)`` of a cache file name; None for any
-    other name."""
-    stem, dot, suffix = name.partition(".")
-    start, sep, uuid = stem.partition("_")
-    kind = _KIND_OF_SUFFIX.get(dot + suffix)
-    if not sep or not start.isdigit() or kind is None:
+    """``(start offset, segment uuid, index type)`` of a built-in index's cache file name;
+    None for any other name."""
+    parsed = _parse(name)
+    kind = None if parsed is None else _KIND_OF_SUFFIX.get(parsed[2])
+    if parsed is None or kind is None:
         return None
-    return int(start), uuid, kind
+    return parsed[0], parsed[1], kind
 
 
 @dataclass(slots=True)
 class _Entry:
-    """The cached indexes of one remote segment (each opened on first use)."""
+    """The cached indexes of one remote segment by suffix (each opened on first use), and
+    the suffixes of its files on disk."""
 
     start_offset: int
-    indexes: dict[IndexType, Any] = field(default_factory=dict)
+    indexes: dict[str, Any] = field(default_factory=dict)
     size: int = 0
+    suffixes: set[str] = field(default_factory=set)
 
     def close(self) -> None:
         for index in self.indexes.values():
-            index.close()
+            if index is not _ABSENT:
+                index.close()
         self.indexes.clear()
 
 
@@ -77,12 +106,13 @@ class RemoteIndexCache:
             if path.name.endswith(".tmp"):
                 path.unlink(missing_ok=True)
                 continue
-            parsed = parse_cache_file_name(path.name)
+            parsed = _parse(path.name)
             if parsed is None:
                 continue
-            start, uuid, _ = parsed
+            start, uuid, suffix = parsed
             entry = self._entries.setdefault(uuid, _Entry(start))
             entry.size += path.stat().st_size
+            entry.suffixes.add(suffix)
         log.debug("remote index cache %s: %d segments on disk", self.directory, len(self._entries))
 
     # -- lookups -------------------------------------------------------------------------
@@ -100,30 +130,48 @@ class RemoteIndexCache:
             return None
         return self._get(metadata, IndexType.TRANSACTION)
 
-    def _path(self, metadata: RemoteLogSegmentMetadata, kind: IndexType) -> Path:
+    def extra_index(self, metadata: RemoteLogSegmentMetadata, index_type: Any,
+                    config: Any) -> Any:
+        """The segment's copy of a plugin index type that is ``uploaded_to_remote``, opened
+        with the type's ``open(path, start offset, config)``; None when the tier has none
+        (the segment was copied before the type was installed)."""
+        index = self._get(metadata, index_type,
+                          lambda path: index_type.open(path, metadata.start_offset, config),
+                          missing_ok=True)
+        return None if index is _ABSENT else index
+
+    def _path(self, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject) -> Path:
         return self.directory / cache_file_name(metadata.start_offset, metadata.segment_id, kind)
 
-    def _get(self, metadata: RemoteLogSegmentMetadata, kind: IndexType) -> Any:
-        uuid = metadata.segment_id
+    def _get(self, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject,
+             opener: Callable[[Path], Any] | None = None, missing_ok: bool = False) -> Any:
+        uuid, suffix = metadata.segment_id, kind.suffix
         with self._lock:
             entry = self._entries.get(uuid)
             if entry is None:
                 entry = self._entries[uuid] = _Entry(metadata.start_offset)
             self._entries.move_to_end(uuid)
-            index = entry.indexes.get(kind)
+            index = entry.indexes.get(suffix)
             if index is not None:
                 return index
             path = self._path(metadata, kind)
             if not path.exists():
-                data = self._fetch(metadata, kind)
+                try:
+                    data = self._fetch(metadata, kind)
+                except RemoteResourceNotFoundError:
+                    if not missing_ok:
+                        raise
+                    entry.indexes[suffix] = _ABSENT
+                    return _ABSENT
                 atomic_write_bytes(path, data)
                 entry.size += len(data)
-            index = self._open(path, metadata, kind)
-            entry.indexes[kind] = index
+                entry.suffixes.add(suffix)
+            index = self._open(path, metadata, kind, opener)
+            entry.indexes[suffix] = index
             self._evict()
             return index
 
-    def _fetch(self, metadata: RemoteLogSegmentMetadata, kind: IndexType) -> bytes:
+    def _fetch(self, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject) -> bytes:
         try:
             with self._rsm.fetch_index(metadata, kind) as stream:
                 return stream.read()
@@ -133,10 +181,14 @@ class RemoteIndexCache:
             raise
 
     @staticmethod
-    def _open(path: Path, metadata: RemoteLogSegmentMetadata, kind: IndexType) -> Any:
+    def _open(path: Path, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject,
+              opener: Callable[[Path], Any] | None) -> Any:
         start = metadata.start_offset
-        if kind is IndexType.TRANSACTION:
-            index: Any = TransactionIndex(path, start)
+        index: Any
+        if opener is not None:
+            index = opener(path)
+        elif kind is IndexType.TRANSACTION:
+            index = TransactionIndex(path, start)
         elif kind is IndexType.OFFSET:
             index = OffsetIndex(path, start, writable=False)
         else:
@@ -154,9 +206,8 @@ class RemoteIndexCache:
         while total > self.max_bytes and len(self._entries) > 1:
             uuid, entry = self._entries.popitem(last=False)
             entry.close()
-            for kind in _KINDS:
-                (self.directory / cache_file_name(entry.start_offset, uuid, kind)).unlink(
-                    missing_ok=True)
+            for suffix in entry.suffixes:
+                (self.directory / _name(entry.start_offset, uuid, suffix)).unlink(missing_ok=True)
             total -= entry.size
             log.debug("evicted the remote indexes of segment %s from the cache", uuid)
 
@@ -164,10 +215,13 @@ class RemoteIndexCache:
         """Drop a deleted segment's indexes."""
         with self._lock:
             entry = self._entries.pop(metadata.segment_id, None)
+            suffixes = {kind.suffix for kind in _KINDS}
             if entry is not None:
                 entry.close()
-            for kind in _KINDS:
-                self._path(metadata, kind).unlink(missing_ok=True)
+                suffixes |= entry.suffixes
+            for suffix in suffixes:
+                path = self.directory / _name(metadata.start_offset, metadata.segment_id, suffix)
+                path.unlink(missing_ok=True)
 
     @property
     def size_in_bytes(self) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError, TruncatedBatchError
 from tierlog.fetch import FetchDataInfo
@@ -157,6 +157,23 @@ class RemoteLogReader:
                          else None)
             if next_base is None or next_base > end + 1:  # holds offsets after the remote ones
                 yield segment
+
+    def lookup_index(self, index_type: Any, key: Any, below: int) -> Any:
+        """Ask the tier's copies of the plugin index ``index_type`` (one that is
+        ``uploaded_to_remote``) of the segments starting below ``below`` (the local log
+        start), newest first, for ``key``: the first answer that is not None, or None."""
+        return self._rlm.submit_read(lambda: self._lookup_index(index_type, key, below))
+
+    def _lookup_index(self, index_type: Any, key: Any, below: int) -> Any:
+        cache, config = self._rlm.index_cache, self._log.config
+        segments = [m for m in self._rlm.rlmm.list_remote_log_segments(self._tip)
+                    if m.state is _FINISHED and m.start_offset < below]
+        for metadata in reversed(segments):
+            index = cache.extra_index(metadata, index_type, config)
+            found = None if index is None else index.lookup(key)
+            if found is not None:
+                return found
+        return None
 
     def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         return self._rlm.submit_read(lambda: self._find_timestamp(timestamp, start_offset))

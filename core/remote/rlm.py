@@ -248,6 +248,7 @@ class RemoteLogManager:
                 transaction_index=None if segment.txn_index.is_empty() else segment.txn_index.path,
                 producer_snapshot_index=snapshot,
                 leader_epoch_index=_epoch_checkpoint_bytes(log_, next_base),
+                extra_indexes=segment.remote_extra_index_files(),
             )
             custom = self.rsm.copy_log_segment_data(metadata, data)
         self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(

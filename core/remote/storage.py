@@ -374,7 +374,11 @@ class LogSegmentData:
 
     ``transaction_index`` is None when the segment has none; ``producer_snapshot_index`` is the
     snapshot at the next segment's base offset; ``leader_epoch_index`` is the content of a
-    leader-epoch checkpoint holding the entries up to the segment's end.
+    leader-epoch checkpoint holding the entries up to the segment's end. ``extra_indexes``
+    maps the object suffix of each plugin index type that is ``uploaded_to_remote`` to its
+    file: the RSM stores it under the segment's object prefix with that suffix, serves it from
+    ``fetch_index`` (given the index type, which has that ``suffix``) and deletes it with the
+    segment.
     """
 
     log_segment: Path
@@ -383,6 +387,15 @@ class LogSegmentData:
     transaction_index: Path | None
     producer_snapshot_index: Path
     leader_epoch_index: bytes
+    extra_indexes: Mapping[str, Path] = field(default_factory=dict)
+
+
+class IndexObject(Protocol):
+    """What ``fetch_index`` needs of an index type: its object ``suffix`` (an ``IndexType``,
+    or a plugin index type uploaded through ``LogSegmentData.extra_indexes``)."""
+
+    @property
+    def suffix(self) -> str: ...
 
 
 @runtime_checkable
@@ -414,9 +427,12 @@ class RemoteStorageManager(Protocol):
         RemoteResourceNotFoundError when the segment is not in the tier."""
         ...
 
-    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
-        """A binary stream of one index object. A missing index (e.g. no transaction index was
-        uploaded) raises RemoteResourceNotFoundError; None is never returned."""
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata,
+                    index_type: IndexType | IndexObject) -> BinaryIO:
+        """A binary stream of one index object: an ``IndexType``, or a plugin index type
+        copied in ``LogSegmentData.extra_indexes`` (named by its ``suffix``). A missing index
+        (e.g. no transaction index was uploaded) raises RemoteResourceNotFoundError; None is
+        never returned."""
         ...
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
