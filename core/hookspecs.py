@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # Only for the hooks' signatures: the hook specs load before (and below) all of these.
     from tierlog.cleaner.policy import CleanupPolicy
     from tierlog.index.plugin import SegmentIndexType
+    from tierlog.remote.metadata_api import RemoteLogMetadataFactory
     from tierlog.remote.storage import RemoteStorageFactory
 
 PROJECT_NAME = "tierlog"
@@ -60,6 +61,20 @@ def tierlog_register_remote_storage(
     backend (:data:`tierlog.remote.storage.RemoteStorageFactory`):
     ``factory(url: str, options: Mapping[str, Any]) -> RemoteStorageManager``. The
     ``remote.storage.manager`` setting picks one by name (``local`` and ``s3`` are built in).
+    Any object meeting the :class:`~tierlog.remote.storage.RemoteStorageManager` contract
+    will do; one without a tier of tierlog's keeps its segment metadata in the first log dir.
+    """
+
+
+@hookspec
+def tierlog_register_remote_metadata_managers(
+    register: Callable[[str, RemoteLogMetadataFactory], None],
+) -> None:
+    """Called once, when plugins load. Call ``register(name, factory)`` for each segment
+    metadata store (:class:`tierlog.remote.metadata_api.RemoteLogMetadataStore`);
+    ``factory(rsm, log_dir)`` builds it for the RemoteStorageManager ``rsm``. The
+    ``remote.log.metadata.manager.class.name`` setting picks one by name; empty picks ``tier``
+    (in the remote tier) for an RSM with a tier and ``log-dir`` (the first log dir) otherwise.
     """
 
 

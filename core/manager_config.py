@@ -68,6 +68,9 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
                   "Allow topics to enable tiered storage."),
         ConfigKey("remote.storage.manager", "string", "local",
                   "Name of the RemoteStorageManager plugin (local, s3, ...)."),
+        ConfigKey("remote.log.metadata.manager.class.name", "string", "",
+                  "Name of the segment metadata store plugin (tier, log-dir, ...); empty: "
+                  "tier for an fsspec-based RemoteStorageManager, else log-dir."),
         ConfigKey("remote.storage.url", "string", "",
                   "fsspec URL of the remote tier (file:///srv/tier, s3://bucket/prefix)."),
         ConfigKey("remote.log.manager.task.interval.ms", "long", 30_000,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     # Only for the registries' types: the plugin host loads below all of these.
     from tierlog.cleaner.policy import CleanupPolicy
     from tierlog.index.plugin import SegmentIndexType
+    from tierlog.remote.metadata_api import RemoteLogMetadataFactory
     from tierlog.remote.storage import RemoteStorageFactory
 
 _V = TypeVar("_V")
@@ -43,6 +44,7 @@ DEFAULT_PLUGINS = (
     "tierlog.cleaner.plugin",
     "tierlog.plugins.local.plugin",
     "tierlog.plugins.s3.plugin",
+    "tierlog.remote.metadata_plugin",
 )
 
 
@@ -79,6 +81,8 @@ class Registries:
             pm.hook.tierlog_register_cleanup_policies, None, "cleanup policy")
         self.remote_storage: Mapping[str, RemoteStorageFactory] = self._collect(
             pm.hook.tierlog_register_remote_storage, None, "remote storage")
+        self.remote_metadata_managers: Mapping[str, RemoteLogMetadataFactory] = self._collect(
+            pm.hook.tierlog_register_remote_metadata_managers, None, "remote metadata manager")
 
     def _collect(
         self, hook: pluggy.HookCaller, key: Callable[[_V], tuple[str, _V]] | None, what: str
@@ -118,6 +122,15 @@ class Registries:
             raise PluginError(
                 f"no remote storage manager named {name!r}; known: "
                 f"{', '.join(sorted(self.remote_storage))}"
+            ) from None
+
+    def remote_metadata_manager_factory(self, name: str) -> RemoteLogMetadataFactory:
+        try:
+            return self.remote_metadata_managers[name]
+        except KeyError:
+            raise PluginError(
+                f"no remote log metadata manager named {name!r}; known: "
+                f"{', '.join(sorted(self.remote_metadata_managers))}"
             ) from None
 
 

@@ -9,22 +9,23 @@ from typing import TYPE_CHECKING
 from tierlog.errors import ConfigError
 from tierlog.events import EventDelivery
 from tierlog.remote.index_cache import CACHE_DIR_NAME, RemoteIndexCache
-from tierlog.remote.metadata import RemoteLogMetadataManager
+from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.metadata_plugin import SETTING as METADATA_SETTING
+from tierlog.remote.metadata_plugin import default_store_name
 from tierlog.remote.rlm import RemoteLogManager
+from tierlog.remote.storage import RemoteStorageManager
 
 if TYPE_CHECKING:
     from tierlog.manager_config import ManagerConfig
     from tierlog.plugin_manager import Registries
 
-#: Directory (in the first log dir) of the local cache of the tier's segment metadata.
-METADATA_CACHE_DIR_NAME = "remote-log-metadata-cache"
-
-
 def build_remote_log_manager(config: ManagerConfig, registries: Registries, log_dir: Path,
                              time_ms: Callable[[], int], events: EventDelivery | None) -> RemoteLogManager:
     """The RemoteStorageManager named by ``remote.storage.manager`` (a plugin) on
-    ``remote.storage.url`` with the ``remote.storage.options.*``, its metadata kept in the
-    tier (cached under ``log_dir``), and the index cache under ``log_dir``."""
+    ``remote.storage.url`` with the ``remote.storage.options.*``, the segment metadata store
+    named by ``remote.log.metadata.manager.class.name`` (by default in the tier, cached
+    under ``log_dir``, or in ``log_dir`` for an RSM without a tier), and the index cache
+    under ``log_dir``."""
     url = config["remote.storage.url"]
     if not url:
         raise ConfigError("remote.storage.url",
@@ -34,13 +35,20 @@ def build_remote_log_manager(config: ManagerConfig, registries: Registries, log_
                           "is false, so no topic may set remote.storage.enable=true")
     factory = registries.remote_storage_factory(config["remote.storage.manager"])
     rsm = factory(url, dict(config.remote_storage_options))
-    tier = getattr(rsm, "tier", None)
-    if tier is None:
+    if not isinstance(rsm, RemoteStorageManager):
+        missing = [name for name in ("copy_log_segment_data", "fetch_log_segment",
+                                     "fetch_index", "delete_log_segment_data", "close")
+                   if not callable(getattr(rsm, name, None))]
         raise ConfigError("remote.storage.manager",
-                          f"{config['remote.storage.manager']!r} is not built on "
-                          "tierlog.remote.FsspecRemoteStorageManager, which keeps the "
-                          "segment metadata in the tier")
-    rlmm = RemoteLogMetadataManager(tier, cache_dir=log_dir / METADATA_CACHE_DIR_NAME)
+                          f"{config['remote.storage.manager']!r} built {type(rsm).__name__}, "
+                          f"which does not meet the RemoteStorageManager contract (no "
+                          f"{', '.join(missing)})")
+    store_name = config[METADATA_SETTING] or default_store_name(rsm)
+    rlmm = registries.remote_metadata_manager_factory(store_name)(rsm, log_dir)
+    if not isinstance(rlmm, RemoteLogMetadataStore):
+        raise ConfigError(METADATA_SETTING,
+                          f"{store_name!r} built {type(rlmm).__name__}, which does not meet "
+                          f"the RemoteLogMetadataStore contract")
     cache = RemoteIndexCache(log_dir / CACHE_DIR_NAME,
                              config["remote.log.index.file.cache.total.size.bytes"], rsm)
     return RemoteLogManager(

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import CorruptIndexError, RemoteResourceNotFoundError
@@ -118,17 +118,17 @@ class RemoteIndexCache:
     # -- lookups -------------------------------------------------------------------------
 
     def offset_index(self, metadata: RemoteLogSegmentMetadata) -> OffsetIndex:
-        return self._get(metadata, IndexType.OFFSET)
+        return cast(OffsetIndex, self._get(metadata, IndexType.OFFSET))
 
     def time_index(self, metadata: RemoteLogSegmentMetadata) -> TimeIndex:
-        return self._get(metadata, IndexType.TIMESTAMP)
+        return cast(TimeIndex, self._get(metadata, IndexType.TIMESTAMP))
 
     def transaction_index(self, metadata: RemoteLogSegmentMetadata) -> TransactionIndex | None:
         """The segment's aborted transactions; None when it has none (no request is made for a
         segment whose metadata says its transaction index is empty)."""
         if metadata.txn_idx_empty:
             return None
-        return self._get(metadata, IndexType.TRANSACTION)
+        return cast(TransactionIndex, self._get(metadata, IndexType.TRANSACTION))
 
     def extra_index(self, metadata: RemoteLogSegmentMetadata, index_type: Any,
                     config: Any) -> Any:

@@ -1,5 +1,12 @@
-"""RemoteLogMetadataManager kept in the remote tier itself, with a local cache file per
-partition that survives restarts and is reconciled with the tier on first use.
+"""The segment metadata store (Kafka's RemoteLogMetadataManager).
+
+:class:`PartitionMetadataStore` holds the rules every store follows: legal state changes, one
+writer per partition, queries that never wait on a write, a partition's metadata as one
+PartitionManifest JSON file in ``cache_dir`` replaced atomically after every change. Where
+the metadata lives is its subclasses' business: :class:`RemoteLogMetadataManager` keeps it in
+the remote tier (the local file is a cache, reconciled with the tier on first use);
+``tierlog.remote.metadata_logdir`` keeps it only in the local file (for a RemoteStorageManager
+that has no tier to keep it in).
 """
 
 from __future__ import annotations
@@ -12,11 +19,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from tierlog.atomic import atomic_write_bytes
-from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.errors import (
+    CorruptRemoteMetadataError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+)
 from tierlog.remote.layout import (
     manifest_key,
     metadata_object_key,
     metadata_object_name,
+    parse_partition_dir_name,
     partition_dir_name,
 )
 from tierlog.remote.manifest import PartitionManifest, load_partition, remote_partitions
@@ -61,35 +73,24 @@ class _Partition:
                                  log_start_offset=self.log_start_offset)
 
 
-class RemoteLogMetadataManager:
-    """Kafka's RemoteLogMetadataManager, storing segment metadata next to the segments.
+class PartitionMetadataStore:
+    """Segment metadata by partition, with Kafka's RemoteLogMetadataManager methods.
 
-    In the tier, per partition directory (see ``tierlog.remote.layout``):
-    ``_metadata/<20-digit start>-<uuid>.json`` holds one segment's current metadata
-    (RemoteLogSegmentMetadata JSON) and ``_manifest.json`` a snapshot of all of them
-    (PartitionManifest JSON). Writes keep every manifest entry backed by its data:
+    A subclass persists each change in ``_stored_add``/``_stored_update``/
+    ``_stored_log_start`` (called with the partition's write lock held, before queries see
+    the change), may load a partition differently (``_load``; this base reads the
+    partition's local file) and lists partitions (``list_partitions``). After every change
+    the partition's file in ``cache_dir`` (when given) is replaced atomically.
 
-    - add (COPY_SEGMENT_STARTED): write the metadata object (the manifest is not rewritten);
-    - COPY_SEGMENT_FINISHED, sent once the segment's data is fully uploaded: rewrite the
-      object, then the manifest; a crash in between leaves the segment looking unfinished
-      (the copy is redone), never a committed entry without data;
-    - DELETE_SEGMENT_STARTED: rewrite the manifest first (readers stop using the segment),
-      then the object; the caller deletes the data only afterwards;
-    - DELETE_SEGMENT_FINISHED: delete the object, then rewrite the manifest.
-
-    ``cache_dir`` (optional) holds ``<topic>-<partition>-<topicId>.json`` per partition, in the
-    manifest's format, replaced atomically after each change. A partition is loaded on first
-    use: stored manifest + one LIST of ``_metadata/`` + the cache file, reading only objects
-    neither describes; where they disagree the later state wins; the manifest and the cache
-    file are rewritten when they differ from the result.
-
-    Thread-safe: writes to a partition are serialized (and may wait on the tier); queries
-    read its cache under a short lock that no tier call holds, so they never wait on a write.
-    A partition must have a single writer (its leader).
+    Thread-safe: writes to a partition are serialized (and may wait on the store); queries
+    read its cache under a short lock that no store call holds, so they never wait on a
+    write. A partition must have a single writer (its leader).
     """
 
-    def __init__(self, tier: RemoteTier, cache_dir: str | os.PathLike[str] | None = None) -> None:
-        self._tier = tier
+    #: Whether the local file only caches what the store keeps elsewhere.
+    local_file_is_cache = True
+
+    def __init__(self, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self._cache_dir = None if cache_dir is None else Path(cache_dir)
         if self._cache_dir is not None:
             self._cache_dir.mkdir(parents=True, exist_ok=True)
@@ -97,16 +98,34 @@ class RemoteLogMetadataManager:
         self._partitions: dict[TopicIdPartition, _Partition] = {}
         self._closed = False
 
-    @property
-    def tier(self) -> RemoteTier:
-        return self._tier
+    # -- where the metadata lives (subclasses) --------------------------------------------
 
-    @property
-    def stats(self) -> RequestStats:
-        return self._tier.stats
+    def _stored_add(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Persist a new copy attempt (COPY_SEGMENT_STARTED). This base keeps only the file."""
 
-    def __repr__(self) -> str:
-        return f"RemoteLogMetadataManager({self._tier!r}, cache_dir={self._cache_dir})"
+    def _stored_update(self, new: RemoteLogSegmentMetadata, manifest: PartitionManifest) -> None:
+        """Persist a segment's new state; ``manifest`` is the partition after it."""
+
+    def _stored_log_start(self, manifest: PartitionManifest) -> None:
+        """Persist a raised log start offset; ``manifest`` is the partition after it."""
+
+    def list_partitions(self) -> list[TopicIdPartition]:
+        """Every partition the store holds metadata of: this base lists its files."""
+        if self._cache_dir is None:
+            return []
+        found = (parse_partition_dir_name(p.name.removesuffix(CACHE_FILE_SUFFIX))
+                 for p in self._cache_dir.glob(f"*{CACHE_FILE_SUFFIX}"))
+        return sorted((t for t in found if t is not None), key=str)
+
+    def _load(self, part: _Partition) -> RemoteLogMetadataCache:
+        """Load the partition (write lock held) from its local file; the result replaces the
+        cache under the short lock."""
+        stored = self._read_local(part.tip)
+        with part.lock:
+            part.cache = RemoteLogMetadataCache.from_segments(
+                stored.segments if stored is not None else ())
+            part.log_start_offset = stored.log_start_offset if stored is not None else None
+        return part.cache
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -127,8 +146,7 @@ class RemoteLogMetadataManager:
                     f"segment {metadata.remote_log_segment_id} is already "
                     f"{existing.state.name}; it cannot be added again"
                 )
-            self._tier.put_bytes(metadata.to_json().encode(),
-                                 self._tier.path(metadata_object_key(metadata)))
+            self._stored_add(metadata)
             if existing is None:
                 with part.lock:
                     cache.add_copy_in_progress(metadata)
@@ -157,17 +175,7 @@ class RemoteLogMetadataManager:
             after = [s for s in cache.segments() if s.segment_id != new.segment_id]
             if new.state is not _DELETE_FINISHED:
                 after.append(new)
-            manifest = part.manifest(after)
-            object_path = self._tier.path(metadata_object_key(new))
-            if new.state is _DELETE_STARTED:
-                self._write_manifest(manifest)
-                self._tier.put_bytes(new.to_json().encode(), object_path)
-            elif new.state is _DELETE_FINISHED:
-                self._tier.delete(object_path)
-                self._write_manifest(manifest)
-            else:
-                self._tier.put_bytes(new.to_json().encode(), object_path)
-                self._write_manifest(manifest)
+            self._stored_update(new, part.manifest(after))
             with part.lock:
                 cache.apply(new)
             self._save_local(part)
@@ -184,7 +192,7 @@ class RemoteLogMetadataManager:
                 return
             with part.lock:
                 part.log_start_offset = offset
-            self._write_manifest(part.manifest(cache.segments()))
+            self._stored_log_start(part.manifest(cache.segments()))
             self._save_local(part)
         log.debug("%s: remote log start offset is now %d", tip, offset)
 
@@ -217,10 +225,6 @@ class RemoteLogMetadataManager:
         """Total ``.log`` bytes of the partition's COPY_SEGMENT_FINISHED segments (holding
         records of ``leader_epoch`` when given)."""
         return self._query(tip, lambda cache, _: cache.size(leader_epoch))
-
-    def list_partitions(self) -> list[TopicIdPartition]:
-        """Every partition with a directory in the tier (one LIST of the root)."""
-        return remote_partitions(self._tier)
 
     def list_topics(self) -> list[str]:
         return sorted({p.topic for p in self.list_partitions()})
@@ -268,6 +272,110 @@ class RemoteLogMetadataManager:
             return part.cache
         return self._load(part)
 
+    def _local_path(self, tip: TopicIdPartition) -> Path | None:
+        if self._cache_dir is None:
+            return None
+        return self._cache_dir / (partition_dir_name(tip) + CACHE_FILE_SUFFIX)
+
+    def _read_local(self, tip: TopicIdPartition) -> PartitionManifest | None:
+        """The partition's local file (None when absent). Where it is only a cache
+        (``local_file_is_cache``), a corrupt one is ignored with a warning (the store is
+        reconciled without it); otherwise CorruptRemoteMetadataError names it."""
+        path = self._local_path(tip)
+        if path is None:
+            return None
+        try:
+            manifest = PartitionManifest.from_json(path.read_bytes(), str(path))
+        except FileNotFoundError:
+            return None
+        except ValueError as e:
+            if not self.local_file_is_cache:
+                raise
+            log.warning("ignoring unreadable remote metadata cache %s: %s", path, e)
+            return None
+        if manifest.topic_id_partition != tip:
+            if not self.local_file_is_cache:
+                raise CorruptRemoteMetadataError(
+                    f"{path} describes {manifest.topic_id_partition}, not {tip}")
+            log.warning("ignoring remote metadata cache %s: it describes %s", path,
+                        manifest.topic_id_partition)
+            return None
+        return manifest
+
+    def _save_local(self, part: _Partition) -> None:
+        path = self._local_path(part.tip)
+        if path is None or part.cache is None:
+            return
+        with part.lock:
+            manifest = part.manifest(part.cache.segments())
+        atomic_write_bytes(path, manifest.to_json().encode())
+
+
+class RemoteLogMetadataManager(PartitionMetadataStore):
+    """Kafka's RemoteLogMetadataManager, storing segment metadata next to the segments.
+
+    In the tier, per partition directory (see ``tierlog.remote.layout``):
+    ``_metadata/<20-digit start>-<uuid>.json`` holds one segment's current metadata
+    (RemoteLogSegmentMetadata JSON) and ``_manifest.json`` a snapshot of all of them
+    (PartitionManifest JSON). Writes keep every manifest entry backed by its data:
+
+    - add (COPY_SEGMENT_STARTED): write the metadata object (the manifest is not rewritten);
+    - COPY_SEGMENT_FINISHED, sent once the segment's data is fully uploaded: rewrite the
+      object, then the manifest; a crash in between leaves the segment looking unfinished
+      (the copy is redone), never a committed entry without data;
+    - DELETE_SEGMENT_STARTED: rewrite the manifest first (readers stop using the segment),
+      then the object; the caller deletes the data only afterwards;
+    - DELETE_SEGMENT_FINISHED: delete the object, then rewrite the manifest.
+
+    ``cache_dir`` (optional) holds ``<topic>-<partition>-<topicId>.json`` per partition, in the
+    manifest's format, replaced atomically after each change. A partition is loaded on first
+    use: stored manifest + one LIST of ``_metadata/`` + the cache file, reading only objects
+    neither describes; where they disagree the later state wins; the manifest and the cache
+    file are rewritten when they differ from the result.
+
+    Thread-safe: writes to a partition are serialized (and may wait on the tier); queries
+    read its cache under a short lock that no tier call holds, so they never wait on a write.
+    A partition must have a single writer (its leader).
+    """
+
+    def __init__(self, tier: RemoteTier, cache_dir: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(cache_dir)
+        self._tier = tier
+
+    @property
+    def tier(self) -> RemoteTier:
+        return self._tier
+
+    @property
+    def stats(self) -> RequestStats:
+        return self._tier.stats
+
+    def __repr__(self) -> str:
+        return f"RemoteLogMetadataManager({self._tier!r}, cache_dir={self._cache_dir})"
+
+    def _stored_add(self, metadata: RemoteLogSegmentMetadata) -> None:
+        self._tier.put_bytes(metadata.to_json().encode(),
+                             self._tier.path(metadata_object_key(metadata)))
+
+    def _stored_update(self, new: RemoteLogSegmentMetadata, manifest: PartitionManifest) -> None:
+        object_path = self._tier.path(metadata_object_key(new))
+        if new.state is _DELETE_STARTED:
+            self._write_manifest(manifest)
+            self._tier.put_bytes(new.to_json().encode(), object_path)
+        elif new.state is _DELETE_FINISHED:
+            self._tier.delete(object_path)
+            self._write_manifest(manifest)
+        else:
+            self._tier.put_bytes(new.to_json().encode(), object_path)
+            self._write_manifest(manifest)
+
+    def _stored_log_start(self, manifest: PartitionManifest) -> None:
+        self._write_manifest(manifest)
+
+    def list_partitions(self) -> list[TopicIdPartition]:
+        """Every partition with a directory in the tier (one LIST of the root)."""
+        return remote_partitions(self._tier)
+
     def _load(self, part: _Partition) -> RemoteLogMetadataCache:
         """Reconcile the partition with the tier and its cache file (write lock held); the
         result replaces the cache under the short lock."""
@@ -293,35 +401,3 @@ class RemoteLogMetadataManager:
     def _write_manifest(self, manifest: PartitionManifest) -> None:
         self._tier.put_bytes(manifest.to_json().encode(),
                              self._tier.path(manifest_key(manifest.topic_id_partition)))
-
-    def _local_path(self, tip: TopicIdPartition) -> Path | None:
-        if self._cache_dir is None:
-            return None
-        return self._cache_dir / (partition_dir_name(tip) + CACHE_FILE_SUFFIX)
-
-    def _read_local(self, tip: TopicIdPartition) -> PartitionManifest | None:
-        """The local cache file (None when absent; a corrupt one is only a cache, so it is
-        ignored with a warning: the tier is reconciled without it)."""
-        path = self._local_path(tip)
-        if path is None:
-            return None
-        try:
-            manifest = PartitionManifest.from_json(path.read_bytes(), str(path))
-        except FileNotFoundError:
-            return None
-        except ValueError as e:
-            log.warning("ignoring unreadable remote metadata cache %s: %s", path, e)
-            return None
-        if manifest.topic_id_partition != tip:
-            log.warning("ignoring remote metadata cache %s: it describes %s", path,
-                        manifest.topic_id_partition)
-            return None
-        return manifest
-
-    def _save_local(self, part: _Partition) -> None:
-        path = self._local_path(part.tip)
-        if path is None or part.cache is None:
-            return
-        with part.lock:
-            manifest = part.manifest(part.cache.segments())
-        atomic_write_bytes(path, manifest.to_json().encode())

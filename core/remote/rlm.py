@@ -24,7 +24,7 @@ from tierlog.events import EventDelivery, RemoteSegmentEvent
 from tierlog.producer_snapshot import write_snapshot
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
-from tierlog.remote.metadata import RemoteLogMetadataManager
+from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.storage import (
     LogSegmentData,
@@ -77,7 +77,7 @@ class RemoteLogManager:
     def __init__(
         self,
         rsm: RemoteStorageManager,
-        rlmm: RemoteLogMetadataManager,
+        rlmm: RemoteLogMetadataStore,
         index_cache: RemoteIndexCache,
         *,
         time_ms: Callable[[], int],
