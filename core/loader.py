@@ -24,7 +24,8 @@ from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.producer_state import REPLICATION, ProducerBatchRun, ProducerStateManager
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import FileRecords
-from tierlog.segment import LogSegment, RecoveryResult
+from tierlog.segment import LogSegment
+from tierlog.segment_recovery import RecoveryResult
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)

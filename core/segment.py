@@ -16,10 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crc32c import crc32c
-
 from tierlog import filenames, plain_appender
-from tierlog.errors import CorruptRecordError, TruncatedBatchError
 from tierlog.index import (
     AbortedTxn,
     OffsetIndex,
@@ -30,12 +27,7 @@ from tierlog.index import (
 )
 from tierlog.index.plugin import DEFAULT_INDEX_TYPES, SegmentIndex, SegmentIndexTypes
 from tierlog.records.batch import (
-    ATTRIBUTES,
-    HEADER,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     RecordBatch,
-    walk_headers,
 )
 from tierlog.records.file_records import (
     FileRecords,
@@ -43,14 +35,12 @@ from tierlog.records.file_records import (
     LogOffsetPosition,
     TimestampAndOffset,
 )
+from tierlog.segment_recovery import RecoveryResult, scan_segment
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
-#: Bytes read per call by the recovery scan: big enough for few syscalls, small enough that
-#: the CRC reads the chunk from the CPU cache right after the copy.
-RECOVERY_CHUNK_BYTES = 1 << 20
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
@@ -62,21 +52,6 @@ class AppendedBatch:
     last_offset: int
     max_timestamp: int
     size: int
-
-
-@dataclass(slots=True)
-class RecoveryResult:
-    """What recovering one segment found."""
-
-    valid_bytes: int = 0
-    """Bytes of whole, valid batches kept."""
-    truncated_bytes: int = 0
-    """Bytes cut from the end of the ``.log`` (from the first invalid byte on)."""
-    batches: int = 0
-    next_offset: int = 0
-    """The offset after the last valid batch (the base offset when none is left)."""
-    error: str | None = None
-    """Why the scan stopped early, if it did."""
 
 
 class LogSegment:
@@ -444,125 +419,23 @@ class LogSegment:
     ) -> RecoveryResult:
         """Re-read every batch (header sanity, CRC, increasing offsets), rebuild the offset
         and time indexes, empty the transaction index, and truncate the ``.log`` at the
-        first invalid byte (Kafka's ``LogSegment.recover``).
-
-        ``on_batch(batch)`` is called for each batch with a producer id (the caller rebuilds
-        producer state and refills the transaction index); the view is only valid during the
-        call. ``on_epoch(epoch, offset)`` is called when a batch carries a leader epoch above
-        every earlier one. The file is read in big chunks into one reused buffer and the
-        index files are written whole at the end: recovery runs near the disk's read speed.
-        """
+        first invalid byte (Kafka's ``LogSegment.recover``). The scan and its callbacks are
+        :func:`tierlog.segment_recovery.scan_segment`'s; the segment applies what it found
+        to its own files and state."""
         self.disarm_plain_appends()
-        base_offset = self.base_offset
-        interval = self.index_interval_bytes
         self.txn_index.reset()
-        offset_entries: list[int] = []  # relative offset, position, ...
-        time_entries: list[int] = []  # timestamp, relative offset, ...
-        result = RecoveryResult()
-        best_ts, best_offset, indexed_ts = -1, base_offset, -1
-        since = batches = 0
-        last_offset = base_offset - 1
-        max_last = base_offset + INT32_MAX
-        epoch_seen = -1
-        size = self.log.size_in_bytes()
-        buffer = bytearray(min(RECOVERY_CHUNK_BYTES, max(size, HEADER_SIZE)))
-        view = memoryview(buffer)
-        # Locals: this loop runs once per batch of every unflushed segment.
-        unpack, crc, header_size, overhead = HEADER.unpack_from, crc32c, HEADER_SIZE, LOG_OVERHEAD
-        crc_start = ATTRIBUTES
-        file_pos = pos = 0
-        try:
-            while file_pos < size:
-                got = self.log.read_into(buffer, file_pos)
-                pos = 0
-                # walk_headers applies the header rule (magic, batchLength) to each header,
-                # so pos is the first byte not yet accepted wherever the walk stops or raises.
-                for pos, (base, length, epoch, _magic, stored_crc, _attributes, delta, _base_ts,
-                          max_ts, producer_id, _producer_epoch, _base_seq,
-                          count) in walk_headers(buffer, 0, got):
-                    end = pos + length + overhead
-                    if end > got:
-                        break
-                    if crc(view[pos + crc_start:end]) != stored_crc:
-                        RecordBatch(buffer, pos).ensure_valid()  # raises, naming the fault
-                    last = base + delta
-                    if not (last_offset < base <= last <= max_last and 0 <= count <= delta + 1):
-                        self._raise_bad_offsets(buffer, pos, file_pos + pos, last_offset)
-                    if max_ts > best_ts:
-                        best_ts = max_ts
-                        best_offset = last
-                    if since > interval:
-                        offset_entries += (last - base_offset, file_pos + pos)
-                        if best_ts > indexed_ts:
-                            time_entries += (best_ts, best_offset - base_offset)
-                            indexed_ts = best_ts
-                        since = 0
-                    since += end - pos
-                    if epoch > epoch_seen:
-                        epoch_seen = epoch
-                        if on_epoch is not None:
-                            on_epoch(epoch, base)
-                    if producer_id >= 0 and on_batch is not None:
-                        on_batch(RecordBatch(buffer, pos))
-                    last_offset = last
-                    batches += 1
-                    pos = end
-                if pos == 0:
-                    # Not one whole batch in the chunk: a batch bigger than the buffer, or a
-                    # cut-off batch at the end of the file.
-                    if got < header_size:
-                        raise TruncatedBatchError(
-                            f"{got} trailing bytes are not a whole batch header "
-                            f"({header_size} bytes)"
-                        )
-                    needed = unpack(buffer, 0)[1] + overhead
-                    if file_pos + needed > size:
-                        raise TruncatedBatchError(
-                            f"the batch there (offset {unpack(buffer, 0)[0]}) declares "
-                            f"{needed} bytes but only {size - file_pos} remain"
-                        )
-                    view.release()
-                    buffer = bytearray(needed)
-                    view = memoryview(buffer)
-                    continue
-                file_pos += pos
-                pos = 0
-        except CorruptRecordError as exc:  # includes TruncatedBatchError
-            # Positions in the message are within the read chunk; the prefix has the file's.
-            result.error = f"invalid data at byte {file_pos + pos}: {exc}"
-            log.warning("%s: %s", self.path, result.error)
-        finally:
-            view.release()
-        result.batches = batches
-        valid = file_pos + pos
-        if best_ts >= 0 and best_ts > indexed_ts:
-            # The entry a roll or close appends: the segment's max timestamp.
-            time_entries += (best_ts, best_offset - base_offset)
-        self.offset_index = self._rewrite_index(self.offset_index, offset_entries, "ii")
-        self.time_index = self._rewrite_index(self.time_index, time_entries, "qi")
-        self._max_timestamp_and_offset = TimestampOffset(best_ts, best_offset)
-        self._bytes_since_last_index_entry = since
+        scan = scan_segment(self.log, self.base_offset, self.index_interval_bytes,
+                            on_batch, on_epoch)
+        self.offset_index = self._rewrite_index(self.offset_index, scan.offset_entries, "ii")
+        self.time_index = self._rewrite_index(self.time_index, scan.time_entries, "qi")
+        self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp,
+                                                         scan.offset_of_max_timestamp)
+        self._bytes_since_last_index_entry = scan.bytes_since_last_entry
         self._rolling_based_timestamp = None
-        result.valid_bytes = valid
-        result.next_offset = last_offset + 1
-        result.truncated_bytes = self.log.truncate_to(valid)
+        result = scan.result
+        result.truncated_bytes = self.log.truncate_to(result.valid_bytes)
         self.rebuild_extra_indexes()
         return result
-
-    def _raise_bad_offsets(self, buffer: bytearray, pos: int, position: int,
-                           previous_last: int) -> None:
-        batch = RecordBatch(buffer, pos)
-        batch.ensure_valid()  # negative counts and deltas are named there
-        if batch.base_offset <= previous_last or batch.base_offset < self.base_offset:
-            raise CorruptRecordError(
-                f"batch at position {position} has offset {batch.base_offset}, not above "
-                f"{max(previous_last, self.base_offset - 1)} (the previous batch's last offset "
-                f"or the segment's base offset {self.base_offset})"
-            )
-        raise CorruptRecordError(
-            f"batch at position {position} ends at offset {batch.last_offset}, beyond the "
-            f"4-byte relative offsets of the segment at base offset {self.base_offset}"
-        )
 
     def _rewrite_index(self, index: IndexT, fields: list[int], entry_format: str) -> IndexT:
         """Replace an index file with ``fields`` (flat, big-endian ``entry_format`` entries)
