@@ -7,7 +7,12 @@ from __future__ import annotations
 import pluggy
 import pytest
 
-from tierlog import Log, Record
+from tests.plugins.counting_index import (
+    CountingIndexPlugin,
+    CountingOffsetIndex,
+    CountingOffsetIndexType,
+)
+from tierlog import Log, Record, hookspecs
 from tierlog.errors import PluginError
 from tierlog.hookspecs import hookimpl
 from tierlog.index import OffsetIndex
@@ -19,13 +24,6 @@ from tierlog.index.plugin import (
     resolve_index_types,
 )
 from tierlog.plugin_manager import PluginHost, Registries
-from tierlog import hookspecs
-
-from tests.plugins.counting_index import (
-    CountingIndexPlugin,
-    CountingOffsetIndex,
-    CountingOffsetIndexType,
-)
 
 CONFIG = {"segment.bytes": 4096, "index.interval.bytes": 100}
 

@@ -9,6 +9,12 @@ import dataclasses
 import pytest
 from remote_storage_suite import metadata_for, update, write_segment
 
+from tests.plugins.traveling_index import (
+    NAME,
+    SUFFIX,
+    LatestKeyIndexType,
+    TravelingIndexPlugin,
+)
 from tierlog import Record
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.manager import LogManager
@@ -18,13 +24,6 @@ from tierlog.remote import RemoteLogSegmentState, TopicIdPartition
 from tierlog.remote.fsspec_storage import extra_index_suffixes
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.rlm import topic_id_partition
-
-from tests.plugins.traveling_index import (
-    NAME,
-    SUFFIX,
-    LatestKeyIndexType,
-    TravelingIndexPlugin,
-)
 
 
 @pytest.fixture

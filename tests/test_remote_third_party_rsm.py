@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 from remote_storage_suite import RemoteStorageManagerTests
 
+from tests.plugins.dir_rsm import NAME, PlainDirectoryPlugin, PlainDirectoryRSM
+from tests.plugins.traveling_index import NAME as INDEX_NAME
+from tests.plugins.traveling_index import TravelingIndexPlugin
 from tierlog import Record
 from tierlog.errors import ConfigError, CorruptRemoteMetadataError, PluginError
 from tierlog.hookspecs import hookimpl
@@ -19,10 +22,6 @@ from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.metadata_logdir import LogDirRemoteLogMetadataManager
 from tierlog.remote.metadata_plugin import METADATA_DIR_NAME
 from tierlog.remote.rlm import topic_id_partition
-
-from tests.plugins.dir_rsm import NAME, PlainDirectoryPlugin, PlainDirectoryRSM
-from tests.plugins.traveling_index import NAME as INDEX_NAME
-from tests.plugins.traveling_index import TravelingIndexPlugin
 
 
 class TestPlainDirectoryContract(RemoteStorageManagerTests):
@@ -102,7 +101,7 @@ def test_it_tiers_serves_reads_and_keeps_metadata_in_the_log_dir(plain_dir, cloc
     assert log.local_log_start_offset > 30 and log.log_start_offset == 0
     assert rlm.rsm.copies == len(rlm.rlmm.list_remote_log_segments(topic_id_partition(log)))
     assert _all_records(log, 0) == before  # offsets below the local start come from the RSM
-    assert [r.offset for r in log.read(5, max_bytes=1).records()][0] == 5
+    assert next(log.read(5, max_bytes=1).records()).offset == 5
     assert log.lookup_index(INDEX_NAME, b"k3") == 3  # a traveling index through this RSM
     stored = list((tmp_path / "data" / METADATA_DIR_NAME).glob("*.json"))
     assert [p.name for p in stored] == [
