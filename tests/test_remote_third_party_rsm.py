@@ -7,6 +7,7 @@ pluggable part, chosen by remote.log.metadata.manager.class.name."""
 from __future__ import annotations
 
 import pytest
+from cli_runner import tierlog
 from remote_storage_suite import RemoteStorageManagerTests
 
 from tests.plugins.dir_rsm import NAME, PlainDirectoryPlugin, PlainDirectoryRSM
@@ -214,3 +215,8 @@ def test_both_built_in_stores_meet_the_contract(tmp_path):
     tier = RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
     assert isinstance(RemoteLogMetadataManager(tier), RemoteLogMetadataStore)
     assert isinstance(LogDirRemoteLogMetadataManager(tmp_path / "md"), RemoteLogMetadataStore)
+
+
+def test_tierlog_plugins_lists_the_metadata_stores() -> None:
+    out = tierlog("plugins").stdout
+    assert out.split("metadata stores:")[1].split()[:2] == ["log-dir,", "tier"]

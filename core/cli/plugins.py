@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nindex types:       {', '.join(sorted(registries.index_types)) or '-'}")
     print(f"cleanup policies:  {', '.join(sorted(registries.cleanup_policies)) or '-'}")
     print(f"remote storage:    {', '.join(sorted(registries.remote_storage)) or '-'}")
+    print(f"metadata stores:   {', '.join(sorted(registries.remote_metadata_managers)) or '-'}")
     for failure in host.failures:
         print(f"FAILED {failure.name} ({failure.distribution}): {failure.error}", file=sys.stderr)
     return 1 if host.failures else 0
