@@ -151,9 +151,9 @@ def _remove_earlier_remote_topic(mgr: LogManager, topic_id: str) -> None:
     """A tier outside the data dir (S3) may hold the demo topic of an earlier run under
     another topic id; remove it so readers find one topic of that name."""
     rlm = mgr.remote_log_manager
-    if rlm is None:
+    tier = None if rlm is None else getattr(rlm.rsm, "tier", None)
+    if rlm is None or tier is None:  # no tier of tierlog's (a plugin RSM): nothing to clear
         return
-    tier = rlm.rlmm.tier
     for tip in rlm.rlmm.list_partitions():
         if tip.topic == TOPIC and tip.topic_id != topic_id:
             print(f"Removing {tip.topic}-{tip.partition} of an earlier demo run (topic id "
