@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from tierlog import filenames
 from tierlog.appender import AppendPlan, plan_append
@@ -48,6 +48,7 @@ from tierlog.records.record import Record
 from tierlog.scheduler import Scheduler
 from tierlog.segment import LogSegment
 from tierlog.segments import LogSegments
+from tierlog.tier_reads import TierReads
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class Log:
         #: have been disarmed by the segment: it then writes nothing and returns None).
         self._plain_appender: PlainAppenderType | None = None
         #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
-        self.remote: Any = None
+        self.remote: TierReads | None = None
         self._highest_offset_in_remote = -1
         self._scheduler = scheduler
         self.topic = topic
@@ -356,7 +357,7 @@ class Log:
         may be deleted by local retention."""
         return self._highest_offset_in_remote
 
-    def attach_remote(self, reader: Any, highest_offset_in_remote: int) -> None:
+    def attach_remote(self, reader: TierReads, highest_offset_in_remote: int) -> None:
         """Called by the RemoteLogManager: reads below the local log start offset go to
         ``reader`` from now on."""
         with self._lock:
@@ -818,8 +819,9 @@ class Log:
                     deletable.pop()
             deleted = [(s.base_offset, s.size) for s in deletable]
             local.remove_segments(deletable, reason, self._on_segments_removed)
-            if not tiered:
-                self.maybe_increment_log_start_offset(local.segments.first.base_offset)
+            first = local.segments.first
+            if not tiered and first is not None:  # a roll above keeps one segment
+                self.maybe_increment_log_start_offset(first.base_offset)
             return deleted
 
     # -- flush and close -------------------------------------------------------------
@@ -891,7 +893,7 @@ class Log:
             self.local.close()
             self._closed = True
 
-    def __enter__(self) -> Log:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -38,5 +38,8 @@ class UnavailableRemote:
     def segment_for(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._fail()
 
+    def lookup_index(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._fail()
+
     def __repr__(self) -> str:
         return f"UnavailableRemote({self.partition!r})"
