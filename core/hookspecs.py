@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     # Only for the hooks' signatures: the hook specs load before (and below) all of these.
     from tierlog.cleaner.policy import CleanupPolicy
     from tierlog.index.plugin import SegmentIndexType
+    from tierlog.remote.api import RemoteStorageFactory
     from tierlog.remote.metadata_api import RemoteLogMetadataFactory
-    from tierlog.remote.storage import RemoteStorageFactory
 
 PROJECT_NAME = "tierlog"
 
@@ -58,10 +58,10 @@ def tierlog_register_remote_storage(
     register: Callable[[str, RemoteStorageFactory], None],
 ) -> None:
     """Called once, when plugins load. Call ``register(name, factory)`` for each remote storage
-    backend (:data:`tierlog.remote.storage.RemoteStorageFactory`):
+    backend (:data:`tierlog.remote.api.RemoteStorageFactory`):
     ``factory(url: str, options: Mapping[str, Any]) -> RemoteStorageManager``. The
     ``remote.storage.manager`` setting picks one by name (``local`` and ``s3`` are built in).
-    Any object meeting the :class:`~tierlog.remote.storage.RemoteStorageManager` contract
+    Any object meeting the :class:`~tierlog.remote.api.RemoteStorageManager` contract
     will do; one without a tier of tierlog's keeps its segment metadata in the first log dir.
     """
 

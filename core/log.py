@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Self
 
 from tierlog import filenames
-from tierlog.appender import AppendPlan, plan_append
+from tierlog.append_plan import AppendPlan, plan_append
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import INT_MAX, LONG_MAX, LogConfig
 from tierlog.errors import (

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     # Only for the registries' types: the plugin host loads below all of these.
     from tierlog.cleaner.policy import CleanupPolicy
     from tierlog.index.plugin import SegmentIndexType
+    from tierlog.remote.api import RemoteStorageFactory
     from tierlog.remote.metadata_api import RemoteLogMetadataFactory
-    from tierlog.remote.storage import RemoteStorageFactory
 
 _V = TypeVar("_V")
 

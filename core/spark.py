@@ -45,6 +45,7 @@ from tierlog.reader import (
     RemoteTopicReader,
     read_split,
 )
+from tierlog.remote.api import TopicIdPartition
 from tierlog.remote.options import (
     SPARK_PREFIXES,
     backend_for_url,
@@ -52,7 +53,6 @@ from tierlog.remote.options import (
     options_under,
     parse_options,
 )
-from tierlog.remote.storage import TopicIdPartition
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The remote tier's layout has one home each: object paths (``tierlog.remote.layout``), the
 partition listing (``tierlog.remote.manifest.remote_partitions``) and the request counter
-(``tierlog.remote.tier.RequestStats``), used alike by the writer and the tier reader."""
+(``tierlog.remote.object_store.RequestStats``), used alike by the writer and the tier reader."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fsspec.implementations.local import LocalFileSystem
 from tierlog import Record
 from tierlog.manager import LogManager
 from tierlog.reader import ReadStats, RemoteTopicReader
-from tierlog.reader._tier import open_tier
+from tierlog.reader._catalog import open_tier
 from tierlog.remote import (
     IndexType,
     RemoteLogSegmentId,

@@ -40,7 +40,7 @@ from tierlog.remote.layout import (
     segment_file_prefix,
 )
 from tierlog.remote.options import StorageOptions, mask_secrets
-from tierlog.remote.tier import translate_errors
+from tierlog.remote.object_store import translate_errors
 
 S = RemoteLogSegmentState
 TIP = TopicIdPartition("-0Vs7vGvSZ6ljmj-ZmXC1A", "web-logs", 12)

@@ -15,7 +15,7 @@ from tierlog.manager import LogManager
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.remote_reader import RemoteLogReader
-from tierlog.remote.storage import RemoteStorageManager
+from tierlog.remote.api import RemoteStorageManager
 
 _MEMBERS = sorted(n for n in vars(TieredLog) if not n.startswith("_"))
 

@@ -12,8 +12,8 @@ from tqdm import tqdm
 
 from tierlog.cli._common import CliError, human_bytes, open_manager, plural, settings
 from tierlog.manager import LogManager
+from tierlog.remote.api import RemoteLogSegmentMetadata
 from tierlog.remote.rlm import TierResult
-from tierlog.remote.storage import RemoteLogSegmentMetadata
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

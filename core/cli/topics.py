@@ -23,8 +23,8 @@ from tierlog.cli._common import (
 from tierlog.errors import RemoteStorageError
 from tierlog.log import Log
 from tierlog.manager import LogManager
+from tierlog.remote.api import RemoteLogSegmentState
 from tierlog.remote.remote_reader import topic_id_partition
-from tierlog.remote.storage import RemoteLogSegmentState
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

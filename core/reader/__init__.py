@@ -11,6 +11,7 @@ table = reader.read_table("orders", isolation_level="read_committed")
 from __future__ import annotations
 
 from tierlog.reader._arrow import HEADERS_TYPE, SCHEMA
+from tierlog.reader._catalog import ReadStats
 from tierlog.reader._planner import DEFAULT_SPLIT_BYTES, EARLIEST, LATEST
 from tierlog.reader._reader import RemoteTopicReader
 from tierlog.reader._split import (
@@ -21,7 +22,6 @@ from tierlog.reader._split import (
     ReadSplit,
     read_split,
 )
-from tierlog.reader._tier import ReadStats
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",

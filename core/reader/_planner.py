@@ -14,9 +14,9 @@ from tierlog.errors import OffsetOutOfRangeError, RemoteStorageError
 from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
 from tierlog.index.transaction_index import decode_aborted_txns
 from tierlog.producer_snapshot import decode_snapshot
+from tierlog.reader._catalog import ChainLink, get_optional
 from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
-from tierlog.reader._tier import ChainLink, get_optional
 from tierlog.records.batch import HEADER_SIZE
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
 from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key

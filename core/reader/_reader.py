@@ -10,6 +10,14 @@ from typing import Any
 import pyarrow as pa
 
 from tierlog.reader._arrow import SCHEMA
+from tierlog.reader._catalog import (
+    ChainLink,
+    ReadStats,
+    open_tier,
+    remote_partitions,
+    segment_chain,
+    topic_partitions,
+)
 from tierlog.reader._planner import (
     DEFAULT_SPLIT_BYTES,
     EARLIEST,
@@ -18,14 +26,6 @@ from tierlog.reader._planner import (
     PartitionRequest,
 )
 from tierlog.reader._split import DEFAULT_BATCH_ROWS, READ_UNCOMMITTED, ReadSplit, read_split
-from tierlog.reader._tier import (
-    ChainLink,
-    ReadStats,
-    open_tier,
-    remote_partitions,
-    segment_chain,
-    topic_partitions,
-)
 from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
 
 #: A per-partition value (offset or timestamp), or one value for every partition.

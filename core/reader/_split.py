@@ -12,10 +12,10 @@ import pyarrow as pa
 
 from tierlog.fetch import AbortedTracker
 from tierlog.reader._arrow import ColumnBuilder
-from tierlog.reader._tier import open_tier
+from tierlog.reader._catalog import open_tier
 from tierlog.records import Record, iter_batches
 from tierlog.remote.integrity import check_batch_offsets
-from tierlog.remote.tier import RequestStats
+from tierlog.remote.object_store import RequestStats
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"

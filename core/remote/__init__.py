@@ -6,16 +6,7 @@ Segment ids and topic ids use Kafka's ``Uuid`` text form (22 URL-safe base64 cha
 
 from __future__ import annotations
 
-from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
-from tierlog.remote.integrity import validate_fetched_batches
-from tierlog.remote.manifest import (
-    PartitionManifest,
-    list_remote_partitions,
-    read_partition_manifest,
-)
-from tierlog.remote.metadata import RemoteLogMetadataManager
-from tierlog.remote.metadata_cache import RemoteLogMetadataCache
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     IndexType,
     LogSegmentData,
     RemoteLogSegmentId,
@@ -26,7 +17,16 @@ from tierlog.remote.storage import (
     TopicIdPartition,
     is_valid_transition,
 )
-from tierlog.remote.tier import RemoteTier, RequestStats
+from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
+from tierlog.remote.integrity import validate_fetched_batches
+from tierlog.remote.manifest import (
+    PartitionManifest,
+    list_remote_partitions,
+    read_partition_manifest,
+)
+from tierlog.remote.metadata import RemoteLogMetadataManager
+from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.object_store import RemoteTier, RequestStats
 
 __all__ = [
     "FsspecRemoteStorageManager",

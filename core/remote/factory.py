@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from tierlog.errors import ConfigError
 from tierlog.events import EventDelivery
+from tierlog.remote.api import RemoteStorageManager
 from tierlog.remote.index_cache import CACHE_DIR_NAME, RemoteIndexCache
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.metadata_plugin import SETTING as METADATA_SETTING
 from tierlog.remote.metadata_plugin import default_store_name
 from tierlog.remote.rlm import RemoteLogManager
-from tierlog.remote.storage import RemoteStorageManager
 
 if TYPE_CHECKING:
     from tierlog.manager_config import ManagerConfig

@@ -16,8 +16,7 @@ from typing import Any, BinaryIO
 import fsspec
 
 from tierlog.errors import RemoteStorageError
-from tierlog.remote.layout import SEGMENT_OBJECT_SUFFIXES, SEGMENT_SUFFIX, segment_object_key
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     IndexObject,
     IndexType,
     LogSegmentData,
@@ -25,7 +24,8 @@ from tierlog.remote.storage import (
     dumps,
     load_json_object,
 )
-from tierlog.remote.tier import RemoteTier, RequestStats
+from tierlog.remote.layout import SEGMENT_OBJECT_SUFFIXES, SEGMENT_SUFFIX, segment_object_key
+from tierlog.remote.object_store import RemoteTier, RequestStats
 
 log = logging.getLogger(__name__)
 

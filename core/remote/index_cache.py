@@ -20,7 +20,7 @@ from typing import Any, cast
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import CorruptIndexError, RemoteResourceNotFoundError
 from tierlog.index import OffsetIndex, TimeIndex, TransactionIndex
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     IndexObject,
     IndexType,
     RemoteLogSegmentMetadata,

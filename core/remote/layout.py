@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from tierlog.filenames import LOG_SUFFIX, filename_prefix_from_offset, partition_from_text
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     UUID_TEXT_LENGTH,
     IndexType,
     RemoteLogSegmentMetadata,

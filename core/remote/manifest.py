@@ -16,6 +16,13 @@ from tierlog.errors import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
+from tierlog.remote.api import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    dumps,
+    load_json_object,
+)
 from tierlog.remote.layout import (
     is_metadata_object_name,
     manifest_key,
@@ -24,14 +31,7 @@ from tierlog.remote.layout import (
     parse_partition_dir_name,
 )
 from tierlog.remote.metadata_cache import segment_order
-from tierlog.remote.storage import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentState,
-    TopicIdPartition,
-    dumps,
-    load_json_object,
-)
-from tierlog.remote.tier import RemoteTier
+from tierlog.remote.object_store import RemoteTier
 
 log = logging.getLogger(__name__)
 

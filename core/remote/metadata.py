@@ -24,6 +24,13 @@ from tierlog.errors import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
+from tierlog.remote.api import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    is_valid_transition,
+)
 from tierlog.remote.layout import (
     manifest_key,
     metadata_object_key,
@@ -33,14 +40,7 @@ from tierlog.remote.layout import (
 )
 from tierlog.remote.manifest import PartitionManifest, load_partition, remote_partitions
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache, segment_order
-from tierlog.remote.storage import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
-    TopicIdPartition,
-    is_valid_transition,
-)
-from tierlog.remote.tier import RemoteTier, RequestStats
+from tierlog.remote.object_store import RemoteTier, RequestStats
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

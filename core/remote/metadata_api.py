@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteStorageManager,

@@ -8,7 +8,7 @@ import bisect
 import dataclasses
 from collections.abc import Iterable
 
-from tierlog.remote.storage import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from tierlog.remote.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
 
 _STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED

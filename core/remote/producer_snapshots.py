@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from tierlog.errors import ConfigError, RemoteStorageError
-from tierlog.remote.storage import IndexType, RemoteLogSegmentState, TopicIdPartition
+from tierlog.remote.api import IndexType, RemoteLogSegmentState, TopicIdPartition
 
 log = logging.getLogger(__name__)
 

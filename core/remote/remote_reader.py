@@ -25,15 +25,15 @@ from tierlog.records.file_records import (
     TimestampAndOffset,
     first_record_at_or_after,
 )
-from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_file_prefix
-from tierlog.remote.log_protocol import TieredLog
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
     RemoteStorageManager,
     TopicIdPartition,
 )
+from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_file_prefix
+from tierlog.remote.log_protocol import TieredLog
 
 if TYPE_CHECKING:
     from tierlog.remote.rlm import RemoteLogManager

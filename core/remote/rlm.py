@@ -22,11 +22,7 @@ from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.errors import RemoteStorageError
 from tierlog.events import EventDelivery, RemoteSegmentEvent
 from tierlog.producer_snapshot import write_snapshot
-from tierlog.remote.index_cache import RemoteIndexCache
-from tierlog.remote.log_protocol import TieredLog
-from tierlog.remote.metadata_api import RemoteLogMetadataStore
-from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
-from tierlog.remote.storage import (
+from tierlog.remote.api import (
     LogSegmentData,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -35,6 +31,10 @@ from tierlog.remote.storage import (
     RemoteStorageManager,
     TopicIdPartition,
 )
+from tierlog.remote.index_cache import RemoteIndexCache
+from tierlog.remote.log_protocol import TieredLog
+from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 
 if TYPE_CHECKING:
     from tierlog.segment import LogSegment

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
+from tierlog.remote.api import RemoteStorageFactory
 from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
 from tierlog.remote.options import (
     MASK,
@@ -21,7 +22,6 @@ from tierlog.remote.options import (
     require_s3_credentials,
     s3fs_kwargs,
 )
-from tierlog.remote.storage import RemoteStorageFactory
 
 log = logging.getLogger(__name__)
 

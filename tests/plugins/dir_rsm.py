@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.hookspecs import hookimpl
-from tierlog.remote.storage import IndexType, LogSegmentData, RemoteLogSegmentMetadata
+from tierlog.remote.api import IndexType, LogSegmentData, RemoteLogSegmentMetadata
 
 NAME = "plain-dir"
 

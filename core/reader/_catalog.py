@@ -18,8 +18,8 @@ from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote import RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
 from tierlog.remote.manifest import load_partition, remote_partitions
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.object_store import RequestStats
 from tierlog.remote.options import filesystem_kwargs
-from tierlog.remote.tier import RequestStats
 
 __all__ = [
     "ChainLink",
