@@ -22,6 +22,11 @@ class ConfigError(TierlogError, ValueError):
         self.key = key
 
 
+class PropertiesError(ConfigError):
+    """A ``.properties`` file that cannot be read: missing, not UTF-8, a malformed escape.
+    ``key`` names the file (and line)."""
+
+
 class InvalidTopicError(TierlogError, ValueError):
     """A topic name is illegal (characters, length, '.' or '..')."""
 

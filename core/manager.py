@@ -36,6 +36,7 @@ from tierlog.log import Log
 from tierlog.manager_config import ManagerConfig
 from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
+from tierlog.properties import read_properties_if_exists, write_properties
 from tierlog.remote.factory import build_remote_log_manager
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
@@ -241,7 +242,7 @@ class LogManager:
         return None if unavailable is None else unavailable.error()
 
     def _topic_config_from_disk(self, directory: Path) -> LogConfig:
-        overrides = _read_properties(directory / TOPIC_CONFIG_FILE)
+        overrides = read_properties_if_exists(directory / TOPIC_CONFIG_FILE)
         return self.config.topic_defaults.with_overrides(overrides)
 
     def _schedule_tasks(self) -> None:
@@ -305,7 +306,7 @@ class LogManager:
                     directories.append(directory)
                     if overrides:
                         # Only the topic's own overrides: broker defaults may change later.
-                        _write_properties(directory / TOPIC_CONFIG_FILE,
+                        write_properties(directory / TOPIC_CONFIG_FILE,
                                           LogConfig(overrides).overrides)
                     partition_log = Log.open(directory, topic_config, topic_id=topic_id,
                                              had_clean_shutdown=True, **self._log_options())
@@ -370,7 +371,7 @@ class LogManager:
         if not partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
         directory = self._logs[(topic, partitions[0])].directory
-        return dict(LogConfig(_read_properties(directory / TOPIC_CONFIG_FILE)).overrides)
+        return dict(LogConfig(read_properties_if_exists(directory / TOPIC_CONFIG_FILE)).overrides)
 
     def alter_topic_config(self, topic: str, set_configs: Mapping[str, Any] | None = None,
                            delete_configs: Iterable[str] = ()) -> LogConfig:
@@ -418,7 +419,7 @@ class LogManager:
         old = self._logs[(topic, partition)]
         path = old.directory / TOPIC_CONFIG_FILE
         if overrides:
-            _write_properties(path, overrides)
+            write_properties(path, overrides)
         elif path.exists():
             path.unlink()
             fsync_dir(old.directory)
@@ -616,32 +617,3 @@ class LogManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    """Kafka's ``.properties`` format: ``key=value`` lines, ``#``/``!`` comments."""
-    if not path.exists():
-        return {}
-    out = {}
-    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, sep, value = line.partition(":")
-        if not sep:
-            raise ConfigError(key, f"{path}:{number}: expected key=value")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _write_properties(path: Path, values: Mapping[str, Any]) -> None:
-    lines = []
-    for key, value in sorted(values.items()):
-        if isinstance(value, tuple):
-            value = ",".join(value)
-        elif isinstance(value, bool):
-            value = str(value).lower()
-        lines.append(f"{key}={value}\n")
-    atomic_write_text(path, "".join(lines))

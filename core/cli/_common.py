@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tierlog import properties
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.manager import LogManager
 from tierlog.manager_config import ManagerConfig
@@ -79,94 +80,15 @@ def parse_assignments(items: Sequence[str] | None, what: str = "--set") -> dict[
     return dict(parse_assignment(item, what) for item in items or ())
 
 
-# -- .properties files -------------------------------------------------------------------
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(first physical line number, logical line): a line ending in an odd number of
-    backslashes continues on the next, whose leading whitespace is dropped."""
-    pending: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.lstrip() if pending else raw
-        if not pending:
-            stripped = line.lstrip()
-            if not stripped or stripped[0] in "#!":
-                continue
-            start = number
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2:
-            pending.append(line[:-1])
-            continue
-        pending.append(line)
-        yield start, "".join(pending)
-        pending = []
-    if pending:
-        yield start, "".join(pending)
-
-
-def _unescape(text: str, where: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 == len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2:i + 6]
-            try:
-                out.append(chr(int(digits, 16)))
-            except ValueError:
-                raise CliError(f"{where}: malformed \\u escape {text[i:i + 6]!r}") from None
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _split_key(line: str) -> tuple[str, str]:
-    """Java Properties: the key ends at the first unescaped '=', ':' or whitespace; the
-    separator may be surrounded by whitespace."""
-    line = line.lstrip()
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
+# -- .properties files: tierlog.properties is the one home of the format -------------------
 
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """A Kafka ``.properties`` file (Java's format): ``key=value``, ``key: value`` or
-    ``key value`` lines, ``#``/``!`` comments, ``\\`` continuations and escapes."""
-    path = Path(path)
+    """A Kafka ``.properties`` file (see :mod:`tierlog.properties`), errors as CliError."""
     try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        raise CliError(f"config file {path} does not exist") from None
-    except UnicodeDecodeError as e:
-        raise CliError(f"config file {path} is not UTF-8 text: {e.reason}") from None
-    except OSError as e:
-        raise CliError(f"cannot read config file {path}: {e.strerror}") from None
-    values: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        where = f"{path}:{number}"
-        raw_key, raw_value = _split_key(line)
-        values[_unescape(raw_key, where)] = _unescape(raw_value, where)
-    return values
+        return properties.read_properties(path)
+    except properties.PropertiesError as e:
+        raise CliError(f"config file {e}") from None
 
 
 # -- settings and the log manager ----------------------------------------------------------
