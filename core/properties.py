@@ -94,11 +94,11 @@ def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     try:
         text = path.read_text("utf-8")
     except FileNotFoundError:
-        raise PropertiesError(path, "does not exist") from None
+        raise PropertiesError(str(path), "does not exist") from None
     except UnicodeDecodeError as e:
-        raise PropertiesError(path, f"is not UTF-8 text: {e.reason}") from None
+        raise PropertiesError(str(path), f"is not UTF-8 text: {e.reason}") from None
     except OSError as e:
-        raise PropertiesError(path, f"cannot be read: {e.strerror}") from None
+        raise PropertiesError(str(path), f"cannot be read: {e.strerror}") from None
     values: dict[str, str] = {}
     for number, line in _logical_lines(text):
         where = f"{path}:{number}"

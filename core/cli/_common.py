@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog import properties
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import PropertiesError, UnknownTopicOrPartitionError
 from tierlog.manager import LogManager
 from tierlog.manager_config import ManagerConfig
 from tierlog.remote.options import is_secret
@@ -87,7 +87,7 @@ def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """A Kafka ``.properties`` file (see :mod:`tierlog.properties`), errors as CliError."""
     try:
         return properties.read_properties(path)
-    except properties.PropertiesError as e:
+    except PropertiesError as e:
         raise CliError(f"config file {e}") from None
 
 
