@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from tierlog.config import LogConfig
+from tierlog.config import INT_MAX, LONG_MAX, LogConfig
 from tierlog.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -180,3 +180,32 @@ def _check_timestamp(batch: RecordBatch, position: int, now_ms: int, before_max:
                 f"batch at position {position} has timestamp {ts}, more than "
                 f"message.timestamp.after.max.ms ({after_max}) after now ({now_ms})"
             )
+
+
+def check_leader_epoch(epoch: int) -> None:
+    """A partition leader epoch is an int32: -1 (none) or a leader's epoch, >= 0."""
+    if not -1 <= epoch <= INT_MAX:
+        raise ValueError(f"leader epoch {epoch} is not -1 or an int32 >= 0")
+
+
+def plain_appends_allowed(config: LogConfig) -> bool:
+    """Whether this config lets single producer batches skip the general append planner:
+    CreateTime with no timestamp bounds."""
+    return (not config.is_log_append_time
+            and config["message.timestamp.before.max.ms"] == LONG_MAX
+            and config["message.timestamp.after.max.ms"] == LONG_MAX)
+
+
+class LogAppendInfo(NamedTuple):
+    """The result of an append: where the batches landed."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    num_batches: int
+    valid_bytes: int
+    duplicate: bool = False

@@ -15,12 +15,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 from tierlog import filenames
-from tierlog.append_plan import AppendPlan, plan_append
+from tierlog.append_plan import (
+    AppendPlan,
+    LogAppendInfo,
+    check_leader_epoch,
+    plain_appends_allowed,
+    plan_append,
+)
 from tierlog.checkpoint import LeaderEpochCheckpointFile
-from tierlog.config import INT_MAX, LONG_MAX, LogConfig
+from tierlog.config import LogConfig
 from tierlog.errors import (
     LogClosedError,
     OffsetOutOfRangeError,
@@ -67,35 +73,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _check_leader_epoch(epoch: int) -> None:
-    """A partition leader epoch is an int32: -1 (none) or a leader's epoch, >= 0."""
-    if not -1 <= epoch <= INT_MAX:
-        raise ValueError(f"leader epoch {epoch} is not -1 or an int32 >= 0")
-
-
-def _fast_append_allowed(config: LogConfig) -> bool:
-    """Whether this config lets single producer batches skip the general append planner:
-    CreateTime with no timestamp bounds."""
-    return (not config.is_log_append_time
-            and config["message.timestamp.before.max.ms"] == LONG_MAX
-            and config["message.timestamp.after.max.ms"] == LONG_MAX)
-
-
-class LogAppendInfo(NamedTuple):
-    """The result of an append: where the batches landed."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    record_count: int
-    num_batches: int
-    valid_bytes: int
-    duplicate: bool = False
-
-
 _new_tuple = tuple.__new__
 
 
@@ -140,7 +117,7 @@ class Log:
         self.leader_epoch = leader_epoch
         # The plain appender writes the built-in index maps itself and feeds no plugin index.
         self._fast_append = (not self._index_types.extras and not self._index_types.replaced
-                             and _fast_append_allowed(config))
+                             and plain_appends_allowed(config))
         self._max_message = config["max.message.bytes"]
         self._segment_bytes = config["segment.bytes"]
         self._segment_ms = config["segment.ms"]
@@ -342,7 +319,7 @@ class Log:
     @leader_epoch.setter
     def leader_epoch(self, epoch: int | None) -> None:
         if epoch is not None:
-            _check_leader_epoch(epoch)
+            check_leader_epoch(epoch)
         self._leader_epoch = epoch
 
     # -- tiered storage ----------------------------------------------------------------
@@ -385,7 +362,7 @@ class Log:
         increase. Any invalid batch rejects the whole append and leaves the log unchanged.
         """
         if leader_epoch is not None:
-            _check_leader_epoch(leader_epoch)
+            check_leader_epoch(leader_epoch)
         # acquire/release rather than `with`: half the cost (~75 ns) on a path run per batch.
         lock = self._lock
         lock.acquire()
@@ -522,7 +499,7 @@ class Log:
         # The records were encoded right here: checking them would decompress what was just
         # compressed (a quarter of the cost of the append).
         if leader_epoch is not None:
-            _check_leader_epoch(leader_epoch)
+            check_leader_epoch(leader_epoch)
         with self._lock:
             self._check_open()
             info = self._append_planned(data, True, leader_epoch, "client", False)
