@@ -14,11 +14,15 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tierlog import filenames
 from tierlog.errors import PluginError
 from tierlog.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from tierlog.config import LogConfig
+    from tierlog.records.batch import RecordBatch
 from tierlog.index.offset_index import OffsetIndex
 from tierlog.index.time_index import TimeIndex
 from tierlog.index.transaction_index import TransactionIndex
@@ -30,7 +34,7 @@ class SegmentIndex(Protocol):
 
     path: Path
 
-    def on_append(self, batch: Any, base_offset: int, position: int) -> None:
+    def on_append(self, batch: RecordBatch, base_offset: int, position: int) -> None:
         """Feed one batch just written at ``position``; its first offset is ``base_offset``
         (``batch.base_offset`` may still hold the producer's value). Every batch a segment
         gets comes through here: the Log's appends, the cleaner's output, recovery."""
@@ -61,17 +65,25 @@ class SegmentIndex(Protocol):
 
 @runtime_checkable
 class SegmentIndexType(Protocol):
-    """An index implementation: its name, file suffix, and how to open it for a segment."""
+    """An index implementation: its name, file suffix, and how to open it for a segment.
+    The four facts are read-only (class attributes or a frozen dataclass's fields do)."""
 
-    name: str
-    suffix: str
-    uploaded_to_remote: bool
-    builtin: bool
+    @property
+    def name(self) -> str: ...
 
-    def enabled_for(self, config: Any) -> bool:
+    @property
+    def suffix(self) -> str: ...
+
+    @property
+    def uploaded_to_remote(self) -> bool: ...
+
+    @property
+    def builtin(self) -> bool: ...
+
+    def enabled_for(self, config: LogConfig) -> bool:
         """Whether segments of a log with this LogConfig carry this index."""
 
-    def open(self, path: Path, base_offset: int, config: Any) -> SegmentIndex:
+    def open(self, path: Path, base_offset: int, config: LogConfig) -> SegmentIndex:
         """Open (or create) the index file of the segment at ``base_offset``."""
 
 
@@ -87,10 +99,10 @@ class BuiltinIndexType:
     uploaded_to_remote: bool = True
     builtin: bool = True
 
-    def enabled_for(self, config: Any) -> bool:
+    def enabled_for(self, config: LogConfig) -> bool:
         return True
 
-    def open(self, path: Path, base_offset: int, config: Any, *,
+    def open(self, path: Path, base_offset: int, config: LogConfig, *,
              max_index_size: int | None = None) -> Any:
         """The segment's index of this role; ``max_index_size`` defaults to the log's
         ``segment.index.bytes``."""
@@ -118,10 +130,10 @@ class SegmentIndexTypes:
     plugin replaced one); ``extras`` are the other enabled types, in registration order.
     """
 
-    offset: Any = OFFSET_INDEX
-    time: Any = TIME_INDEX
-    transaction: Any = TRANSACTION_INDEX
-    extras: tuple[Any, ...] = ()
+    offset: SegmentIndexType = OFFSET_INDEX
+    time: SegmentIndexType = TIME_INDEX
+    transaction: SegmentIndexType = TRANSACTION_INDEX
+    extras: tuple[SegmentIndexType, ...] = ()
 
     @property
     def replaced(self) -> bool:
@@ -131,11 +143,11 @@ class SegmentIndexTypes:
                 or self.transaction is not TRANSACTION_INDEX)
 
     @property
-    def all(self) -> tuple[Any, ...]:
+    def all(self) -> tuple[SegmentIndexType, ...]:
         """Every type, roles first: the files a segment has besides its ``.log``."""
         return (self.offset, self.time, self.transaction, *self.extras)
 
-    def open_role(self, name: str, path: Path, base_offset: int, config: Any,
+    def open_role(self, name: str, path: Path, base_offset: int, config: LogConfig,
                   max_index_size: int) -> Any:
         """Open the index of role ``name`` and check it can serve that role: an instance of
         the built-in's class (PluginError naming the type otherwise)."""
@@ -159,12 +171,13 @@ class SegmentIndexTypes:
 DEFAULT_INDEX_TYPES = SegmentIndexTypes()
 
 
-def resolve_index_types(registry: Mapping[str, Any], config: Any) -> SegmentIndexTypes:
+def resolve_index_types(registry: Mapping[str, SegmentIndexType], config: LogConfig
+                        ) -> SegmentIndexTypes:
     """The index types of a log with ``config``: each role from the registry entry of its name
     (the latest registration wins, so a plugin can replace a built-in), every other registered
     type that is ``enabled_for(config)`` as an extra. PluginError when a role's replacement
     changes the file suffix (the file names are Kafka's)."""
-    roles: dict[str, Any] = {}
+    roles: dict[str, SegmentIndexType] = {}
     for name, builtin in BUILTIN_INDEX_TYPES.items():
         index_type = registry.get(name, builtin)
         if index_type.suffix != builtin.suffix:
@@ -180,7 +193,7 @@ def resolve_index_types(registry: Mapping[str, Any], config: Any) -> SegmentInde
 
 
 @hookimpl(trylast=True)
-def tierlog_register_index_types(register: Callable[[Any], None]) -> None:
+def tierlog_register_index_types(register: Callable[[SegmentIndexType], None]) -> None:
     """The built-ins register first (``trylast``), so any plugin registering the same name,
     from an entry point or at runtime, replaces them."""
     for index_type in BUILTIN_INDEX_TYPES.values():
