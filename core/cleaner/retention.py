@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tierlog.cleaner.result import CleanupResult
+
+if TYPE_CHECKING:
+    from tierlog.log import Log
+    from tierlog.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
 #: (segment, next segment or None) -> may this segment go?
-Predicate = Callable[[Any, Any], bool]
+Predicate = Callable[["LogSegment", "LogSegment | None"], bool]
 
 
 class DeletePolicy:
@@ -25,7 +29,7 @@ class DeletePolicy:
 
     name = "delete"
 
-    def clean(self, log: Any, now_ms: int) -> CleanupResult:
+    def clean(self, log: Log, now_ms: int) -> CleanupResult:
         result = CleanupResult(self.name)
         self._delete(log, result, "log start offset breached", self._below_log_start(log))
         retention_bytes, retention_ms = _local_limits(log)
@@ -37,15 +41,15 @@ class DeletePolicy:
         return result
 
     @staticmethod
-    def _below_log_start(log: Any) -> Predicate:
+    def _below_log_start(log: Log) -> Predicate:
         start = log.log_start_offset
         return lambda seg, nxt: nxt is not None and nxt.base_offset <= start
 
     @staticmethod
-    def _size_breached(log: Any, retention_bytes: int) -> Predicate:
+    def _size_breached(log: Log, retention_bytes: int) -> Predicate:
         excess = [log.size_in_bytes - retention_bytes]
 
-        def predicate(seg: Any, nxt: Any) -> bool:
+        def predicate(seg: LogSegment, nxt: LogSegment | None) -> bool:
             if excess[0] - seg.size >= 0:
                 excess[0] -= seg.size
                 return True
@@ -54,7 +58,7 @@ class DeletePolicy:
         return predicate
 
     @staticmethod
-    def _delete(log: Any, result: CleanupResult, reason: str, predicate: Predicate) -> None:
+    def _delete(log: Log, result: CleanupResult, reason: str, predicate: Predicate) -> None:
         deleted = log.delete_old_segments(predicate, reason)
         if deleted:
             result.segments_deleted += len(deleted)
@@ -62,7 +66,7 @@ class DeletePolicy:
             result.reasons.append(f"{reason}: {len(deleted)} segments")
 
 
-def _local_limits(log: Any) -> tuple[int, int]:
+def _local_limits(log: Log) -> tuple[int, int]:
     """(bytes, ms) limits for local segments: ``local.retention.*`` when tiered (-2 = the
     ``retention.*`` value), else ``retention.*``."""
     config = log.config
