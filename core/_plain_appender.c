@@ -8,8 +8,10 @@
  * segment's tail state, writes entries straight into the indexes' memory maps (whose buffers it
  * holds while armed, so the maps cannot be closed or resized under it), and writes every change
  * through to the Python objects' attributes before returning, so readers never see stale state.
- * plain_appender.py names those attributes; the tests prove both twins leave the same files and
- * attributes. Not thread-safe: the Log's lock serialises appends. Single-phase module.
+ * It reads and writes only the public contract that plain_appender.py declares
+ * (PlainAppendTarget and its parts; the settable attributes are APPEND_WRITES), never a private
+ * attribute; the tests prove both twins leave the same files and attributes and change nothing
+ * else. Not thread-safe: the Log's lock serialises appends. Single-phase module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,10 +28,10 @@ static const plain_batch_capi *batch_api;
 static PyObject *timestamp_offset_type; /* tierlog.index.TimestampOffset, a namedtuple */
 static PyObject *log_closed_error;      /* tierlog.errors.LogClosedError */
 
-/* Attribute names, interned once. */
+/* Names of the contract (plain_appender.PlainAppendTarget and its parts), interned once. */
 static PyObject *str_log, *str_offset_index, *str_time_index, *str_base_offset,
-    *str_index_interval_bytes, *str_fd, *str_size, *str_mm, *str_entries, *str_last_offset,
-    *str_last_entry, *str_bytes_since, *str_max_ts;
+    *str_index_interval_bytes, *str_fileno, *str_size, *str_mapping, *str_entries,
+    *str_last_offset, *str_last_entry, *str_bytes_since, *str_max_ts;
 
 typedef struct {
     PyObject_HEAD
@@ -74,12 +76,12 @@ get_timestamp_offset(PyObject *obj, PyObject *name, PyObject **pair, int64_t *ti
     return 0;
 }
 
-/* Holds the writable buffer of index's mapping, which must have room for `entries + room`
+/* Holds the writable buffer of index.mapping, which must have room for `entries + room`
  * entries of `entry_size` bytes. */
 static int
 hold_map(PyObject *index, Py_buffer *view, int64_t entries, int64_t room, int64_t entry_size)
 {
-    PyObject *mm = PyObject_GetAttr(index, str_mm);
+    PyObject *mm = PyObject_GetAttr(index, str_mapping);
     if (mm == NULL)
         return -1;
     int status = PyObject_GetBuffer(mm, view, PyBUF_WRITABLE);
@@ -130,9 +132,17 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     self->room = room;
     int64_t fd;
+    PyObject *fileno;
     self->segment = Py_NewRef(segment);
     if (batch_api->rules_from_tuple(rules, &self->rules) < 0
-            || (self->log_file = PyObject_GetAttr(segment, str_log)) == NULL
+            || (self->log_file = PyObject_GetAttr(segment, str_log)) == NULL)
+        goto fail;
+    /* fileno() raises LogClosedError for a closed file: nothing to arm on. */
+    if ((fileno = PyObject_CallMethodNoArgs(self->log_file, str_fileno)) == NULL)
+        goto fail;
+    fd = PyLong_AsLongLong(fileno);
+    Py_DECREF(fileno);
+    if ((fd == -1 && PyErr_Occurred())
             || (self->offset_index = PyObject_GetAttr(segment, str_offset_index)) == NULL
             || (self->time_index = PyObject_GetAttr(segment, str_time_index)) == NULL
             || get_i64(segment, str_base_offset, &self->base_offset) < 0
@@ -140,7 +150,6 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             || get_i64(segment, str_bytes_since, &self->since_index_entry) < 0
             || get_timestamp_offset(segment, str_max_ts, &self->max_ts_and_offset,
                                     &self->max_timestamp) < 0
-            || get_i64(self->log_file, str_fd, &fd) < 0
             || get_i64(self->log_file, str_size, &self->position) < 0
             || get_i64(self->offset_index, str_entries, &self->offset_entries) < 0
             || get_i64(self->time_index, str_entries, &self->time_entries) < 0)
@@ -200,11 +209,11 @@ new_timestamp_offset(int64_t timestamp, PyObject *offset)
  * nothing. NULL where the append does not change that attribute. */
 typedef struct {
     PyObject *result;       /* (size, last_offset, max_timestamp, record_count, leader_epoch) */
-    PyObject *size;         /* FileRecords._size */
-    PyObject *since;        /* LogSegment._bytes_since_last_index_entry */
-    PyObject *max_ts;       /* LogSegment._max_timestamp_and_offset, when it rose */
-    PyObject *entries;      /* OffsetIndex._entries, when an entry is added */
-    PyObject *time_entries; /* TimeIndex._entries, when an entry is added */
+    PyObject *size;         /* log.size */
+    PyObject *since;        /* segment.bytes_since_last_index_entry */
+    PyObject *max_ts;       /* segment.max_timestamp_and_offset, when it rose */
+    PyObject *entries;      /* offset_index.entries, when an entry is added */
+    PyObject *time_entries; /* time_index.entries, when an entry is added */
 } changes;
 
 static void
@@ -451,10 +460,10 @@ intern_names(void)
     } names[] = {
         {&str_log, "log"}, {&str_offset_index, "offset_index"}, {&str_time_index, "time_index"},
         {&str_base_offset, "base_offset"}, {&str_index_interval_bytes, "index_interval_bytes"},
-        {&str_fd, "_fd"}, {&str_size, "_size"}, {&str_mm, "_mm"}, {&str_entries, "_entries"},
-        {&str_last_offset, "_last_offset"}, {&str_last_entry, "_last_entry"},
-        {&str_bytes_since, "_bytes_since_last_index_entry"},
-        {&str_max_ts, "_max_timestamp_and_offset"},
+        {&str_fileno, "fileno"}, {&str_size, "size"}, {&str_mapping, "mapping"},
+        {&str_entries, "entries"}, {&str_last_offset, "last_offset"},
+        {&str_last_entry, "last_entry"}, {&str_bytes_since, "bytes_since_last_index_entry"},
+        {&str_max_ts, "max_timestamp_and_offset"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)

@@ -9,31 +9,112 @@ path, which arms a new one).
 
 The C accelerator (``tierlog._plain_appender.PlainAppender``) does the whole append in one call:
 it keeps a copy of the segment's tail state, writes index entries straight into the indexes'
-memory maps, and writes every change through to the Python objects at once, so that readers
-see exactly what :class:`PlainAppenderPy` (which calls the objects' own methods) leaves. The
-attributes it keeps current are ``FileRecords._size``, ``OffsetIndex._entries`` and
-``_last_offset``, ``TimeIndex._entries`` and ``_last_entry``, and the segment's
-``_bytes_since_last_index_entry`` and ``_max_timestamp_and_offset``. The tests prove both twins
-leave identical files and attributes. Not thread-safe: the Log's lock serialises appends.
+memory maps, and sets every attribute an append changes at once, so that readers see exactly
+what :class:`PlainAppenderPy` (which calls the objects' own methods) leaves. What both twins
+may read and write is one explicit contract: the protocols below (:class:`PlainAppendTarget`,
+the segment; :class:`PlainAppendFile`, :class:`PlainAppendOffsetIndex`,
+:class:`PlainAppendTimeIndex`, its parts), whose settable attributes are public and listed in
+:data:`APPEND_WRITES`; no twin touches a private attribute. The tests prove both twins leave
+identical files and attributes and change nothing else. Not thread-safe: the Log's lock
+serialises appends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+import mmap
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from tierlog.index import TimestampOffset
 from tierlog.index.base import INT32_MAX
 from tierlog.records._accelerator import accelerated
 from tierlog.records.plain_batch import PlainBatchRules
 
-if TYPE_CHECKING:
-    from tierlog.segment import LogSegment
-
-__all__ = ["PlainAppender", "PlainAppenderPy", "PlainAppenderType"]
+__all__ = ["APPEND_WRITES", "PlainAppendFile", "PlainAppendOffsetIndex", "PlainAppendTarget",
+           "PlainAppendTimeIndex", "PlainAppender", "PlainAppenderPy", "PlainAppenderType"]
 
 #: What ``append`` returns: ``(size, last_offset, max_timestamp, record_count, leader_epoch)``.
 Written = tuple[int, int, int, int, int]
+
+
+class PlainAppendFile(Protocol):
+    """The segment's ``.log`` as an append sees it (:class:`tierlog.records.FileRecords`)."""
+
+    #: Valid bytes, where the next batch goes; an append sets it past the batch it wrote.
+    size: int
+
+    def fileno(self) -> int:
+        """The open descriptor; LogClosedError once closed (arming fails then)."""
+
+    def append_plain_batch(self, data: bytes | bytearray | memoryview, base_offset: int,
+                           leader_epoch: int | None, rules: PlainBatchRules) -> Written | None:
+        """Write one plain batch at ``size`` and advance ``size`` (the Python twin's write)."""
+
+
+class PlainAppendOffsetIndex(Protocol):
+    """The offset index as an append sees it (:class:`tierlog.index.OffsetIndex`)."""
+
+    #: Entries in the file, and the offset of the last one: an index entry sets both.
+    entries: int
+    last_offset: int
+
+    @property
+    def mapping(self) -> mmap.mmap:
+        """The file's map, which the C twin writes entries into (its buffer held while armed)."""
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``offset -> position`` (the Python twin's entry)."""
+
+
+class PlainAppendTimeIndex(Protocol):
+    """The time index as an append sees it (:class:`tierlog.index.TimeIndex`)."""
+
+    #: Entries in the file, and the last one: an index entry with a new max timestamp sets both.
+    entries: int
+    last_entry: TimestampOffset
+
+    @property
+    def mapping(self) -> mmap.mmap:
+        """The file's map, which the C twin writes entries into (its buffer held while armed)."""
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add ``(timestamp, offset)`` when the timestamp is above the last entry's."""
+
+
+class PlainAppendTarget(Protocol):
+    """The segment an appender is armed on (:class:`tierlog.segment.LogSegment`): the one
+    contract of what a plain append reads and writes. Its parts and limits are read-only to
+    the appender; the settable attributes are its tail state."""
+
+    @property
+    def log(self) -> PlainAppendFile: ...
+
+    @property
+    def offset_index(self) -> PlainAppendOffsetIndex: ...
+
+    @property
+    def time_index(self) -> PlainAppendTimeIndex: ...
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def index_interval_bytes(self) -> int: ...
+
+    #: Bytes since the last offset-index entry: reset by an index entry, grown by every batch.
+    bytes_since_last_index_entry: int
+    #: The max timestamp so far and its offset (loaded before arming, so never None then).
+    max_timestamp_and_offset: TimestampOffset | None
+
+
+#: Every attribute an append may set, by the segment's part that holds it ("" is the segment
+#: itself): the contract both twins keep, and nothing else (tests/test_plain_appender.py).
+APPEND_WRITES: Mapping[str, tuple[str, ...]] = {
+    "": ("bytes_since_last_index_entry", "max_timestamp_and_offset"),
+    "log": ("size",),
+    "offset_index": ("entries", "last_offset"),
+    "time_index": ("entries", "last_entry"),
+}
 
 
 class PlainAppenderType(Protocol):
@@ -63,7 +144,7 @@ class PlainAppenderPy:
 
     __slots__ = ("_room", "_rules", "_segment", "armed")
 
-    def __init__(self, segment: LogSegment, rules: PlainBatchRules, index_room: int) -> None:
+    def __init__(self, segment: PlainAppendTarget, rules: PlainBatchRules, index_room: int) -> None:
         if index_room <= 0:
             raise ValueError(f"index room {index_room} leaves no append to arm for")
         segment.log.fileno()  # raises LogClosedError when the file is closed
@@ -82,17 +163,17 @@ class PlainAppenderPy:
             return None
         segment = self._segment
         log_file = segment.log
-        position = log_file.size_in_bytes()
+        position = log_file.size
         written = log_file.append_plain_batch(data, base_offset, leader_epoch, self._rules)
         if written is None:
             return None
         size, last_offset, max_timestamp, _, _ = written
-        max_ts = segment._max_timestamp_and_offset
+        max_ts = segment.max_timestamp_and_offset
         assert max_ts is not None  # loaded by arm_plain_appends
         if max_timestamp > max_ts.timestamp:
-            max_ts = segment._max_timestamp_and_offset = TimestampOffset(max_timestamp,
-                                                                         last_offset)
-        since = segment._bytes_since_last_index_entry
+            max_ts = segment.max_timestamp_and_offset = TimestampOffset(max_timestamp,
+                                                                        last_offset)
+        since = segment.bytes_since_last_index_entry
         if since > segment.index_interval_bytes:
             segment.offset_index.append(last_offset, position)
             # Adds the max timestamp when it is above the time index's last entry.
@@ -101,7 +182,7 @@ class PlainAppenderPy:
             if not self._room:  # an index may be full: the roll rule decides next
                 self.armed = False
             since = 0
-        segment._bytes_since_last_index_entry = since + size
+        segment.bytes_since_last_index_entry = since + size
         return written
 
     def disarm(self) -> None:
@@ -110,5 +191,5 @@ class PlainAppenderPy:
 
 _found = accelerated("tierlog._plain_appender", "PlainAppender")
 #: The C type when it is built (and TIERLOG_PURE_PYTHON is not 1), else the Python twin.
-PlainAppender: Callable[[LogSegment, PlainBatchRules, int], PlainAppenderType] = (
+PlainAppender: Callable[[PlainAppendTarget, PlainBatchRules, int], PlainAppenderType] = (
     _found[0] if _found else PlainAppenderPy)

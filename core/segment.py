@@ -60,6 +60,13 @@ class LogSegment:
     The offset index maps a batch's last offset to its start position every
     ``index.interval.bytes`` of data; the time index records the largest timestamp seen so
     far at the same points. Not thread-safe: the owning Log serialises writers.
+
+    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendTarget`): the
+    segment's tail state, ``bytes_since_last_index_entry`` and ``max_timestamp_and_offset``,
+    changes only through this class's methods or, while armed (:meth:`arm_plain_appends`),
+    the appender, which also sets ``log.size``, ``offset_index.entries``/``last_offset`` and
+    ``time_index.entries``/``last_entry``; every other change disarms it first, all under the
+    owning Log's lock.
     """
 
     def __init__(
@@ -85,9 +92,12 @@ class LogSegment:
         self.rolling_jitter_ms = rolling_jitter_ms
         self._time_ms = time_ms
         self.created_ms = time_ms()
-        self._bytes_since_last_index_entry = 0
+        #: Bytes appended since the last offset-index entry (one is due once it passes
+        #: ``index_interval_bytes``).
+        self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
-        self._max_timestamp_and_offset: TimestampOffset | None = None
+        #: The largest timestamp so far and its offset; None until loaded from the time index.
+        self.max_timestamp_and_offset: TimestampOffset | None = None
         #: The producer hot path while armed (arm_plain_appends); every other change disarms it.
         self._plain_appender: plain_appender.PlainAppenderType | None = None
         #: Index types contributed by plugins, by name (fed on append, rebuilt on recovery).
@@ -193,10 +203,10 @@ class LogSegment:
         return self._max_ts_and_offset().offset
 
     def _max_ts_and_offset(self) -> TimestampOffset:
-        if self._max_timestamp_and_offset is None:
+        if self.max_timestamp_and_offset is None:
             # Loaded from disk: the time index's last entry is the segment's max timestamp.
-            self._max_timestamp_and_offset = self.time_index.last_entry
-        return self._max_timestamp_and_offset
+            self.max_timestamp_and_offset = self.time_index.last_entry
+        return self.max_timestamp_and_offset
 
     @property
     def largest_timestamp(self) -> int:
@@ -226,7 +236,7 @@ class LogSegment:
         self.log.append_pieces(pieces)
         max_ts = self._max_ts_and_offset()
         interval = self.index_interval_bytes
-        since = self._bytes_since_last_index_entry
+        since = self.bytes_since_last_index_entry
         for batch in batches:
             if batch.max_timestamp > max_ts.timestamp:
                 max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
@@ -236,8 +246,8 @@ class LogSegment:
                 since = 0
             position += batch.size
             since += batch.size
-        self._bytes_since_last_index_entry = since
-        self._max_timestamp_and_offset = max_ts
+        self.bytes_since_last_index_entry = since
+        self.max_timestamp_and_offset = max_ts
 
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
                           max_batch_bytes: int,
@@ -428,9 +438,9 @@ class LogSegment:
                             on_batch, on_epoch)
         self.offset_index = self._rewrite_index(self.offset_index, scan.offset_entries, "ii")
         self.time_index = self._rewrite_index(self.time_index, scan.time_entries, "qi")
-        self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp,
+        self.max_timestamp_and_offset = TimestampOffset(scan.max_timestamp,
                                                          scan.offset_of_max_timestamp)
-        self._bytes_since_last_index_entry = scan.bytes_since_last_entry
+        self.bytes_since_last_index_entry = scan.bytes_since_last_entry
         self._rolling_based_timestamp = None
         result = scan.result
         result.truncated_bytes = self.log.truncate_to(result.valid_bytes)
@@ -473,8 +483,8 @@ class LogSegment:
         if self.size == 0:
             self.created_ms = self._time_ms()
             self._rolling_based_timestamp = None
-        self._max_timestamp_and_offset = self._read_largest_timestamp()
-        self._bytes_since_last_index_entry = self._bytes_since_index_end()
+        self.max_timestamp_and_offset = self._read_largest_timestamp()
+        self.bytes_since_last_index_entry = self._bytes_since_index_end()
         self.rebuild_extra_indexes()
         return removed
 
@@ -505,7 +515,7 @@ class LogSegment:
     def close(self) -> None:
         """Trim and close every file (the final time index entry is written first)."""
         self.disarm_plain_appends()
-        max_ts = self._max_timestamp_and_offset
+        max_ts = self.max_timestamp_and_offset
         if max_ts is not None and max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
         self.offset_index.close()

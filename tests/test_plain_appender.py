@@ -69,14 +69,14 @@ def _state(segment: LogSegment) -> dict[str, object]:
         "log bytes": segment.log.path.read_bytes()[:segment.log.size_in_bytes()],
         "offset entries": offsets.entries,
         "offset last": offsets.last_offset,
-        "offset index bytes": bytes(offsets._mm[:offsets.size_in_bytes]),
+        "offset index bytes": bytes(offsets.mapping[:offsets.size_in_bytes]),
         "time entries": times.entries,
         "time last": times.last_entry,
         "time last type": type(times.last_entry),
-        "time index bytes": bytes(times._mm[:times.size_in_bytes]),
-        "since index entry": segment._bytes_since_last_index_entry,
-        "max timestamp": segment._max_timestamp_and_offset,
-        "max timestamp type": type(segment._max_timestamp_and_offset),
+        "time index bytes": bytes(times.mapping[:times.size_in_bytes]),
+        "since index entry": segment.bytes_since_last_index_entry,
+        "max timestamp": segment.max_timestamp_and_offset,
+        "max timestamp type": type(segment.max_timestamp_and_offset),
     }
 
 
@@ -267,3 +267,42 @@ def test_a_segment_dropped_while_armed_is_collected(tmp_path, clock, twin):
     del segment
     gc.collect()
     assert gone() is None
+
+
+def _attributes(segment: LogSegment) -> dict[tuple[str, str], object]:
+    """Every instance attribute of the segment and the parts an append touches, by
+    (part, name) as in plain_appender.APPEND_WRITES ("" is the segment)."""
+    parts = {"": segment, "log": segment.log, "offset_index": segment.offset_index,
+             "time_index": segment.time_index}
+    return {(part, name): value for part, obj in parts.items()
+            for name, value in vars(obj).items()}
+
+
+def test_an_append_sets_the_contract_attributes_and_nothing_else(tmp_path, clock, twin):
+    """Both twins write only the public attributes the contract names, and every one of them
+    (an index interval of 1 byte, rising timestamps and growing batches make each append
+    add entries and change the bytes since the last one)."""
+    segment = _open(tmp_path, clock, interval=1)
+    _start(segment)
+    appender = _arm(segment)
+    contract = {(part, name) for part, names in plain_appender.APPEND_WRITES.items()
+                for name in names}
+    assert not any(name.startswith("_") for _, name in contract)
+    changed: set[tuple[str, str]] = set()
+    offset = 2
+    for i in range(4):
+        before = _attributes(segment)
+        offset = appender.append(_batch(2 + i, NOW + 1 + i), offset, None)[1] + 1
+        after = _attributes(segment)
+        assert after.keys() == before.keys(), f"append {i}"
+        changed |= {key for key in before if after[key] != before[key]}
+    assert changed == contract
+
+
+def test_the_written_attributes_are_the_protocols_declared_ones():
+    """APPEND_WRITES and the protocols' settable (annotated) members say the same thing."""
+    protocols = {"": plain_appender.PlainAppendTarget, "log": plain_appender.PlainAppendFile,
+                 "offset_index": plain_appender.PlainAppendOffsetIndex,
+                 "time_index": plain_appender.PlainAppendTimeIndex}
+    declared = {part: tuple(protocol.__annotations__) for part, protocol in protocols.items()}
+    assert declared == dict(plain_appender.APPEND_WRITES)

@@ -70,6 +70,10 @@ class AbstractIndex(ABC):
     """The entry format (``tierlog.index.entries``)."""
     entry_size: ClassVar[int]
     """Bytes of one entry (``layout.size``)."""
+    entries: int
+    """Entries in the file. Changes only through the index's own methods or, while its
+    segment is armed, the plain appender (:mod:`tierlog.plain_appender`, which writes the
+    entry into :attr:`mapping` and then sets this), always under the owning Log's lock."""
 
     def __init__(
         self,
@@ -91,7 +95,7 @@ class AbstractIndex(ABC):
         self._max_entries = self._length // self.entry_size
         self._load_last_entry()
         log.debug("loaded index %s: entries=%d max_entries=%d length=%d", self._path,
-                  self._entries, self._max_entries, self._length)
+                  self.entries, self._max_entries, self._length)
 
     def _open(self) -> None:
         newly_created = False
@@ -105,7 +109,7 @@ class AbstractIndex(ABC):
                 fd = os.open(self._path, os.O_RDWR)
         try:
             length = os.fstat(fd).st_size
-            self._entries = length // self.entry_size
+            self.entries = length // self.entry_size
             # Kafka preallocates only a file it has just created: an existing (trimmed) empty
             # index stays empty until its segment becomes active again and is resized.
             if newly_created and self._max_index_size >= 0:
@@ -142,8 +146,11 @@ class AbstractIndex(ABC):
         return self._base_offset
 
     @property
-    def entries(self) -> int:
-        return self._entries
+    def mapping(self) -> mmap.mmap:
+        """The file's memory map, entry ``n`` at byte ``n * entry_size``: the armed plain
+        appender writes entries into it, holding its buffer so that the map cannot be closed
+        or resized meanwhile (BufferError). ValueError when the index is closed or empty."""
+        return self._buffer()
 
     @property
     def max_entries(self) -> int:
@@ -161,14 +168,14 @@ class AbstractIndex(ABC):
     @property
     def size_in_bytes(self) -> int:
         """Bytes used by entries."""
-        return self._entries * self.entry_size
+        return self.entries * self.entry_size
 
     @property
     def writable(self) -> bool:
         return self._writable
 
     def is_full(self) -> bool:
-        return self._entries >= self._max_entries
+        return self.entries >= self._max_entries
 
     def relative_offset(self, offset: int) -> int:
         """``offset - base_offset``; raises IndexOffsetOverflowError outside [0, 2^31-1]."""
@@ -228,7 +235,7 @@ class AbstractIndex(ABC):
         finally:
             os.close(fd)
         self._max_entries = rounded // self.entry_size
-        if self._entries > self._max_entries:
+        if self.entries > self._max_entries:
             self._truncate_to_entries(self._max_entries)
         log.debug("resized index %s to %d bytes", self._path, rounded)
         return True
@@ -292,15 +299,15 @@ class AbstractIndex(ABC):
         return self._mm
 
     def _truncate_to_entries(self, entries: int) -> None:
-        self._entries = entries
+        self.entries = entries
         del self._fence[(entries + FENCE_STRIDE - 1) // FENCE_STRIDE:]
         self._load_last_entry()
         log.debug("truncated index %s to %d entries", self._path, entries)
 
     def _slot_of(self, n: int) -> int:
         """Byte position of entry ``n``; IndexError unless 0 <= n < entries."""
-        if n < 0 or n >= self._entries:
-            raise IndexError(f"entry {n} requested from index {self._path} of {self._entries}"
+        if n < 0 or n >= self.entries:
+            raise IndexError(f"entry {n} requested from index {self._path} of {self.entries}"
                              " entries")
         return n * self.entry_size
 
@@ -315,7 +322,7 @@ class AbstractIndex(ABC):
         reads go) alone when the target is in it; an older target searches the cold head.
         Searches on the lookup key (field 0) start the cold search from the fence.
         """
-        entries = self._entries
+        entries = self.entries
         if entries == 0:
             return -1
         mm = self._mm
@@ -356,8 +363,8 @@ class AbstractIndex(ABC):
         """Slot of the smallest entry whose field is >= ``target``; -1 if there is none."""
         lower = self._largest_lower_bound_slot(target, unpack, field)
         return upper_from_lower(self._mm, unpack, self.entry_size, field, target,
-                                self._entries, lower)
+                                self.entries, lower)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, "
-                f"entries={self._entries})")
+                f"entries={self.entries})")

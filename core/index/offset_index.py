@@ -30,22 +30,24 @@ class OffsetIndex(AbstractIndex):
 
     ``relativeOffset = offset - base_offset``; offsets strictly increase and positions
     never decrease. Not thread-safe: the owning segment serialises access.
+
+    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendOffsetIndex`):
+    ``entries`` and ``last_offset`` change only through :meth:`append`, truncation and
+    resizing, or the armed appender, which writes an entry into :attr:`mapping` and sets both
+    as :meth:`append` would, under the owning Log's lock.
     """
 
     layout = OFFSET_ENTRY
     entry_size = _SIZE
+    last_offset: int
+    """Offset of the last entry; ``base_offset`` when the index is empty."""
 
     def _load_last_entry(self) -> None:
-        if self._entries == 0:
-            self._last_offset = self._base_offset
+        if self.entries == 0:
+            self.last_offset = self._base_offset
         else:
             mm = self._buffer()
-            self._last_offset = self._base_offset + _INT32(mm, (self._entries - 1) * _SIZE)[0]
-
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last entry; ``base_offset`` when the index is empty."""
-        return self._last_offset
+            self.last_offset = self._base_offset + _INT32(mm, (self.entries - 1) * _SIZE)[0]
 
     def entry(self, n: int) -> OffsetPosition:
         relative, position = _ENTRY.unpack_from(self._buffer(), self._slot_of(n))
@@ -81,13 +83,13 @@ class OffsetIndex(AbstractIndex):
         """
         if not self._writable:
             self._check_writable()
-        entries = self._entries
+        entries = self.entries
         if entries >= self._max_entries:
             raise IndexFullError(f"offset index {self._path} is full ({entries} entries)")
-        if entries and offset <= self._last_offset:
+        if entries and offset <= self.last_offset:
             raise InvalidIndexOffsetError(
                 f"offset {offset} appended to slot {entries} of offset index {self._path}"
-                f" is not above the last offset {self._last_offset}"
+                f" is not above the last offset {self.last_offset}"
             )
         if position < 0 or position > INT32_MAX:
             raise ValueError(f"position {position} for offset {offset} does not fit the 4-byte"
@@ -96,8 +98,8 @@ class OffsetIndex(AbstractIndex):
         if relative < 0 or relative > INT32_MAX:
             relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
         _ENTRY.pack_into(self._buffer(), entries * _SIZE, relative, position)
-        self._entries += 1
-        self._last_offset = offset
+        self.entries += 1
+        self.last_offset = offset
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
@@ -116,5 +118,5 @@ class OffsetIndex(AbstractIndex):
         strictly above the previous one and positions never decrease: an untrimmed
         (zero-tailed) or non-monotonic file fails."""
         OFFSET_ENTRY.check_length(self._length, self._path)
-        buf = self._buffer() if self._entries else None
-        check_offset_entries(buf, self._entries, self._base_offset, self._path)
+        buf = self._buffer() if self.entries else None
+        check_offset_entries(buf, self.entries, self._base_offset, self._path)

@@ -35,24 +35,26 @@ class TimeIndex(AbstractIndex):
     offsets never decrease. The last slot is kept for the entry written when the segment
     rolls, so ``is_full`` is true one slot early. Not thread-safe: the owning segment
     serialises access.
+
+    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendTimeIndex`):
+    ``entries`` and ``last_entry`` change only through :meth:`maybe_append`, truncation and
+    resizing, or the armed appender, which writes an entry into :attr:`mapping` and sets both
+    as :meth:`maybe_append` would, under the owning Log's lock.
     """
 
     layout = TIME_ENTRY
     entry_size = _SIZE
+    last_entry: TimestampOffset
+    """The last entry; ``(-1, base_offset)`` when the index is empty."""
 
     def _load_last_entry(self) -> None:
-        if self._entries == 0:
-            self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        if self.entries == 0:
+            self.last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
         else:
-            self._last_entry = self.entry(self._entries - 1)
-
-    @property
-    def last_entry(self) -> TimestampOffset:
-        """The last entry; ``(-1, base_offset)`` when the index is empty."""
-        return self._last_entry
+            self.last_entry = self.entry(self.entries - 1)
 
     def is_full(self) -> bool:
-        return self._entries >= self._max_entries - 1
+        return self.entries >= self._max_entries - 1
 
     def entry(self, n: int) -> TimestampOffset:
         timestamp, relative = _ENTRY.unpack_from(self._buffer(), self._slot_of(n))
@@ -75,28 +77,28 @@ class TimeIndex(AbstractIndex):
         entry passes ``skip_full_check`` to use the reserved last slot.
         """
         if not skip_full_check and self.is_full():
-            raise IndexFullError(f"time index {self._path} is full ({self._entries} entries)")
-        last = self._last_entry
-        if self._entries:
+            raise IndexFullError(f"time index {self._path} is full ({self.entries} entries)")
+        last = self.last_entry
+        if self.entries:
             if offset < last.offset:
                 raise InvalidIndexOffsetError(
-                    f"offset {offset} appended to slot {self._entries} of time index "
+                    f"offset {offset} appended to slot {self.entries} of time index "
                     f"{self._path} is below the last offset {last.offset}"
                 )
             if timestamp < last.timestamp:
                 raise InvalidIndexOffsetError(
-                    f"timestamp {timestamp} appended to slot {self._entries} of time index "
+                    f"timestamp {timestamp} appended to slot {self.entries} of time index "
                     f"{self._path} is below the last timestamp {last.timestamp}"
                 )
         if timestamp <= last.timestamp:
             return
         self._check_writable()
-        if self._entries >= self._max_entries:
+        if self.entries >= self._max_entries:
             raise IndexFullError(f"time index {self._path} has no slot left for the entry "
                                  f"({timestamp}, {offset})")
-        _ENTRY.pack_into(self._buffer(), self._entries * _SIZE, timestamp, self.relative_offset(offset))
-        self._entries += 1
-        self._last_entry = TimestampOffset(timestamp, offset)
+        _ENTRY.pack_into(self._buffer(), self.entries * _SIZE, timestamp, self.relative_offset(offset))
+        self.entries += 1
+        self.last_entry = TimestampOffset(timestamp, offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
@@ -116,5 +118,5 @@ class TimeIndex(AbstractIndex):
         start at or above the base offset and never decrease: an untrimmed (zero-tailed)
         or non-monotonic file fails."""
         TIME_ENTRY.check_length(self._length, self._path)
-        buf = self._buffer() if self._entries else None
-        check_time_entries(buf, self._entries, self._base_offset, self._path)
+        buf = self._buffer() if self.entries else None
+        check_time_entries(buf, self.entries, self._base_offset, self._path)

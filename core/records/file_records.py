@@ -180,12 +180,20 @@ class FileRecords:
     trimmed on close). Appends write at ``size`` with ``os.pwrite``/``os.pwritev``; reads use
     ``os.pread`` and never move a file pointer, so they may run while an append is written.
     Not thread-safe for concurrent appends: the owning Log serialises them.
+
+    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendFile`): ``size``
+    changes only through this class's appends and truncation, or the armed appender, which
+    writes a batch at ``size`` into :meth:`fileno` and then sets ``size`` past it, under the
+    owning Log's lock.
     """
+
+    size: int
+    """Valid bytes: where the next batch is written."""
 
     def __init__(self, path: Path, fd: int, size: int, preallocated: bool) -> None:
         self._path = path
         self._fd = fd
-        self._size = size
+        self.size = size
         self._preallocated = preallocated
 
     @classmethod
@@ -218,7 +226,7 @@ class FileRecords:
         return self._path
 
     def size_in_bytes(self) -> int:
-        return self._size
+        return self.size
 
     def fileno(self) -> int:
         if self._fd < 0:
@@ -236,7 +244,7 @@ class FileRecords:
         IOV_MAX pieces per call). If a write fails (a full disk), the file is cut back to its
         previous size before the error propagates, so no partial batch is left behind."""
         fd = self.fileno()
-        start = position = self._size
+        start = position = self.size
         try:
             if len(pieces) <= _IOV_MAX:
                 position = self._write_chunk(fd, pieces, position)
@@ -246,7 +254,7 @@ class FileRecords:
         except BaseException:
             os.ftruncate(fd, start)
             raise
-        self._size = position
+        self.size = position
         return position - start
 
     def append_plain_batch(
@@ -262,14 +270,14 @@ class FileRecords:
         fd = self._fd
         if fd < 0:
             raise LogClosedError(f"{self._path} is closed")
-        position = self._size
+        position = self.size
         try:
             result = write_plain_batch(fd, position, data, base_offset, leader_epoch, rules)
         except BaseException:
             os.ftruncate(fd, position)
             raise
         if result is not None:
-            self._size = position + result[0]
+            self.size = position + result[0]
         return result
 
     def _write_chunk(self, fd: int, chunk: Sequence[bytes | bytearray | memoryview],
@@ -298,19 +306,19 @@ class FileRecords:
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes; returns how many bytes were removed."""
-        if size < 0 or size > self._size:
-            raise ValueError(f"cannot truncate {self._path} of {self._size} bytes to {size}")
-        removed = self._size - size
+        if size < 0 or size > self.size:
+            raise ValueError(f"cannot truncate {self._path} of {self.size} bytes to {size}")
+        removed = self.size - size
         if removed or self._preallocated:
             os.ftruncate(self.fileno(), size)
             self._preallocated = False
-        self._size = size
+        self.size = size
         return removed
 
     def trim(self) -> None:
         """Give back the unused preallocated tail of the file."""
         if self._preallocated and self._fd >= 0:
-            os.ftruncate(self._fd, self._size)
+            os.ftruncate(self._fd, self.size)
             self._preallocated = False
 
     def close(self) -> None:
@@ -341,7 +349,7 @@ class FileRecords:
         """Fill ``buffer`` from ``position`` without allocating, stopping at the valid size;
         returns the number of bytes read (the recovery scan reuses one buffer)."""
         fd = self.fileno()
-        want = min(len(buffer), self._size - position)
+        want = min(len(buffer), self.size - position)
         if want <= 0:
             return 0
         view = memoryview(buffer)[:want] if want < len(buffer) else buffer
@@ -354,12 +362,12 @@ class FileRecords:
         return done
 
     def slice(self, position: int, size: int) -> FileSlice:
-        end = min(self._size, position + size)
+        end = min(self.size, position + size)
         return FileSlice(self, position, max(0, end - position))
 
     def read_header(self, position: int) -> RecordBatch | None:
         """The header of the batch at ``position`` (as a RecordBatch over 61 bytes), or None at the end."""
-        if position + HEADER_SIZE > self._size:
+        if position + HEADER_SIZE > self.size:
             return None
         return RecordBatch(os.pread(self.fileno(), HEADER_SIZE, position), 0, header_only=True)
 
@@ -369,7 +377,7 @@ class FileRecords:
         Stops at the end of the valid bytes; raises CorruptRecordError/TruncatedBatchError for
         a batch whose header is damaged or which runs past the end of the file.
         """
-        size = self._size
+        size = self.size
         fd = self.fileno()
         while position + LOG_OVERHEAD <= size:
             header = os.pread(fd, HEADER_SIZE, position)
@@ -398,7 +406,7 @@ class FileRecords:
         The batches are zero-copy views into each chunk. A batch larger than the chunk is
         read on its own. Raises TruncatedBatchError if the range ends inside a batch.
         """
-        end = self._size if end is None else min(end, self._size)
+        end = self.size if end is None else min(end, self.size)
         fd = self.fileno()
         while position < end:
             chunk = os.pread(fd, min(chunk_bytes, end - position), position)
@@ -450,7 +458,7 @@ class FileRecords:
         return best
 
     def __repr__(self) -> str:
-        return f"FileRecords({self._path}, size={self._size})"
+        return f"FileRecords({self._path}, size={self.size})"
 
 
 __all__ = [
