@@ -168,7 +168,8 @@ class ProducerStateManager:
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Forget completed transactions whose marker is now below the high watermark."""
-        self._remove_unreplicated_txns(high_watermark)
+        if self._unreplicated_txns:  # runs per append on a LogManager log: usually none
+            self._remove_unreplicated_txns(high_watermark)
 
     def _remove_unreplicated_txns(self, offset: int) -> None:
         for first in [f for f, t in self._unreplicated_txns.items()
