@@ -25,10 +25,9 @@ from tierlog.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
+from tierlog.index.base import INT32_MAX
 from tierlog.index.plugin import DEFAULT_INDEX_TYPES, SegmentIndex, SegmentIndexTypes
-from tierlog.records.batch import (
-    RecordBatch,
-)
+from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import (
     FileRecords,
     FileSlice,
@@ -39,7 +38,6 @@ from tierlog.segment_recovery import RecoveryResult, scan_segment
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)

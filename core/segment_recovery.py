@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from crc32c import crc32c
 
 from tierlog.errors import CorruptRecordError, TruncatedBatchError
+from tierlog.index.base import INT32_MAX
 from tierlog.records.batch import (
     ATTRIBUTES,
     HEADER,
@@ -25,7 +26,6 @@ from tierlog.records.file_records import FileRecords
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = (1 << 31) - 1
 #: Bytes read per call by the recovery scan: big enough for few syscalls, small enough that
 #: the CRC reads the chunk from the CPU cache right after the copy.
 RECOVERY_CHUNK_BYTES = 1 << 20

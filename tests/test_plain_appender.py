@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 from hot_path import TWINS
+
 from tierlog import plain_appender
 from tierlog.errors import LogClosedError
 from tierlog.index import TimestampOffset
+from tierlog.index.base import INT32_MAX
 from tierlog.records import Record, build_batch, build_control_batch
 from tierlog.records.control import COMMIT
-from tierlog.segment import INT32_MAX, AppendedBatch, LogSegment
+from tierlog.segment import AppendedBatch, LogSegment
 
 NOW = 1_700_000_000_000
 LONG_AGO = 10 * 365 * 86_400_000  # segment.ms no batch here comes near
