@@ -32,7 +32,7 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_file_prefix
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_name
 from tierlog.remote.log_protocol import TieredLog
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class RemoteLogReader:
         entry = self._rlm.index_cache.offset_index(metadata).lookup(offset)
         position = entry.position
         size = metadata.segment_size_in_bytes
-        name = segment_file_prefix(metadata) + SEGMENT_SUFFIX
+        name = segment_object_name(metadata, SEGMENT_SUFFIX)
         # The index is sparse: the batch holding `offset` starts up to an index interval
         # after `position`, so one read covers that gap as well as max_bytes.
         gap = self._log.config["index.interval.bytes"] + HEADER_SIZE
@@ -195,7 +195,7 @@ class RemoteLogReader:
     def _scan_for_timestamp(self, metadata: RemoteLogSegmentMetadata, position: int,
                             timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         size = metadata.segment_size_in_bytes
-        name = segment_file_prefix(metadata) + SEGMENT_SUFFIX
+        name = segment_object_name(metadata, SEGMENT_SUFFIX)
         while position < size:
             data = self._fetch(metadata, name, position,
                                min(size, position + _TIMESTAMP_SCAN_BYTES), None)
