@@ -287,12 +287,17 @@ class LogLoader:
             )
             segment = self.open_segment(base, "")
             self.report.segments_loaded += 1
-            if missing_index or segment.missing_extra_indexes:
-                self._rebuild(segments, segment, "missing index")
-            elif base < first_unflushed:
-                problem = _index_problem(segment)
-                if problem is not None:
-                    self._rebuild(segments, segment, problem)
+            # From the first unflushed segment on, the recovery pass re-validates every segment
+            # in offset order, a missing index included. Rebuilding one here would replay
+            # producer state through earlier segments not yet recovered, such as a preallocated
+            # one whose zero tail a crash in the middle of a roll left behind.
+            if base < first_unflushed:
+                if missing_index or segment.missing_extra_indexes:
+                    self._rebuild(segments, segment, "missing index")
+                else:
+                    problem = _index_problem(segment)
+                    if problem is not None:
+                        self._rebuild(segments, segment, problem)
             segments.add(segment)
         return segments
 

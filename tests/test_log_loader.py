@@ -131,3 +131,24 @@ def test_log_start_offset_beyond_the_data_empties_the_log(tmp_path, clock):
         assert dict(log.producer_state.active_producers) == {}
         assert log.append_records([Record(value=b"x")]).first_offset == leo + 50
         check_offsets_contiguous(log)
+
+
+def test_a_crash_mid_roll_with_a_preallocated_segment_opens(tmp_path, clock):
+    """Killed in a roll: the next segment's .log exists without its indexes, and the rolled,
+    preallocated segment still has its zero tail. The open recovers the old segment first
+    (keeping every batch) instead of replaying producer state through its zeros."""
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, {"segment.bytes": 1 << 16, "preallocate": True}, time_ms=clock)
+    for sequence in range(20):
+        log.append_records([Record(key=b"k", value=b"v" * 100)], producer_id=7,
+                           producer_epoch=0, base_sequence=sequence)
+    (directory / "00000000000000000020.log").touch()  # the roll's first file, and no more
+    del log  # the process dies: no close, so segment 0 keeps its preallocated zeros
+    reopened = Log.open(directory, {"segment.bytes": 1 << 16, "preallocate": True},
+                        time_ms=clock, recovery_point=0)
+    assert reopened.log_end_offset == 20
+    assert [r.offset for r in reopened.read(0, 1 << 20).records()] == list(range(20))
+    duplicate = reopened.append_records([Record(key=b"k", value=b"v" * 100)], producer_id=7,
+                                        producer_epoch=0, base_sequence=19)
+    assert duplicate.duplicate and duplicate.first_offset == 19
+    reopened.close()
