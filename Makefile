@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py core/records/_speedups.c core/records/_plain_batch.c \
-		core/records/_plain_batch.h core/_plain_appender.c
+$(STAMP): pyproject.toml setup.py core/records/_speedups.c core/records/_plain_batch_write.c \
+		core/records/_plain_batch_write.h core/_segment_appender.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

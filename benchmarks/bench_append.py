@@ -6,12 +6,12 @@ retention and checkpoint intervals). The bare Log is measured with the default
 record.validation=full (every record's framing walked, as a Kafka broker does) and with
 record.validation=crc (the batch CRC trusted).
 
-The same run also measures what the armed C appender (``tierlog.plain_appender``) is worth,
+The same run also measures what the armed C appender (``tierlog.segment_appender``) is worth,
 all on a bare Log with the default config: the C appender (the default when built), its
 pure-Python twin ``PlainAppenderPy``, and the general path alone (the hot path never armed).
 The issue's rule: keep the C appender only if it gains >= 5% over the general path. The library
 has no switch for either and gets none: the benchmark sets ``Log._fast_append = False`` on its
-own instance for the general path, and swaps ``tierlog.plain_appender.PlainAppender`` (the type
+own instance for the general path, and swaps ``tierlog.segment_appender.PlainAppender`` (the type
 a segment arms) for the Python twin around the Python writer's own chunks only.
 
 This VM's page-cache write speed drifts by 20-30% between phases that last seconds, so whole
@@ -33,8 +33,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from _util import report, scratch_dir
-from tierlog import Log, LogManager, Record, plain_appender
-from tierlog.plain_appender import PlainAppenderPy
+from tierlog import Log, LogManager, Record, segment_appender
+from tierlog.segment_appender import PlainAppenderPy
 from tierlog.records import build_batch
 
 BATCH_BYTES = 16 * 1024
@@ -45,7 +45,7 @@ PASSES = 5
 TARGET_RATIO = 0.60
 C_APPENDER_MIN_GAIN = 0.05
 #: The type segments arm when built (``TIERLOG_PURE_PYTHON=1`` or no compiler: the Python twin).
-ARMED_TYPE = plain_appender.PlainAppender
+ARMED_TYPE = segment_appender.PlainAppender
 C_BUILT = ARMED_TYPE is not PlainAppenderPy
 
 
@@ -61,12 +61,12 @@ def build_batches() -> list[bytes]:
 @contextmanager
 def armed_type(cls: type) -> Iterator[None]:
     """Segments arm ``cls`` while inside (the benchmark's switch; the library has none)."""
-    saved = plain_appender.PlainAppender
-    plain_appender.PlainAppender = cls
+    saved = segment_appender.PlainAppender
+    segment_appender.PlainAppender = cls
     try:
         yield
     finally:
-        plain_appender.PlainAppender = saved
+        segment_appender.PlainAppender = saved
 
 
 class Writer:

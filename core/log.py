@@ -40,7 +40,7 @@ from tierlog.leader_epoch import LeaderEpochFileCache
 from tierlog.loader import LogLoader, RecoveryReport, rebuild_producer_state
 from tierlog.local_log import LocalLog
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
-from tierlog.plain_appender import PlainAppenderType
+from tierlog.segment_appender import PlainAppenderType
 from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,

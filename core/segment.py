@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tierlog import filenames, plain_appender
+from tierlog import filenames, segment_appender
 from tierlog.index import (
     AbortedTxn,
     OffsetIndex,
@@ -59,7 +59,7 @@ class LogSegment:
     ``index.interval.bytes`` of data; the time index records the largest timestamp seen so
     far at the same points. Not thread-safe: the owning Log serialises writers.
 
-    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendTarget`): the
+    The plain appender's contract (:class:`tierlog.segment_appender.PlainAppendTarget`): the
     segment's tail state, ``bytes_since_last_index_entry`` and ``max_timestamp_and_offset``,
     changes only through this class's methods or, while armed (:meth:`arm_plain_appends`),
     the appender, which also sets ``log.size``, ``offset_index.entries``/``last_offset`` and
@@ -97,7 +97,7 @@ class LogSegment:
         #: The largest timestamp so far and its offset; None until loaded from the time index.
         self.max_timestamp_and_offset: TimestampOffset | None = None
         #: The producer hot path while armed (arm_plain_appends); every other change disarms it.
-        self._plain_appender: plain_appender.PlainAppenderType | None = None
+        self._plain_appender: segment_appender.PlainAppenderType | None = None
         #: Index types contributed by plugins, by name (fed on append, rebuilt on recovery).
         self.extra_indexes: dict[str, SegmentIndex] = extra_indexes or {}
         #: True when a plugin index file was absent at open, so its data must be rebuilt.
@@ -249,8 +249,8 @@ class LogSegment:
 
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
                           max_batch_bytes: int,
-                          check_records: bool) -> plain_appender.PlainAppenderType | None:
-        """Hand the producer's hot path a :class:`~tierlog.plain_appender.PlainAppender` that
+                          check_records: bool) -> segment_appender.PlainAppenderType | None:
+        """Hand the producer's hot path a :class:`~tierlog.segment_appender.PlainAppender` that
         appends plain batches until something else changes the segment (which disarms it).
 
         Turns the roll rule (:meth:`should_roll`) into limits a batch is compared with, so the
@@ -278,7 +278,7 @@ class LogSegment:
             max_batch_bytes,
             check_records,
         )
-        appender = self._plain_appender = plain_appender.PlainAppender(self, rules, room)
+        appender = self._plain_appender = segment_appender.PlainAppender(self, rules, room)
         return appender
 
     def disarm_plain_appends(self) -> None:

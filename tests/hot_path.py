@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from tierlog import plain_appender
-from tierlog.records import file_records, plain_batch
+from tierlog import segment_appender
+from tierlog.records import file_records, plain_batch_write
 
 TWINS = ["c", "python"]
 
@@ -17,11 +17,11 @@ def use_hot_path(monkeypatch: pytest.MonkeyPatch, twin: str) -> None:
     through the C batch writer) or with the Python appender and the Python batch writer. A
     missing accelerator fails the C case instead of quietly testing Python twice."""
     if twin == "c":
-        appender = importlib.import_module("tierlog._plain_appender").PlainAppender
-        writer = importlib.import_module("tierlog.records._plain_batch").write_plain_batch
+        appender = importlib.import_module("tierlog._segment_appender").PlainAppender
+        writer = importlib.import_module("tierlog.records._plain_batch_write").write_plain_batch
     elif twin == "python":
-        appender, writer = plain_appender.PlainAppenderPy, plain_batch.write_plain_batch_py
+        appender, writer = segment_appender.PlainAppenderPy, plain_batch_write.write_plain_batch_py
     else:
         raise ValueError(f"unknown hot path twin {twin!r}")
-    monkeypatch.setattr(plain_appender, "PlainAppender", appender)
+    monkeypatch.setattr(segment_appender, "PlainAppender", appender)
     monkeypatch.setattr(file_records, "write_plain_batch", writer)

@@ -31,7 +31,7 @@ class OffsetIndex(AbstractIndex):
     ``relativeOffset = offset - base_offset``; offsets strictly increase and positions
     never decrease. Not thread-safe: the owning segment serialises access.
 
-    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendOffsetIndex`):
+    The plain appender's contract (:class:`tierlog.segment_appender.PlainAppendOffsetIndex`):
     ``entries`` and ``last_offset`` change only through :meth:`append`, truncation and
     resizing, or the armed appender, which writes an entry into :attr:`mapping` and sets both
     as :meth:`append` would, under the owning Log's lock.

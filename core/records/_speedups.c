@@ -825,7 +825,7 @@ PyInit__speedups(void)
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    /* For tierlog.records._plain_batch, which checks records on the append hot path. */
+    /* For tierlog.records._plain_batch_write, which checks records on the append hot path. */
     PyObject *capsule = PyCapsule_New((void *)check_records_raw, CHECK_RECORDS_CAPSULE, NULL);
     if (capsule == NULL || PyModule_AddObject(module, "check_records_capi", capsule) < 0) {
         Py_XDECREF(capsule);

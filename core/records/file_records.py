@@ -21,7 +21,7 @@ from tierlog.records.batch import (
     declared_size,
     iter_batches,
 )
-from tierlog.records.plain_batch import PlainBatchRules, write_plain_batch
+from tierlog.records.plain_batch_write import PlainBatchRules, write_plain_batch
 from tierlog.records.record import Record
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ class FileRecords:
     ``os.pread`` and never move a file pointer, so they may run while an append is written.
     Not thread-safe for concurrent appends: the owning Log serialises them.
 
-    The plain appender's contract (:class:`tierlog.plain_appender.PlainAppendFile`): ``size``
+    The plain appender's contract (:class:`tierlog.segment_appender.PlainAppendFile`): ``size``
     changes only through this class's appends and truncation, or the armed appender, which
     writes a batch at ``size`` into :meth:`fileno` and then sets ``size`` past it, under the
     owning Log's lock.
@@ -265,7 +265,7 @@ class FileRecords:
         rules: PlainBatchRules,
     ) -> tuple[int, int, int, int, int] | None:
         """Append one plain producer batch with its offset (and epoch) patched in, if it is
-        intact and keeps ``rules``: see :mod:`tierlog.records.plain_batch`, whose result this
+        intact and keeps ``rules``: see :mod:`tierlog.records.plain_batch_write`, whose result this
         returns (None: nothing written). Cut back on a failed write."""
         fd = self._fd
         if fd < 0:

@@ -1,4 +1,4 @@
-/* tierlog.records._plain_batch: the C twin of tierlog.records.plain_batch.write_plain_batch_py.
+/* tierlog.records._plain_batch_write: the C twin of tierlog.records.plain_batch_write.write_plain_batch_py.
  *
  * write_plain_batch() checks one plain producer batch (v2, no producer id, no control records),
  * its CRC-32C and, when the rules ask, its records' framing; compares it with the caller's
@@ -7,7 +7,7 @@
  * rest of the caller's buffer, with the GIL released. Same arguments, results and None cases as
  * the Python function; the CRC is the crc32c package's, the records check the codec's
  * (tierlog.records._speedups, through a capsule). Its core, write_plain(), is handed to
- * tierlog._plain_appender through the capsule described in _plain_batch.h. Single-phase module.
+ * tierlog._segment_appender through the capsule described in _plain_batch_write.h. Single-phase module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "_plain_batch.h"
+#include "_plain_batch_write.h"
 
 /* The v2 batch header fields this needs (byte offsets) and its size. */
 #define LENGTH_AT 8
@@ -148,7 +148,7 @@ epoch_from_object(PyObject *obj, int *have_epoch, int32_t *epoch)
     return 0;
 }
 
-/* The capsule's function (see _plain_batch.h): check, then write, one plain batch. */
+/* The capsule's function (see _plain_batch_write.h): check, then write, one plain batch. */
 static int
 write_plain(int fd, int64_t position, const uint8_t *data, Py_ssize_t size, int64_t base_offset,
             int have_epoch, int32_t epoch, const plain_rules *rules, plain_written *out)
@@ -250,14 +250,14 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "_plain_batch",
-    .m_doc = "C twin of tierlog.records.plain_batch.write_plain_batch_py.",
+    .m_name = "_plain_batch_write",
+    .m_doc = "C twin of tierlog.records.plain_batch_write.write_plain_batch_py.",
     .m_size = -1,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC
-PyInit__plain_batch(void)
+PyInit__plain_batch_write(void)
 {
     PyObject *crc32c_module = PyImport_ImportModule("crc32c");
     if (crc32c_module == NULL)

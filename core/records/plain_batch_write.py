@@ -12,7 +12,7 @@ general path, which decompresses it.
 
 Anything unusual returns ``None`` with nothing written; the caller then takes its general path,
 which reports the precise error. The C accelerator has the same function
-(``tierlog.records._plain_batch.write_plain_batch``, proven equal by the tests);
+(``tierlog.records._plain_batch_write.write_plain_batch``, proven equal by the tests);
 :data:`write_plain_batch` is whichever is in use.
 """
 
@@ -96,7 +96,7 @@ def write_plain_batch_py(
     return size, last_offset, max_timestamp, count, epoch
 
 
-_found = accelerated("tierlog.records._plain_batch", "write_plain_batch")
+_found = accelerated("tierlog.records._plain_batch_write", "write_plain_batch")
 #: The C function when it is built (and TIERLOG_PURE_PYTHON is not 1), else the Python twin.
 write_plain_batch: Callable[..., tuple[int, int, int, int, int] | None] = (
     _found[0] if _found else write_plain_batch_py)

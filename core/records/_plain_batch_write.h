@@ -1,12 +1,12 @@
-/* tierlog.records._plain_batch's C interface, shared with tierlog._plain_appender through a
- * capsule: write one plain producer batch with its offset patched in (see _plain_batch.c). */
+/* tierlog.records._plain_batch_write's C interface, shared with tierlog._segment_appender through a
+ * capsule: write one plain producer batch with its offset patched in (see _plain_batch_write.c). */
 #ifndef TIERLOG_PLAIN_BATCH_H
 #define TIERLOG_PLAIN_BATCH_H
 
 #include <Python.h>
 #include <stdint.h>
 
-#define PLAIN_BATCH_CAPSULE "tierlog.records._plain_batch.write_plain_capi"
+#define PLAIN_BATCH_CAPSULE "tierlog.records._plain_batch_write.write_plain_capi"
 
 /* Stores v big-endian at p: batch headers and index entries are big-endian. */
 static inline void
@@ -18,7 +18,7 @@ put_be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-/* What a batch must keep to be written (PlainBatchRules in plain_batch.py). */
+/* What a batch must keep to be written (PlainBatchRules in plain_batch_write.py). */
 typedef struct {
     int64_t max_end_position; /* the batch must end at or before this file position */
     int64_t max_last_offset;

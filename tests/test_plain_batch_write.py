@@ -16,7 +16,7 @@ import pytest
 from crc32c import crc32c
 
 from tierlog.records import RecordBatch, Record, build_batch, build_control_batch
-from tierlog.records import plain_batch
+from tierlog.records import plain_batch_write
 from tierlog.records._accelerator import PURE_PYTHON_ENV
 from tierlog.records._codec_py import encode_records
 from tierlog.records.batch import CRC, HEADER_SIZE
@@ -31,12 +31,12 @@ Writer = Callable[..., tuple[int, int, int, int, int] | None]
 
 def _c_writer() -> Writer:
     # Imported here so that a missing accelerator fails the C cases instead of skipping them.
-    return importlib.import_module("tierlog.records._plain_batch").write_plain_batch
+    return importlib.import_module("tierlog.records._plain_batch_write").write_plain_batch
 
 
 @pytest.fixture(params=["c", "python"])
 def write(request: pytest.FixtureRequest) -> Writer:
-    return _c_writer() if request.param == "c" else plain_batch.write_plain_batch_py
+    return _c_writer() if request.param == "c" else plain_batch_write.write_plain_batch_py
 
 
 def _batch(n: int = 3, **kwargs) -> bytes:
@@ -80,15 +80,15 @@ def _write_to_file(write: Writer, path: Path, data, *, prefix: bytes = b"",
 
 def test_the_c_writer_is_chosen_unless_pure_python_is_asked_for(monkeypatch) -> None:
     if os.environ.get(PURE_PYTHON_ENV) == "1":
-        assert plain_batch.write_plain_batch is plain_batch.write_plain_batch_py
+        assert plain_batch_write.write_plain_batch is plain_batch_write.write_plain_batch_py
     else:
-        assert plain_batch.write_plain_batch is _c_writer()
+        assert plain_batch_write.write_plain_batch is _c_writer()
     monkeypatch.setenv(PURE_PYTHON_ENV, "1")
     try:
-        assert importlib.reload(plain_batch).write_plain_batch is plain_batch.write_plain_batch_py
+        assert importlib.reload(plain_batch_write).write_plain_batch is plain_batch_write.write_plain_batch_py
     finally:
         monkeypatch.undo()
-        importlib.reload(plain_batch)
+        importlib.reload(plain_batch_write)
 
 
 # --- what gets written ------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_c_and_python_write_the_same_bytes(tmp_path):
     for n in (1, 2, 50):
         data = _batch(n, compression="lz4")
         outcomes = [_write_to_file(w, tmp_path / "f", data, base_offset=n * 1000, epoch=n)
-                    for w in (_c_writer(), plain_batch.write_plain_batch_py)]
+                    for w in (_c_writer(), plain_batch_write.write_plain_batch_py)]
         assert outcomes[0] == outcomes[1]
 
 

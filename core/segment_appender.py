@@ -2,12 +2,12 @@
 
 While a segment is *armed* (:meth:`tierlog.segment.LogSegment.arm_plain_appends`), nothing but
 its appender changes it: the appender writes each plain producer batch
-(:mod:`tierlog.records.plain_batch`) and feeds the sparse offset and time indexes exactly as
+(:mod:`tierlog.records.plain_batch_write`) and feeds the sparse offset and time indexes exactly as
 :meth:`LogSegment.append` would. Any other change to the segment disarms it first, and a
 disarmed appender writes nothing (``append`` returns None, sending the Log down its general
 path, which arms a new one).
 
-The C accelerator (``tierlog._plain_appender.PlainAppender``) does the whole append in one call:
+The C accelerator (``tierlog._segment_appender.PlainAppender``) does the whole append in one call:
 it keeps a copy of the segment's tail state, writes index entries straight into the indexes'
 memory maps, and sets every attribute an append changes at once, so that readers see exactly
 what :class:`PlainAppenderPy` (which calls the objects' own methods) leaves. What both twins
@@ -28,7 +28,7 @@ from typing import Protocol
 from tierlog.index import TimestampOffset
 from tierlog.index.base import INT32_MAX
 from tierlog.records._accelerator import accelerated
-from tierlog.records.plain_batch import PlainBatchRules
+from tierlog.records.plain_batch_write import PlainBatchRules
 
 __all__ = ["APPEND_WRITES", "PlainAppendFile", "PlainAppendOffsetIndex", "PlainAppendTarget",
            "PlainAppendTimeIndex", "PlainAppender", "PlainAppenderPy", "PlainAppenderType"]
@@ -108,7 +108,7 @@ class PlainAppendTarget(Protocol):
 
 
 #: Every attribute an append may set, by the segment's part that holds it ("" is the segment
-#: itself): the contract both twins keep, and nothing else (tests/test_plain_appender.py).
+#: itself): the contract both twins keep, and nothing else (tests/test_segment_appender.py).
 APPEND_WRITES: Mapping[str, tuple[str, ...]] = {
     "": ("bytes_since_last_index_entry", "max_timestamp_and_offset"),
     "log": ("size",),
@@ -189,7 +189,7 @@ class PlainAppenderPy:
         self.armed = False
 
 
-_found = accelerated("tierlog._plain_appender", "PlainAppender")
+_found = accelerated("tierlog._segment_appender", "PlainAppender")
 #: The C type when it is built (and TIERLOG_PURE_PYTHON is not 1), else the Python twin.
 PlainAppender: Callable[[PlainAppendTarget, PlainBatchRules, int], PlainAppenderType] = (
     _found[0] if _found else PlainAppenderPy)

@@ -1,14 +1,14 @@
-/* tierlog._plain_appender: the C twin of tierlog.plain_appender.PlainAppenderPy.
+/* tierlog._segment_appender: the C twin of tierlog.segment_appender.PlainAppenderPy.
  *
  * A PlainAppender is an armed active segment's producer hot path in one call: it writes one
- * plain batch through tierlog.records._plain_batch's write_plain() (the capsule in
- * records/_plain_batch.h), then does what LogSegment.append does with the indexes: an
+ * plain batch through tierlog.records._plain_batch_write's write_plain() (the capsule in
+ * records/_plain_batch_write.h), then does what LogSegment.append does with the indexes: an
  * offset-index entry once more than index.interval.bytes were written since the last one, and
  * a time-index entry there when the segment's max timestamp rose. It keeps a copy of the
  * segment's tail state, writes entries straight into the indexes' memory maps (whose buffers it
  * holds while armed, so the maps cannot be closed or resized under it), and writes every change
  * through to the Python objects' attributes before returning, so readers never see stale state.
- * It reads and writes only the public contract that plain_appender.py declares
+ * It reads and writes only the public contract that segment_appender.py declares
  * (PlainAppendTarget and its parts; the settable attributes are APPEND_WRITES), never a private
  * attribute; the tests prove both twins leave the same files and attributes and change nothing
  * else. Not thread-safe: the Log's lock serialises appends. Single-phase module.
@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "records/_plain_batch.h"
+#include "records/_plain_batch_write.h"
 
 #define OFFSET_ENTRY_SIZE 8 /* relative offset int32, position int32 */
 #define TIME_ENTRY_SIZE 12  /* timestamp int64, relative offset int32 */
@@ -28,7 +28,7 @@ static const plain_batch_capi *batch_api;
 static PyObject *timestamp_offset_type; /* tierlog.index.TimestampOffset, a namedtuple */
 static PyObject *log_closed_error;      /* tierlog.errors.LogClosedError */
 
-/* Names of the contract (plain_appender.PlainAppendTarget and its parts), interned once. */
+/* Names of the contract (segment_appender.PlainAppendTarget and its parts), interned once. */
 static PyObject *str_log, *str_offset_index, *str_time_index, *str_base_offset,
     *str_index_interval_bytes, *str_fileno, *str_size, *str_mapping, *str_entries,
     *str_last_offset, *str_last_entry, *str_bytes_since, *str_max_ts;
@@ -432,7 +432,7 @@ static PyGetSetDef appender_getset[] = {
 
 static PyTypeObject appender_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tierlog._plain_appender.PlainAppender",
+    .tp_name = "tierlog._segment_appender.PlainAppender",
     .tp_doc = PyDoc_STR("PlainAppender(segment, rules, index_room): an armed segment's hot path."),
     .tp_basicsize = sizeof(Appender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -446,8 +446,8 @@ static PyTypeObject appender_type = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "_plain_appender",
-    .m_doc = "C twin of tierlog.plain_appender.PlainAppenderPy.",
+    .m_name = "_segment_appender",
+    .m_doc = "C twin of tierlog.segment_appender.PlainAppenderPy.",
     .m_size = -1,
 };
 
@@ -484,12 +484,12 @@ import_attr(const char *module, const char *name)
 }
 
 PyMODINIT_FUNC
-PyInit__plain_appender(void)
+PyInit__segment_appender(void)
 {
     if (intern_names() < 0)
         return NULL;
     /* PyCapsule_Import walks attributes from the package: the submodule must be imported. */
-    PyObject *writer = PyImport_ImportModule("tierlog.records._plain_batch");
+    PyObject *writer = PyImport_ImportModule("tierlog.records._plain_batch_write");
     if (writer == NULL)
         return NULL;
     Py_DECREF(writer);

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hot_path import TWINS
 
-from tierlog import plain_appender
+from tierlog import segment_appender
 from tierlog.errors import LogClosedError
 from tierlog.index import TimestampOffset
 from tierlog.index.base import INT32_MAX
@@ -31,13 +31,13 @@ LONG_AGO = 10 * 365 * 86_400_000  # segment.ms no batch here comes near
 
 def _appender_type(twin: str) -> type:
     if twin == "c":  # imported here, so that a missing accelerator fails instead of skipping
-        return importlib.import_module("tierlog._plain_appender").PlainAppender
-    return plain_appender.PlainAppenderPy
+        return importlib.import_module("tierlog._segment_appender").PlainAppender
+    return segment_appender.PlainAppenderPy
 
 
 @pytest.fixture(params=TWINS)
 def twin(request, monkeypatch) -> str:
-    monkeypatch.setattr(plain_appender, "PlainAppender", _appender_type(request.param))
+    monkeypatch.setattr(segment_appender, "PlainAppender", _appender_type(request.param))
     return request.param
 
 
@@ -113,14 +113,14 @@ def test_c_and_python_leave_the_same_files_and_attributes(tmp_path, clock, monke
     index interval make most appends add index entries until an index fills up."""
     segments, appenders, next_offset = {}, {}, {}
     for name in TWINS:
-        monkeypatch.setattr(plain_appender, "PlainAppender", _appender_type(name))
+        monkeypatch.setattr(segment_appender, "PlainAppender", _appender_type(name))
         segments[name] = _open(tmp_path / name, clock, index_bytes=12 * 60, interval=600)
         next_offset[name] = _start(segments[name])
         appenders[name] = _arm(segments[name])
     hot = general = 0
     for step, (_, data, epoch) in enumerate(_workload(seed, 400)):
         for name in TWINS:
-            monkeypatch.setattr(plain_appender, "PlainAppender", _appender_type(name))
+            monkeypatch.setattr(segment_appender, "PlainAppender", _appender_type(name))
             if appenders[name] is not None and not appenders[name].armed:  # out of room
                 appenders[name] = _arm(segments[name])
         if appenders["c"] is None or appenders["python"] is None:
@@ -128,7 +128,7 @@ def test_c_and_python_leave_the_same_files_and_attributes(tmp_path, clock, monke
             break  # an index is full: a Log would roll
         results = {}
         for name in TWINS:
-            monkeypatch.setattr(plain_appender, "PlainAppender", _appender_type(name))
+            monkeypatch.setattr(segment_appender, "PlainAppender", _appender_type(name))
             results[name] = appenders[name].append(data, next_offset[name], epoch)
             if results[name] is not None:
                 next_offset[name] = results[name][1] + 1
@@ -246,7 +246,7 @@ def test_the_c_appender_holds_the_index_maps_while_armed(tmp_path, clock):
 
 
 def test_bad_arguments_are_refused_alike(tmp_path, clock, twin):
-    appender_type = plain_appender.PlainAppender
+    appender_type = segment_appender.PlainAppender
     segment = _open(tmp_path, clock)
     _start(segment)
     rules = (1 << 20, INT32_MAX, 1 << 62, 1 << 20, True)
@@ -273,7 +273,7 @@ def test_a_segment_dropped_while_armed_is_collected(tmp_path, clock, twin):
 
 def _attributes(segment: LogSegment) -> dict[tuple[str, str], object]:
     """Every instance attribute of the segment and the parts an append touches, by
-    (part, name) as in plain_appender.APPEND_WRITES ("" is the segment)."""
+    (part, name) as in segment_appender.APPEND_WRITES ("" is the segment)."""
     parts = {"": segment, "log": segment.log, "offset_index": segment.offset_index,
              "time_index": segment.time_index}
     return {(part, name): value for part, obj in parts.items()
@@ -287,7 +287,7 @@ def test_an_append_sets_the_contract_attributes_and_nothing_else(tmp_path, clock
     segment = _open(tmp_path, clock, interval=1)
     _start(segment)
     appender = _arm(segment)
-    contract = {(part, name) for part, names in plain_appender.APPEND_WRITES.items()
+    contract = {(part, name) for part, names in segment_appender.APPEND_WRITES.items()
                 for name in names}
     assert not any(name.startswith("_") for _, name in contract)
     changed: set[tuple[str, str]] = set()
@@ -303,8 +303,8 @@ def test_an_append_sets_the_contract_attributes_and_nothing_else(tmp_path, clock
 
 def test_the_written_attributes_are_the_protocols_declared_ones():
     """APPEND_WRITES and the protocols' settable (annotated) members say the same thing."""
-    protocols = {"": plain_appender.PlainAppendTarget, "log": plain_appender.PlainAppendFile,
-                 "offset_index": plain_appender.PlainAppendOffsetIndex,
-                 "time_index": plain_appender.PlainAppendTimeIndex}
+    protocols = {"": segment_appender.PlainAppendTarget, "log": segment_appender.PlainAppendFile,
+                 "offset_index": segment_appender.PlainAppendOffsetIndex,
+                 "time_index": segment_appender.PlainAppendTimeIndex}
     declared = {part: tuple(protocol.__annotations__) for part, protocol in protocols.items()}
-    assert declared == dict(plain_appender.APPEND_WRITES)
+    assert declared == dict(segment_appender.APPEND_WRITES)
