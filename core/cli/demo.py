@@ -26,10 +26,10 @@ from tierlog.cli._common import (
 )
 from tierlog.cli.consume import iter_fetches
 from tierlog.cli.demo_spark import run_spark_queries
-from tierlog.cli.partitioner import partition_for_key
 from tierlog.cli.tier import print_tier_summary, tier_with_progress
 from tierlog.log import Log
 from tierlog.manager import LogManager
+from tierlog.partitioner import partition_for_key
 from tierlog.records.record import Record
 from tierlog.remote.layout import partition_dir_name
 

@@ -21,9 +21,9 @@ from tierlog.cli._common import (
     settings,
     topic_partitions,
 )
-from tierlog.cli.partitioner import partition_for_key
 from tierlog.log import Log
 from tierlog.manager import LogManager
+from tierlog.partitioner import partition_for_key
 from tierlog.records.compression import CODEC_NAMES
 from tierlog.records.record import Header, Record
 
