@@ -2,12 +2,15 @@
  *
  * A PlainAppender is an armed active segment's producer hot path in one call: it writes one
  * plain batch through tierlog.records._plain_batch_write's write_plain() (the capsule in
- * records/_plain_batch_write.h), then does what LogSegment.append does with the indexes: an
- * offset-index entry once more than index.interval.bytes were written since the last one, and
- * a time-index entry there when the segment's max timestamp rose. It keeps a copy of the
- * segment's tail state, writes entries straight into the indexes' memory maps (whose buffers it
- * holds while armed, so the maps cannot be closed or resized under it), and writes every change
- * through to the Python objects' attributes before returning, so readers never see stale state.
+ * records/_plain_batch_write.h), then feeds the indexes by the rule whose one home is
+ * tierlog.index.sparse.SparseIndexRule (core/index/sparse.py): an offset-index entry once more
+ * than index.interval.bytes were written since the last one, and a time-index entry there when
+ * the segment's max timestamp rose. prepare() mirrors SparseIndexRule.add (it cannot call
+ * Python per batch); tests/test_index_sparse.py proves both place entries identically. It
+ * keeps a copy of the segment's tail state, writes entries straight into the indexes' memory
+ * maps (whose buffers it holds while armed, so the maps cannot be closed or resized under it),
+ * and writes every change through to the Python objects' attributes before returning, so
+ * readers never see stale state.
  * It reads and writes only the public contract that segment_appender.py declares
  * (PlainAppendTarget and its parts; the settable attributes are APPEND_WRITES), never a private
  * attribute; the tests prove both twins leave the same files and attributes and change nothing
@@ -242,7 +245,9 @@ new_result(const plain_written *w, PyObject *last)
     return result;
 }
 
-/* What appending `w` at `position` changes (LogSegment.append's index rule), made ready.
+/* What appending `w` at `position` changes, made ready. The index entries mirror
+ * SparseIndexRule.add (core/index/sparse.py): since_index_entry is its `since`,
+ * time_last_timestamp its `indexed_timestamp`; keep the two in step.
  * 0, or -1 with MemoryError set and nothing made. */
 static int
 prepare(Appender *self, const plain_written *w, int64_t position, changes *c)

@@ -165,3 +165,14 @@ class TransactionCoordinatorFencedError(TierlogError, ValueError):
 
 class LogCleaningAbortedError(TierlogError, RuntimeError):
     """Compaction gave up on a log that changed under it (segments deleted, truncated, closed)."""
+
+
+class PartitionOwnedError(TierlogError, ValueError):
+    """A backfill (Spark's ``df.write.format("tierlog")``) of a partition that a live
+    LogManager owns (tiers) in the remote tier: writing behind its back would fork the
+    partition; names the topic-partition and the owner."""
+
+
+class BackfillError(TierlogError, ValueError):
+    """Rows a backfill cannot write: a missing ``value`` column, no topic, a partition out of
+    range, a column of the wrong type; names the column or row and the topic-partition."""

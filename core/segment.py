@@ -27,6 +27,7 @@ from tierlog.index import (
 )
 from tierlog.index.base import INT32_MAX
 from tierlog.index.plugin import DEFAULT_INDEX_TYPES, SegmentIndex, SegmentIndexTypes
+from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import (
     FileRecords,
@@ -233,18 +234,18 @@ class LogSegment:
             self._feed_extra_indexes(position, batches, views)
         self.log.append_pieces(pieces)
         max_ts = self._max_ts_and_offset()
-        interval = self.index_interval_bytes
-        since = self.bytes_since_last_index_entry
+        rule = SparseIndexRule(self.index_interval_bytes, self.bytes_since_last_index_entry,
+                               self.time_index.last_entry.timestamp)
         for batch in batches:
             if batch.max_timestamp > max_ts.timestamp:
                 max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
-            if since > interval:
+            due = rule.add(batch.size, max_ts.timestamp)
+            if due:
                 self.offset_index.append(batch.last_offset, position)
-                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
-                since = 0
+                if due == OFFSET_AND_TIME_ENTRY:
+                    self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             position += batch.size
-            since += batch.size
-        self.bytes_since_last_index_entry = since
+        self.bytes_since_last_index_entry = rule.since
         self.max_timestamp_and_offset = max_ts
 
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,

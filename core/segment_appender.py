@@ -2,10 +2,10 @@
 
 While a segment is *armed* (:meth:`tierlog.segment.LogSegment.arm_plain_appends`), nothing but
 its appender changes it: the appender writes each plain producer batch
-(:mod:`tierlog.records.plain_batch_write`) and feeds the sparse offset and time indexes exactly as
-:meth:`LogSegment.append` would. Any other change to the segment disarms it first, and a
-disarmed appender writes nothing (``append`` returns None, sending the Log down its general
-path, which arms a new one).
+(:mod:`tierlog.records.plain_batch_write`) and feeds the sparse offset and time indexes where
+:class:`tierlog.index.sparse.SparseIndexRule` places entries, as :meth:`LogSegment.append`
+does. Any other change to the segment disarms it first, and a disarmed appender writes nothing
+(``append`` returns None, sending the Log down its general path, which arms a new one).
 
 The C accelerator (``tierlog._segment_appender.PlainAppender``) does the whole append in one call:
 it keeps a copy of the segment's tail state, writes index entries straight into the indexes'
@@ -27,6 +27,7 @@ from typing import Protocol
 
 from tierlog.index import TimestampOffset
 from tierlog.index.base import INT32_MAX
+from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
 from tierlog.records._accelerator import accelerated
 from tierlog.records.plain_batch_write import PlainBatchRules
 
@@ -142,7 +143,7 @@ class PlainAppenderPy:
     them, the appender disarms itself so that the next append asks the roll rule again.
     """
 
-    __slots__ = ("_room", "_rules", "_segment", "armed")
+    __slots__ = ("_index_rule", "_room", "_rules", "_segment", "armed")
 
     def __init__(self, segment: PlainAppendTarget, rules: PlainBatchRules, index_room: int) -> None:
         if index_room <= 0:
@@ -154,6 +155,10 @@ class PlainAppenderPy:
                              f"the segment at base offset {segment.base_offset}")
         self._segment = segment
         self._rules = rules
+        # Nothing else changes the segment's tail while armed: the rule's copy stays true.
+        self._index_rule = SparseIndexRule(segment.index_interval_bytes,
+                                           segment.bytes_since_last_index_entry,
+                                           segment.time_index.last_entry.timestamp)
         self._room = index_room
         self.armed = True
 
@@ -173,16 +178,16 @@ class PlainAppenderPy:
         if max_timestamp > max_ts.timestamp:
             max_ts = segment.max_timestamp_and_offset = TimestampOffset(max_timestamp,
                                                                         last_offset)
-        since = segment.bytes_since_last_index_entry
-        if since > segment.index_interval_bytes:
+        rule = self._index_rule
+        due = rule.add(size, max_ts.timestamp)
+        if due:
             segment.offset_index.append(last_offset, position)
-            # Adds the max timestamp when it is above the time index's last entry.
-            segment.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            if due == OFFSET_AND_TIME_ENTRY:
+                segment.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
             self._room -= 1
             if not self._room:  # an index may be full: the roll rule decides next
                 self.armed = False
-            since = 0
-        segment.bytes_since_last_index_entry = since + size
+        segment.bytes_since_last_index_entry = rule.since
         return written
 
     def disarm(self) -> None:

@@ -1,7 +1,7 @@
 """The recovery scan of one segment (Kafka's ``LogSegment.recover``): every batch of the
 ``.log`` re-read in big chunks (header rule, CRC, increasing offsets within the segment's
-relative range), the sparse offset and time index entries rebuilt on the way, and the first
-invalid byte found. The segment applies the result to its files (``LogSegment.rebuild_indexes``).
+relative range), the sparse offset and time index entries rebuilt on the way (where
+:class:`~tierlog.index.sparse.SparseIndexRule` places them) and the first invalid byte found. The segment applies the result to its files (``LogSegment.rebuild_indexes``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from crc32c import crc32c
 
 from tierlog.errors import CorruptRecordError, TruncatedBatchError
 from tierlog.index.base import INT32_MAX
+from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
 from tierlog.records.batch import (
     ATTRIBUTES,
     HEADER,
@@ -76,12 +77,12 @@ def scan_segment(
     near the disk's read speed. Nothing is changed: the caller truncates at
     ``result.valid_bytes`` and writes the index entries.
     """
-    interval = index_interval_bytes
     offset_entries: list[int] = []  # relative offset, position, ...
     time_entries: list[int] = []  # timestamp, relative offset, ...
     result = RecoveryResult()
-    best_ts, best_offset, indexed_ts = -1, base_offset, -1
-    since = batches = 0
+    best_ts, best_offset = -1, base_offset
+    batches = 0
+    rule = SparseIndexRule(index_interval_bytes)
     last_offset = base_offset - 1
     max_last = base_offset + INT32_MAX
     epoch_seen = -1
@@ -90,6 +91,7 @@ def scan_segment(
     view = memoryview(buffer)
     # Locals: this loop runs once per batch of every unflushed segment.
     unpack, crc, header_size, overhead = HEADER.unpack_from, crc32c, HEADER_SIZE, LOG_OVERHEAD
+    index_entries_due = rule.add
     crc_start = ATTRIBUTES
     file_pos = pos = 0
     try:
@@ -112,13 +114,11 @@ def scan_segment(
                 if max_ts > best_ts:
                     best_ts = max_ts
                     best_offset = last
-                if since > interval:
+                due = index_entries_due(end - pos, best_ts)
+                if due:
                     offset_entries += (last - base_offset, file_pos + pos)
-                    if best_ts > indexed_ts:
+                    if due == OFFSET_AND_TIME_ENTRY:
                         time_entries += (best_ts, best_offset - base_offset)
-                        indexed_ts = best_ts
-                    since = 0
-                since += end - pos
                 if epoch > epoch_seen:
                     epoch_seen = epoch
                     if on_epoch is not None:
@@ -156,12 +156,12 @@ def scan_segment(
         view.release()
     result.batches = batches
     valid = file_pos + pos
-    if best_ts >= 0 and best_ts > indexed_ts:
+    if best_ts >= 0 and best_ts > rule.indexed_timestamp:
         # The entry a roll or close appends: the segment's max timestamp.
         time_entries += (best_ts, best_offset - base_offset)
     result.valid_bytes = valid
     result.next_offset = last_offset + 1
-    return SegmentScan(offset_entries, time_entries, best_ts, best_offset, since, result)
+    return SegmentScan(offset_entries, time_entries, best_ts, best_offset, rule.since, result)
 
 
 def _raise_bad_offsets(buffer: bytearray, pos: int, position: int, previous_last: int,

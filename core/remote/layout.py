@@ -102,3 +102,44 @@ def metadata_dir_key(tip: TopicIdPartition) -> str:
 def metadata_object_key(metadata: RemoteLogSegmentMetadata) -> str:
     """``<topic>-<partition>-<topicId>/_metadata/<20-digit startOffset>-<uuid>.json``."""
     return f"{metadata_dir_key(metadata.topic_id_partition)}/{metadata_object_name(metadata)}"
+
+
+# -- backfill (Spark's df.write.format("tierlog")): staging, job records, ownership ----------
+
+#: A partition's staging area: ``_staging/<job id>/<task attempt>/<chunk objects>``.
+STAGING_DIR = "_staging"
+#: Which log owns (tiers) a partition: written when a LogManager attaches it.
+OWNER_NAME = "_owner.json"
+#: Job commit records and stream progress, at the tier's root (not a partition directory).
+JOBS_DIR = "_jobs"
+STREAMS_DIR = "_streams"
+
+
+def staging_dir_key(tip: TopicIdPartition, job_id: str | None = None,
+                    attempt: str | None = None) -> str:
+    """``<topic>-<partition>-<topicId>/_staging[/<job id>[/<task attempt>]]``."""
+    parts = [partition_dir_name(tip), STAGING_DIR]
+    parts += [p for p in (job_id, attempt) if p is not None]
+    return "/".join(parts)
+
+
+def staged_chunk_key(tip: TopicIdPartition, job_id: str, attempt: str, chunk: int,
+                     suffix: str) -> str:
+    """``.../_staging/<job id>/<task attempt>/<6-digit chunk index><suffix>``: one staged
+    segment chunk's object (provisional base offset 0; suffix ``.log`` or an index's)."""
+    return f"{staging_dir_key(tip, job_id, attempt)}/{chunk:06d}{suffix}"
+
+
+def owner_key(tip: TopicIdPartition) -> str:
+    """``<topic>-<partition>-<topicId>/_owner.json``."""
+    return f"{partition_dir_name(tip)}/{OWNER_NAME}"
+
+
+def job_record_key(job_id: str) -> str:
+    """``_jobs/<job id>.json``: a backfill job's commit record while it commits."""
+    return f"{JOBS_DIR}/{job_id}.json"
+
+
+def stream_record_key(stream_id: str) -> str:
+    """``_streams/<stream id>.json``: the last micro-batch a streaming write committed."""
+    return f"{STREAMS_DIR}/{stream_id}.json"
