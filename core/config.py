@@ -173,6 +173,9 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
                   "Delay before a .deleted file is removed.", 0),
         ConfigKey("preallocate", "bool", False, "Preallocate segment files at roll."),
         ConfigKey("remote.storage.enable", "bool", False, "Tier this topic's closed segments."),
+        ConfigKey("remote.log.tail.ms", "long", -1,
+                  "tierlog's own: publish the flushed data below the high watermark that is "
+                  "not in a tiered segment yet to the tier at most this often (-1: off).", -1),
         ConfigKey("min.insync.replicas", "int", 1, "Accepted for compatibility.", 1),
         ConfigKey("unclean.leader.election.enable", "bool", False,
                   "Accepted for compatibility."),

@@ -269,6 +269,9 @@ class LogManager:
         self.scheduler.schedule("remote-log-manager", self._tiering_task,
                                 delay_ms=cfg["remote.log.manager.task.interval.ms"],
                                 period_ms=cfg["remote.log.manager.task.interval.ms"])
+        self.scheduler.schedule("remote-log-tail", self._tail_task,
+                                delay_ms=cfg["remote.log.tail.check.interval.ms"],
+                                period_ms=cfg["remote.log.tail.check.interval.ms"])
 
     # -- topics ----------------------------------------------------------------------
 
@@ -533,6 +536,30 @@ class LogManager:
         rlm = self.remote_log_manager
         if rlm is not None:
             rlm.submit_tiering(self.tiered_logs())
+
+    def _tail_task(self) -> None:
+        """The scheduler's tail task: it only looks which tiered logs are due for tail
+        publishing (``remote.log.tail.ms``; no request) and submits their publishes to the
+        publisher's own thread."""
+        rlm = self.remote_log_manager
+        if rlm is not None and rlm.tail is not None:
+            rlm.tail.submit_due(self.tiered_logs())
+
+    def publish_tail_now(self) -> dict[str, bool]:
+        """Publish the tail of every tiered log whose topic has ``remote.log.tail.ms`` >= 0
+        now, on the caller's thread, whatever its interval; returns, by directory name,
+        whether its tail manifest was replaced."""
+        rlm = self.remote_log_manager
+        if rlm is None or rlm.tail is None:
+            return {}
+        return {lg.directory.name: rlm.tail.publish(lg) for lg in self.tiered_logs()
+                if lg.config["remote.log.tail.ms"] >= 0}
+
+    def await_tail_publishing(self, timeout_s: float | None = None) -> bool:
+        """Wait until the tail publishes the scheduler submitted so far have finished (for
+        callers driving the scheduler, e.g. tests); False on timeout."""
+        rlm = self.remote_log_manager
+        return True if rlm is None or rlm.tail is None else rlm.tail.await_publishing(timeout_s)
 
     def _retry_unavailable(self) -> list[Log]:
         """Attach again the partitions the remote tier was unavailable to (the failure may

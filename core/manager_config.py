@@ -77,6 +77,9 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
                   "How often tiering (copy, local and remote retention) runs.", 1),
         ConfigKey("remote.log.manager.thread.pool.size", "int", 2,
                   "Threads that copy segments to the remote tier.", 1),
+        ConfigKey("remote.log.tail.check.interval.ms", "long", 100,
+                  "tierlog's own: how often the scheduler looks for partitions whose tail is "
+                  "due for publishing (remote.log.tail.ms); a check sends no request.", 1),
         ConfigKey("remote.log.reader.threads", "int", 2,
                   "Threads that serve reads from the remote tier.", 1),
         ConfigKey("remote.log.index.file.cache.total.size.bytes", "long", 1 << 30,

@@ -7,6 +7,8 @@ tierlog's metadata objects. Pure string functions: no I/O.
                                             | .leader_epoch_checkpoint
     _metadata/<20-digit startOffset>-<segment uuid>.json   one per segment not yet deleted
     _manifest.json                                         snapshot of every _metadata object
+    _tail/<20-digit first>-<20-digit end>-<uuid>.log       tail objects (tierlog.remote.tail)
+    _tail.json                                             the tail manifest
 ```
 Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow). The ``*_key``
 functions give an object's path relative to the root (``RemoteTier.path(key)`` makes it full):
@@ -30,6 +32,8 @@ SEGMENT_SUFFIX = LOG_SUFFIX
 METADATA_DIR = "_metadata"
 METADATA_SUFFIX = ".json"
 MANIFEST_NAME = "_manifest.json"
+TAIL_DIR = "_tail"
+TAIL_MANIFEST_NAME = "_tail.json"
 #: Suffix of the temporary name an object is written under before its rename (local tiers).
 PARTIAL_SUFFIX = ".partial"
 
@@ -37,6 +41,7 @@ PARTIAL_SUFFIX = ".partial"
 SEGMENT_OBJECT_SUFFIXES: tuple[str, ...] = (SEGMENT_SUFFIX, *(t.suffix for t in IndexType))
 
 _METADATA_NAME_RE = re.compile(rf"(\d{{20}})-([A-Za-z0-9_-]{{{UUID_TEXT_LENGTH}}})\.json")
+_TAIL_NAME_RE = re.compile(rf"(\d{{20}})-(\d{{20}})-([A-Za-z0-9_-]{{{UUID_TEXT_LENGTH}}})\.log")
 
 
 def partition_dir_name(tip: TopicIdPartition) -> str:
@@ -102,6 +107,32 @@ def metadata_dir_key(tip: TopicIdPartition) -> str:
 def metadata_object_key(metadata: RemoteLogSegmentMetadata) -> str:
     """``<topic>-<partition>-<topicId>/_metadata/<20-digit startOffset>-<uuid>.json``."""
     return f"{metadata_dir_key(metadata.topic_id_partition)}/{metadata_object_name(metadata)}"
+
+
+def tail_manifest_key(tip: TopicIdPartition) -> str:
+    """``<topic>-<partition>-<topicId>/_tail.json``: the partition's tail manifest."""
+    return f"{partition_dir_name(tip)}/{TAIL_MANIFEST_NAME}"
+
+
+def tail_dir_key(tip: TopicIdPartition) -> str:
+    """``<topic>-<partition>-<topicId>/_tail``: where the tail objects live."""
+    return f"{partition_dir_name(tip)}/{TAIL_DIR}"
+
+
+def tail_object_name(first_offset: int, end_offset: int, object_id: str) -> str:
+    """``<20-digit first offset>-<20-digit end offset (exclusive)>-<uuid>.log``: a tail
+    object (whole batches of offsets ``[first_offset, end_offset)``)."""
+    return (f"{filename_prefix_from_offset(first_offset)}-"
+            f"{filename_prefix_from_offset(end_offset)}-{object_id}{SEGMENT_SUFFIX}")
+
+
+def is_tail_object_name(name: str) -> bool:
+    return _TAIL_NAME_RE.fullmatch(name) is not None
+
+
+def tail_object_key(tip: TopicIdPartition, name: str) -> str:
+    """``<topic>-<partition>-<topicId>/_tail/<name>``."""
+    return f"{tail_dir_key(tip)}/{name}"
 
 
 # -- backfill (Spark's df.write.format("tierlog")): staging, job records, ownership ----------

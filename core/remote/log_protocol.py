@@ -8,6 +8,7 @@ layer means adding it here, which keeps the contract between the two visible in 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -59,6 +60,19 @@ class TieredLog(Protocol):
 
     @property
     def highest_offset_in_remote(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def recovery_point(self) -> int: ...
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held to read several offsets and the segment list as one view."""
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync the log below ``up_to_offset`` (tail publishing sends only flushed data)."""
 
     @property
     def segments(self) -> LogSegments: ...

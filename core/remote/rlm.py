@@ -34,7 +34,9 @@ from tierlog.remote.api import (
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
+from tierlog.remote.tail import TAIL_MS, TailPublisher
 
 if TYPE_CHECKING:
     from tierlog.segment import LogSegment
@@ -100,6 +102,12 @@ class RemoteLogManager:
         #: whose submit_tiering run is going (one per partition at a time).
         self._runs: set[Future[TierResult]] = set()
         self._in_flight: set[str] = set()
+        #: Tail publishing (``remote.log.tail.ms``), when the RSM exposes its tier (ours
+        #: does; a third-party RSM's tier is opaque to us, so its topics get no tail).
+        tier = getattr(rsm, "tier", None)
+        self.tail: TailPublisher | None = (
+            TailPublisher(tier, self._lock_for, time_ms=time_ms)
+            if isinstance(tier, RemoteTier) else None)
 
     # -- attaching logs ------------------------------------------------------------------
 
@@ -264,8 +272,11 @@ class RemoteLogManager:
 
     def _remove_unfinished(self, log_: TieredLog, tip: TopicIdPartition) -> int:
         """Delete what failed or crashed copies (COPY_STARTED) and deletes (DELETE_STARTED)
-        left in the tier; their metadata was never committed for readers."""
+        left in the tier; their metadata was never committed for readers. Also the tail
+        objects a failed or crashed tail publish left unnamed by the tail manifest."""
         removed = 0
+        if self.tail is not None and log_.config[TAIL_MS] >= 0:
+            removed += self.tail.remove_orphans(tip)
         for metadata in self.rlmm.list_remote_log_segments(tip):
             if metadata.state is _STARTED:
                 self._update(metadata, _DELETE_STARTED)
@@ -340,6 +351,8 @@ class RemoteLogManager:
                     self._update(metadata, _DELETE_STARTED)
                 self._delete_data(log_, metadata)
                 count += 1
+            if self.tail is not None:
+                self.tail.delete_partition(tip)
         return count
 
     # -- reads ---------------------------------------------------------------------------
@@ -354,6 +367,8 @@ class RemoteLogManager:
         does), and the tier is closed, so a late remote call fails instead of committing."""
         self._copy_pool.shutdown(wait=False, cancel_futures=True)
         self._reader_pool.shutdown(wait=False, cancel_futures=True)
+        if self.tail is not None:
+            self.tail.close(self.shutdown_timeout_s)
         with self._locks_lock:
             runs = list(self._runs)
         _, hung = wait_for_futures(runs, timeout=self.shutdown_timeout_s)
