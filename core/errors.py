@@ -106,7 +106,7 @@ class LogDirectoryError(TierlogError, OSError):
 
 
 class UnknownTopicOrPartitionError(TierlogError, KeyError):
-    """No such topic or partition in this LogManager."""
+    """No such topic or partition in this LogManager (or, for a tier reader, in the tier)."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
@@ -144,6 +144,11 @@ class RemoteStorageError(TierlogError, OSError):
 
 class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
     """A remote object (segment or index) does not exist."""
+
+
+class TierNotFoundError(RemoteResourceNotFoundError):
+    """A reader's URL holds no remote tier (no partition directory at all): a typo in the
+    path must not read as an empty topic; names the URL."""
 
 
 class CorruptRemoteMetadataError(RemoteStorageError, ValueError):

@@ -239,7 +239,11 @@ def test_offsets_out_of_range_and_bad_arguments(reader: RemoteTopicReader,
     with pytest.raises(ValueError, match="ending offset"):
         reader.plan("orders", ending_offsets="earliest")
     end = tier.partitions[("orders", 0)].tier_end
-    assert reader.read_table("orders", [0], starting_offsets=end + 100).num_rows == 0
+    # A start past the end fails as in Spark's Kafka source (issue 13; it read nothing before).
+    with pytest.raises(OffsetOutOfRangeError, match=rf"orders-0: starting offset {end + 100} "
+                                                    rf"is past the end of the read, {end}"):
+        reader.read_table("orders", [0], starting_offsets=end + 100)
+    assert reader.read_table("orders", [0], starting_offsets=end).num_rows == 0
     assert reader.read_table("orders", [0], starting_offsets="latest").num_rows == 0
     assert records_of(reader.read_table("orders", [0], ending_offsets={0: 5})) == \
         [(p, r) for p, r in tier.expected("orders", "read_uncommitted", [0]) if r.offset < 5]

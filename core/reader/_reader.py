@@ -4,11 +4,14 @@ nothing but the tier's URL and storage options (no Log, no broker, no local stat
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
+from tierlog.errors import OffsetOutOfRangeError, TierNotFoundError, UnknownTopicOrPartitionError
 from tierlog.reader._arrow import SCHEMA
 from tierlog.reader._catalog import (
     ChainLink,
@@ -28,9 +31,14 @@ from tierlog.reader._planner import (
 from tierlog.reader._split import DEFAULT_BATCH_ROWS, READ_UNCOMMITTED, ReadSplit, read_split
 from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
 
+log = logging.getLogger(__name__)
+
 #: A per-partition value (offset or timestamp), or one value for every partition.
 PerPartition = int | Mapping[int, int]
 _OFFSET_WORDS = {"earliest": EARLIEST, "latest": LATEST}
+#: What a starting timestamp later than every record of a partition means (Spark's
+#: ``startingOffsetsByTimestampStrategy``): ``error``, or ``latest`` (start at the end).
+TIMESTAMP_STRATEGIES = ("error", "latest")
 
 
 def _timestamp_for(value: PerPartition | None, partition: int, what: str) -> int | None:
@@ -94,6 +102,17 @@ class RemoteTopicReader:
         """Every topic with a partition directory in the tier, sorted."""
         return sorted({p.topic for p in remote_partitions(self._tier)})
 
+    def existing_topics(self) -> list[str]:
+        """``list_topics``, but TierNotFoundError when there is none: a URL holding no
+        partition directory at all is no tier (a typo in it must not read as empty topics)."""
+        topics = self.list_topics()
+        if not topics:
+            raise TierNotFoundError(
+                f"no tierlog remote tier at {self.url!r}: it holds no topic partition "
+                f"directories (<topic>-<partition>-<topicId>/); check the path and the "
+                f"storage options")
+        return topics
+
     def list_partitions(self, topic: str, *, topic_id: str | None = None) -> list[int]:
         return sorted(topic_partitions(self._tier, topic, topic_id))
 
@@ -132,12 +151,16 @@ class RemoteTopicReader:
         isolation_level: str = READ_UNCOMMITTED,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         topic_id: str | None = None,
+        timestamp_strategy: str = "latest",
     ) -> list[ReadSplit]:
         """The ReadSplits of a read (see ``read``), in partition then offset order: one per
         remote segment, more for segments larger than ``split_bytes``. Fetches the metadata
         and the few index objects the bounds need; reads no ``.log`` bytes."""
-        found = topic_partitions(self._tier, topic, topic_id)
-        wanted = sorted(found) if partitions is None else sorted(set(partitions) & set(found))
+        if timestamp_strategy not in TIMESTAMP_STRATEGIES:
+            raise ValueError(f"timestamp_strategy must be one of "
+                             f"{', '.join(TIMESTAMP_STRATEGIES)}, got {timestamp_strategy!r}")
+        found = self._partitions_of(topic, topic_id, partitions)
+        wanted = sorted(found) if partitions is None else sorted(set(partitions))
         splits: list[ReadSplit] = []
         for p in wanted:
             request = PartitionRequest(
@@ -148,7 +171,10 @@ class RemoteTopicReader:
                 min_offset=min_offset, max_offset=max_offset, min_timestamp=min_timestamp,
                 isolation_level=isolation_level,
             )
-            splits += self._planner(found[p], batch_rows).plan(request)
+            planner = self._planner(found[p], batch_rows)
+            checked = self._checked(planner, request, timestamp_strategy)
+            if checked is not None:
+                splits += planner.plan(checked)
         return splits
 
     def read(
@@ -166,6 +192,7 @@ class RemoteTopicReader:
         isolation_level: str = READ_UNCOMMITTED,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         topic_id: str | None = None,
+        timestamp_strategy: str = "latest",
     ) -> Iterator[pa.RecordBatch]:
         """The records of ``topic`` as RecordBatches of ``SCHEMA``, partition by partition.
 
@@ -176,13 +203,21 @@ class RemoteTopicReader:
         them with the first offset stamped at or after it. ``min_offset``/``max_offset``
         (inclusive) and ``min_timestamp`` are row filters that also prune what is fetched.
         'latest' is the tier's end, or under read_committed its last stable offset.
+
+        Errors, as Spark's Kafka source fails: TierNotFoundError when ``url`` holds no tier
+        at all; UnknownTopicOrPartitionError for a topic or partition not in it (naming what
+        is); OffsetOutOfRangeError for a start past the end, for a start below the earliest
+        offset (deleted by retention) unless ``fail_on_data_loss`` is False (then a warning,
+        and the read starts at the earliest), and for a ``starting_timestamp`` later than
+        every record when ``timestamp_strategy`` is ``error`` (``latest``, the default here:
+        nothing is read).
         """
         splits = self.plan(topic, partitions, starting_offsets=starting_offsets,
                            ending_offsets=ending_offsets, starting_timestamp=starting_timestamp,
                            ending_timestamp=ending_timestamp, min_offset=min_offset,
                            max_offset=max_offset, min_timestamp=min_timestamp,
                            isolation_level=isolation_level, batch_rows=batch_rows,
-                           topic_id=topic_id)
+                           topic_id=topic_id, timestamp_strategy=timestamp_strategy)
         for split in splits:
             yield from read_split(split, stats=self.stats)
 
@@ -193,6 +228,61 @@ class RemoteTopicReader:
                                      schema=SCHEMA)
 
     # -- internals ----------------------------------------------------------------------
+
+    def _partitions_of(self, topic: str, topic_id: str | None,
+                       partitions: Iterable[int] | None) -> dict[int, TopicIdPartition]:
+        """``topic``'s partitions, every one of ``partitions`` among them: else the error
+        names what the tier holds (and a URL holding no tier at all is said to be so)."""
+        found = topic_partitions(self._tier, topic, topic_id)
+        if not found:
+            topics = self.existing_topics()
+            what = f"topic {topic!r}" + ("" if topic_id is None else f" with id {topic_id}")
+            raise UnknownTopicOrPartitionError(
+                f"{what} is not in the tier at {self.url!r}; it holds {', '.join(topics)}")
+        missing = sorted(set(partitions or ()) - set(found))
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {', '.join(map(str, missing))} in the tier "
+                f"at {self.url!r}; its partitions are {', '.join(map(str, sorted(found)))}")
+        return found
+
+    def _checked(self, planner: PartitionPlanner, request: PartitionRequest,
+                 timestamp_strategy: str) -> PartitionRequest | None:
+        """``request`` with an explicit start checked against the partition's offsets, as
+        Spark's Kafka source checks them: None when there is nothing to read."""
+        tip = planner.tip
+        name = f"{tip.topic}-{tip.partition}"
+        ts = request.start_timestamp
+        if ts is not None:
+            if any(link.segment.max_timestamp_ms >= ts for link in planner.chain):
+                return request
+            if timestamp_strategy == "error":
+                raise OffsetOutOfRangeError(
+                    f"{name}: no offset matches starting timestamp {ts}: every record in the "
+                    f"tier is older (strategy 'error'; startingOffsetsByTimestampStrategy="
+                    f"latest reads nothing instead)")
+            return None
+        if request.start < 0:
+            return request
+        earliest = planner.earliest
+        if request.start < earliest and planner.chain:
+            message = (f"{name}: starting offset {request.start} is below the earliest offset "
+                       f"in the tier, {earliest}: offsets {request.start} to {earliest - 1} "
+                       f"were deleted (retention or DeleteRecords)")
+            if self.fail_on_data_loss:
+                raise OffsetOutOfRangeError(
+                    f"{message}; set fail_on_data_loss=False (Spark: failOnDataLoss=false) "
+                    f"to read from {earliest}")
+            log.warning("%s; reading from %d (fail_on_data_loss is off)", message, earliest)
+            return replace(request, start=earliest)
+        latest = planner.latest(request.isolation_level)
+        end = latest if request.end == LATEST else min(request.end, latest)
+        if request.start > end:
+            raise OffsetOutOfRangeError(
+                f"{name}: starting offset {request.start} is past the end of the read, {end} "
+                f"(the tier holds offsets {earliest} to {planner.tier_end - 1}; "
+                f"{request.isolation_level} reads up to {latest})")
+        return request
 
     def _tip(self, topic: str, partition: int, topic_id: str | None) -> TopicIdPartition | None:
         return topic_partitions(self._tier, topic, topic_id).get(partition)

@@ -1,0 +1,44 @@
+"""``spark.read.format("tierlog")``: PySpark reads Kafka topics straight from tierlog's
+remote tier, with the options, schema and failures of Spark's Kafka source.
+
+```python
+import tierlog.spark
+spark = tierlog.spark.session()   # a local session; or tierlog.spark.register(spark)
+df = spark.read.format("tierlog").option("path", "s3://bucket/tier") \\
+        .option("subscribe", "orders").load()
+```
+
+Modules: ``options`` (parsing and checks, shared by batch and streaming), ``schema``,
+``pushdown`` (pushed filters as bounds), ``planning`` (splits, ``minPartitions``),
+``source`` (the batch data source), ``session`` (a configured local session).
+"""
+
+from __future__ import annotations
+
+from tierlog.spark.options import NAME, STORAGE_PREFIXES, TierlogOptions
+from tierlog.spark.planning import plan_read
+from tierlog.spark.pushdown import PushedBounds
+from tierlog.spark.schema import SCHEMA_DDL, SCHEMA_DDL_NO_HEADERS, schema_ddl
+from tierlog.spark.session import session
+from tierlog.spark.source import (
+    TierlogDataSource,
+    TierlogPushdownReader,
+    TierlogReader,
+    register,
+)
+
+__all__ = [
+    "NAME",
+    "SCHEMA_DDL",
+    "SCHEMA_DDL_NO_HEADERS",
+    "STORAGE_PREFIXES",
+    "PushedBounds",
+    "TierlogDataSource",
+    "TierlogOptions",
+    "TierlogPushdownReader",
+    "TierlogReader",
+    "plan_read",
+    "register",
+    "schema_ddl",
+    "session",
+]

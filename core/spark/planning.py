@@ -1,0 +1,115 @@
+"""Planning a Spark read of the tier: the ReadSplits of every chosen topic and partition from
+the parsed options and pushed bounds, split further until there are ``minPartitions`` of
+them (Spark's Kafka source splits large offset ranges the same way). No pyspark import.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from tierlog.errors import ConfigError, UnknownTopicOrPartitionError
+from tierlog.reader import ReadSplit, RemoteTopicReader
+from tierlog.spark.options import TierlogOptions
+
+if TYPE_CHECKING:
+    from tierlog.spark.pushdown import PushedBounds
+
+log = logging.getLogger(__name__)
+
+#: How many times a read is re-planned with halved split sizes to reach minPartitions.
+_MAX_REPLANS = 6
+
+
+def plan_read(options: TierlogOptions, bounds: PushedBounds | None = None) -> list[ReadSplit]:
+    """The splits of the read ``options`` describe (narrowed by ``bounds``), at least
+    ``options.min_partitions`` of them where the segments' offset indexes allow cuts that
+    fine (a split never cuts a record batch). Errors as ``RemoteTopicReader.plan``."""
+    splits = _plan(options, bounds, options.split_bytes)
+    wanted = options.min_partitions
+    if wanted is None or not splits or len(splits) >= wanted:
+        return splits
+    # Spark's KafkaOffsetRangeCalculator: large ranges split in proportion to their size. A
+    # uniform, smaller split size does that for byte ranges of segments.
+    split_bytes = max(1, sum(s.size_in_bytes for s in splits) // wanted)
+    for _ in range(_MAX_REPLANS):
+        finer = _plan(options, bounds, split_bytes)
+        if len(finer) > len(splits):
+            splits = finer
+        if len(splits) >= wanted or split_bytes == 1:
+            break
+        split_bytes = max(1, split_bytes // 2)
+    if len(splits) < wanted:
+        log.info("%s: minPartitions=%d, but the offset indexes allow only %d splits",
+                 options.url, wanted, len(splits))
+    return splits
+
+
+def _plan(options: TierlogOptions, bounds: PushedBounds | None, split_bytes: int
+          ) -> list[ReadSplit]:
+    o = options
+    reader = RemoteTopicReader(o.url, o.storage_options, split_bytes=split_bytes,
+                               fail_on_data_loss=o.fail_on_data_loss)
+    topics = o.topics(reader)
+    if not topics:  # a pattern matching nothing reads nothing, but only from a real tier
+        reader.existing_topics()
+    _check_named_topics(o, topics)
+    splits: list[ReadSplit] = []
+    for topic in topics:
+        if bounds is not None and bounds.topics is not None and topic not in bounds.topics:
+            continue
+        topic_id = o.topic_id(topic)
+        found = reader.list_partitions(topic, topic_id=topic_id)
+        if found:
+            _check_named_partitions(o, topic, found)
+        partitions = found if o.assign is None else list(o.assign[topic])
+        if bounds is not None:
+            partitions = [p for p in partitions if bounds.allows_partition(p)]
+        starting, starting_ts = o.starting_for(topic)
+        ending, ending_ts = o.ending_for(topic)
+        splits += reader.plan(
+            topic, partitions,
+            starting_offsets=starting, ending_offsets=ending, starting_timestamp=starting_ts,
+            ending_timestamp=ending_ts,
+            min_offset=None if bounds is None else bounds.min_offset,
+            max_offset=None if bounds is None else bounds.max_offset,
+            min_timestamp=None if bounds is None else bounds.min_timestamp,
+            isolation_level=o.isolation_level, batch_rows=o.batch_rows, topic_id=topic_id,
+            timestamp_strategy=o.timestamp_strategy)
+    log.info("%s: %d splits, %d bytes of segments to read", o.url, len(splits),
+             sum(s.size_in_bytes for s in splits))
+    return splits
+
+
+def _named(options: TierlogOptions) -> dict[str, object]:
+    return {
+        "startingOffsets": options.starting_offsets,
+        "endingOffsets": options.ending_offsets,
+        "startingOffsetsByTimestamp": options.starting_by_timestamp,
+        "endingOffsetsByTimestamp": options.ending_by_timestamp,
+    }
+
+
+def _check_named_topics(options: TierlogOptions, topics: list[str]) -> None:
+    """An offsets or timestamps JSON option names only topics the query reads."""
+    for key, value in _named(options).items():
+        if isinstance(value, dict):
+            stray = sorted(set(value) - set(topics))
+            if stray:
+                raise ConfigError(key.lower(), f"names topic {', '.join(map(repr, stray))}, "
+                                               f"which this query does not read (it reads "
+                                               f"{', '.join(topics) or 'no topic'})")
+
+
+def _check_named_partitions(options: TierlogOptions, topic: str, found: list[int]) -> None:
+    """Every partition of ``topic`` an offsets or timestamps JSON option names exists (Spark
+    fails on one it cannot assign)."""
+    for key, value in _named(options).items():
+        if not isinstance(value, dict) or topic not in value:
+            continue
+        missing = sorted(set(value[topic]) - set(found))
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f"{key} names partition {', '.join(map(str, missing))} of topic {topic!r}, "
+                f"which the tier at {options.url!r} does not hold; its partitions are "
+                f"{', '.join(map(str, found))}")
