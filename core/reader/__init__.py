@@ -13,7 +13,7 @@ from __future__ import annotations
 from tierlog.reader._arrow import HEADERS_TYPE, SCHEMA
 from tierlog.reader._catalog import ReadStats
 from tierlog.reader._planner import DEFAULT_SPLIT_BYTES, EARLIEST, LATEST
-from tierlog.reader._reader import RemoteTopicReader
+from tierlog.reader._reader import TIMESTAMP_STRATEGIES, RemoteTopicReader
 from tierlog.reader._split import (
     DEFAULT_BATCH_ROWS,
     ISOLATION_LEVELS,
@@ -33,6 +33,7 @@ __all__ = [
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "SCHEMA",
+    "TIMESTAMP_STRATEGIES",
     "ReadSplit",
     "ReadStats",
     "RemoteTopicReader",
