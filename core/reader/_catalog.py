@@ -20,6 +20,7 @@ from tierlog.remote.manifest import load_partition, remote_partitions
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
 from tierlog.remote.object_store import RequestStats
 from tierlog.remote.options import filesystem_kwargs
+from tierlog.remote.tail_manifest import TailManifest, read_tail_manifest
 from tierlog.remote.topics import newest_incarnation, topic_partitions
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "get_optional",
     "newest_incarnation",
     "open_tier",
+    "published_tail",
     "remote_partitions",
     "segment_chain",
     "topic_partitions",
@@ -62,6 +64,13 @@ def get_optional(tier: RemoteTier, path: str) -> bytes | None:
         return tier.get_bytes(path)
     except RemoteResourceNotFoundError:
         return None
+
+
+def published_tail(tier: RemoteTier, tip: TopicIdPartition) -> TailManifest | None:
+    """The partition's published tail (``_tail.json``, one GET), None without one. Read it
+    BEFORE the segment chain: the tail covers from the committed end it saw, which only
+    grows, so a chain read afterwards leaves no gap before it."""
+    return read_tail_manifest(tier, tip)
 
 
 @dataclass(frozen=True, slots=True)

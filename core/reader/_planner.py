@@ -19,7 +19,8 @@ from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
 from tierlog.records.batch import HEADER_SIZE
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key, tail_object_key
+from tierlog.remote.tail_manifest import TailManifest, TailObject
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,15 @@ class _Region:
 
 
 class PartitionPlanner:
-    """Plans the splits of one partition from its segment chain. Fetches each index object it
-    needs once (one GET each). Not thread-safe; cheap to create."""
+    """Plans the splits of one partition from its segment chain, then its published tail
+    (``tail``: the tail manifest, read BEFORE the chain so that the two leave no gap: the
+    committed end only grows, and a tail covers from the committed end it saw). Fetches each
+    index object it needs once (one GET each). Not thread-safe; cheap to create."""
 
     def __init__(self, tier: RemoteTier, url: str, storage_options: Mapping[str, Any],
                  tip: TopicIdPartition, chain: list[ChainLink], *, split_bytes: int,
-                 batch_rows: int, verify_crc: bool, fail_on_data_loss: bool) -> None:
+                 batch_rows: int, verify_crc: bool, fail_on_data_loss: bool,
+                 tail: TailManifest | None = None) -> None:
         self.tier = tier
         self.url = url
         self.storage_options = dict(storage_options)
@@ -83,6 +87,7 @@ class PartitionPlanner:
         self.batch_rows = batch_rows
         self.verify_crc = verify_crc
         self.fail_on_data_loss = fail_on_data_loss
+        self.tail = tail
         self._offset_indexes: dict[str, OffsetIndexView] = {}
         self._time_indexes: dict[str, TimeIndexView] = {}
         self._stable_end: int | None = None
@@ -90,13 +95,35 @@ class PartitionPlanner:
     # -- offsets ------------------------------------------------------------------------
 
     @property
+    def chain_end(self) -> int:
+        """One past the last offset of the committed segments."""
+        return self.chain[-1].last_offset + 1 if self.chain else 0
+
+    @property
+    def tail_objects(self) -> tuple[TailObject, ...]:
+        """The tail objects holding offsets past the committed segments."""
+        if self.tail is None:
+            return ()
+        return tuple(o for o in self.tail.objects if o.end_offset > self.chain_end)
+
+    @property
     def earliest(self) -> int:
-        return self.chain[0].first_offset if self.chain else 0
+        tail = self.tail_objects
+        if self.chain:
+            first = self.chain[0].first_offset
+        elif tail:
+            first = tail[0].first_offset
+        else:
+            first = self.tier_end
+        if self.tail is not None:  # DeleteRecords/retention the segment manifest lags
+            first = min(max(first, self.tail.log_start_offset), self.tier_end)
+        return first
 
     @property
     def tier_end(self) -> int:
-        """One past the last offset in the tier."""
-        return self.chain[-1].last_offset + 1 if self.chain else 0
+        """One past the last offset in the tier: the committed segments' end, or the
+        published tail's high watermark beyond it."""
+        return max(self.chain_end, self.tail.high_watermark if self.tail else 0)
 
     def latest(self, isolation_level: str) -> int:
         """The end of what ``isolation_level`` may read: the tier's end, or under
@@ -114,6 +141,10 @@ class PartitionPlanner:
         ``currentTxnFirstOffset`` for its producer. Its outcome is not in the tier, so a
         read_committed reader stops before it, as a consumer stops at the LSO.
         """
+        if self._stable_end is None and self.tail is not None \
+                and self.tail.last_stable_offset >= self.chain_end:
+            # The tail's last stable offset is newer than anything the chain can say.
+            self._stable_end = self.tail.last_stable_offset
         if self._stable_end is None:
             if not self.chain:
                 self._stable_end = 0
@@ -128,7 +159,7 @@ class PartitionPlanner:
                 )
             open_firsts = [e.current_txn_first_offset for e in decode_snapshot(data, path)
                            if e.current_txn_first_offset >= 0]
-            self._stable_end = min([self.tier_end, *open_firsts])
+            self._stable_end = min([self.chain_end, *open_firsts])
         return self._stable_end
 
     def _resolve_start(self, start: int, latest: int) -> int:
@@ -185,7 +216,8 @@ class PartitionPlanner:
 
     def plan(self, request: PartitionRequest) -> list[ReadSplit]:
         """The splits reading ``request``, in offset order (empty when nothing matches)."""
-        if not self.chain:
+        tail = self.tail_objects
+        if not self.chain and not tail:
             return []
         latest = self.latest(request.isolation_level)
         start = self._resolve_start(request.start, latest)
@@ -195,25 +227,36 @@ class PartitionPlanner:
         stop: tuple[str, int] | None = None
         if request.start_timestamp is not None:
             i = self._first_link_reaching(request.start_timestamp, links)
-            if i is None:
-                return []
-            start, _ = self._timestamp_region(links[i], request.start_timestamp)
-            seek = (links[i].segment.segment_id, request.start_timestamp)
+            if i is not None:
+                start, _ = self._timestamp_region(links[i], request.start_timestamp)
+                seek = (links[i].segment.segment_id, request.start_timestamp)
+            else:
+                obj = _first_object_reaching(request.start_timestamp, tail)
+                if obj is None:
+                    return []
+                start = max(obj.first_offset, self.chain_end)
+                seek = (obj.name, request.start_timestamp)
         if request.end_timestamp is not None:
             i = self._first_link_reaching(request.end_timestamp, links)
             if i is not None:
                 _, reaching = self._timestamp_region(links[i], request.end_timestamp)
                 end = min(end, links[i].last_offset + 1 if reaching is None else reaching + 1)
                 stop = (links[i].segment.segment_id, request.end_timestamp)
+            elif (obj := _first_object_reaching(request.end_timestamp, tail)) is not None:
+                end = min(end, obj.end_offset)
+                stop = (obj.name, request.end_timestamp)
         if request.min_offset is not None:
             start = max(start, request.min_offset)
         if request.max_offset is not None:
             end = min(end, request.max_offset + 1)
         if request.min_timestamp is not None:
             i = self._first_link_reaching(request.min_timestamp, links)
-            if i is None:
+            if i is not None:
+                start = max(start, self._timestamp_region(links[i], request.min_timestamp)[0])
+            elif (obj := _first_object_reaching(request.min_timestamp, tail)) is not None:
+                start = max(start, obj.first_offset)
+            else:
                 return []
-            start = max(start, self._timestamp_region(links[i], request.min_timestamp)[0])
         if start >= end:
             return []
         aborted: tuple[tuple[int, int, int], ...] = ()
@@ -224,6 +267,11 @@ class PartitionPlanner:
             lo, hi = max(start, link.first_offset), min(end, link.last_offset + 1)
             if lo < hi:
                 splits += self._link_splits(link, lo, hi, request, aborted, seek, stop)
+        for obj in tail:
+            lo = max(start, obj.first_offset, self.chain_end)
+            hi = min(end, obj.end_offset)
+            if lo < hi:
+                splits.append(self._tail_split(obj, lo, hi, request, aborted, seek, stop))
         log.debug("%s: %d splits for offsets [%d, %d)", self.tip, len(splits), start, end)
         return splits
 
@@ -279,6 +327,27 @@ class PartitionPlanner:
             for a, b in itertools.pairwise(bounds)
         ]
 
+    def _tail_split(
+        self, obj: TailObject, lo: int, hi: int, request: PartitionRequest,
+        aborted: tuple[tuple[int, int, int], ...],
+        seek: tuple[str, int] | None, stop: tuple[str, int] | None,
+    ) -> ReadSplit:
+        """One split reading a whole tail object (whole batches; offsets outside
+        ``[lo, hi)`` are dropped by the split)."""
+        return ReadSplit(
+            url=self.url, storage_options=self.storage_options, topic=self.tip.topic,
+            partition=self.tip.partition,
+            log_path=self.tier.path(tail_object_key(self.tip, obj.name)),
+            byte_start=0, byte_end=obj.size, start_offset=lo, end_offset=hi,
+            isolation_level=request.isolation_level,
+            aborted=tuple(t for t in aborted if t[2] >= lo and t[1] < hi),
+            seek_timestamp=seek[1] if seek and seek[0] == obj.name else None,
+            stop_timestamp=stop[1] if stop and stop[0] == obj.name else None,
+            min_timestamp=request.min_timestamp, batch_rows=self.batch_rows,
+            verify_crc=self.verify_crc, segment_first_offset=obj.first_offset,
+            segment_last_offset=obj.end_offset - 1, anchor_offset=None, fetch_end=obj.size,
+        )
+
     def _aborted_txns(self, start: int, end: int) -> tuple[tuple[int, int, int], ...]:
         """Aborted transactions touching ``[start, end)``, collected as every read path
         collects them (``tierlog.index.aborted_txns``): from the transaction indexes of the
@@ -297,3 +366,10 @@ class PartitionPlanner:
             # error, not an empty one (that would return aborted records).
             path = self.tier.path(segment_object_key(link.segment, IndexType.TRANSACTION.suffix))
             yield AbortedTxnList(decode_aborted_txns(self.tier.get_bytes(path), path))
+        if self.tail is not None:  # ABORT markers published in the tail
+            yield AbortedTxnList(self.tail.aborted)
+
+
+def _first_object_reaching(timestamp: int, objects: tuple[TailObject, ...]) -> TailObject | None:
+    """The first tail object holding a record stamped ``timestamp`` or later."""
+    return next((o for o in objects if o.max_timestamp >= timestamp), None)

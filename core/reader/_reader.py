@@ -17,6 +17,7 @@ from tierlog.reader._catalog import (
     ChainLink,
     ReadStats,
     open_tier,
+    published_tail,
     remote_partitions,
     segment_chain,
     topic_partitions,
@@ -133,6 +134,23 @@ class RemoteTopicReader:
             return 0, 0
         planner = self._planner(tip, DEFAULT_BATCH_ROWS)
         return planner.earliest, planner.latest(isolation_level)
+
+    def latest_offsets(self, topic: str, *, isolation_level: str = READ_UNCOMMITTED,
+                       topic_id: str | None = None) -> dict[int, int]:
+        """Each partition's published end (exclusive) for ``isolation_level``: with tail
+        publishing, one GET of the partition's ``_tail.json`` (its high watermark, or last
+        stable offset under read_committed); without, the committed segments' end as
+        ``offset_range`` says. A stream's ``latestOffset``."""
+        PartitionRequest(isolation_level=isolation_level)  # checks the level
+        out: dict[int, int] = {}
+        for p, tip in sorted(topic_partitions(self._tier, topic, topic_id).items()):
+            tail = published_tail(self._tier, tip)
+            if tail is not None:
+                out[p] = tail.published_end(isolation_level != READ_UNCOMMITTED)
+            else:
+                out[p] = self.offset_range(topic, p, isolation_level=isolation_level,
+                                           topic_id=tip.topic_id)[1]
+        return out
 
     # -- reading --------------------------------------------------------------------------
 
@@ -291,7 +309,8 @@ class RemoteTopicReader:
         return segment_chain(self._tier, tip, verify=self.verify_manifest)
 
     def _planner(self, tip: TopicIdPartition, batch_rows: int) -> PartitionPlanner:
+        tail = published_tail(self._tier, tip)  # before the chain (see published_tail)
         return PartitionPlanner(
             self._tier, self.url, self.storage_options, tip, self._chain(tip),
             split_bytes=self.split_bytes, batch_rows=batch_rows, verify_crc=self.verify_crc,
-            fail_on_data_loss=self.fail_on_data_loss)
+            fail_on_data_loss=self.fail_on_data_loss, tail=tail)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+_FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 _DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 CACHE_FILE_SUFFIX = ".json"
@@ -105,6 +106,11 @@ class PartitionMetadataStore:
 
     def _stored_update(self, new: RemoteLogSegmentMetadata, manifest: PartitionManifest) -> None:
         """Persist a segment's new state; ``manifest`` is the partition after it."""
+
+    def _stored_finish(self, news: Sequence[RemoteLogSegmentMetadata],
+                       manifest: PartitionManifest) -> None:
+        """Persist several segments' COPY_SEGMENT_FINISHED as one change; ``manifest`` is
+        the partition after it."""
 
     def _stored_log_start(self, manifest: PartitionManifest) -> None:
         """Persist a raised log start offset; ``manifest`` is the partition after it."""
@@ -180,6 +186,35 @@ class PartitionMetadataStore:
                 cache.apply(new)
             self._save_local(part)
         log.debug("remote segment %s is now %s", new.remote_log_segment_id, new.state.name)
+
+    def finish_remote_log_segments(self, tip: TopicIdPartition,
+                                   updates: Sequence[RemoteLogSegmentMetadataUpdate]) -> None:
+        """Move several COPY_SEGMENT_STARTED segments of ``tip`` to COPY_SEGMENT_FINISHED as
+        one change (``_stored_finish``), so readers see all of them or none: a backfill
+        job's commit. With no updates the partition's (empty) manifest is written, which
+        makes a new partition exist. RemoteResourceNotFoundError for an unknown segment,
+        ValueError for another state or partition."""
+        part = self._partition(tip)
+        with part.write_lock:
+            cache = self._loaded(part)
+            news: list[RemoteLogSegmentMetadata] = []
+            for update in updates:
+                existing = cache.get(update.remote_log_segment_id.id)
+                if update.state is not _FINISHED or update.topic_id_partition != tip:
+                    raise ValueError(f"{update.remote_log_segment_id}: only "
+                                     f"{_FINISHED.name} updates of {tip} finish together")
+                if existing is None:
+                    raise RemoteResourceNotFoundError(
+                        f"no remote log segment metadata for {update.remote_log_segment_id}")
+                news.append(existing.create_with_update(update))
+            ids = {m.segment_id for m in news}
+            after = [s for s in cache.segments() if s.segment_id not in ids] + news
+            self._stored_finish(news, part.manifest(after))
+            with part.lock:
+                for new in news:
+                    cache.apply(new)
+            self._save_local(part)
+        log.debug("%s: %d remote segments finished together", tip, len(news))
 
     def update_log_start_offset(self, tip: TopicIdPartition, offset: int) -> None:
         """Record the partition's log start offset (Kafka's remote log start offset), which
@@ -368,6 +403,15 @@ class RemoteLogMetadataManager(PartitionMetadataStore):
         else:
             self._tier.put_bytes(new.to_json().encode(), object_path)
             self._write_manifest(manifest)
+
+    def _stored_finish(self, news: Sequence[RemoteLogSegmentMetadata],
+                       manifest: PartitionManifest) -> None:
+        """The manifest first: its one atomic replace is the commit point (its entries win
+        over the ``_metadata/`` objects it names, which still say COPY_SEGMENT_STARTED until
+        they are rewritten after it), so readers see every new segment or none."""
+        self._write_manifest(manifest)
+        for new in news:
+            self._tier.put_bytes(new.to_json().encode(), self._tier.path(metadata_object_key(new)))
 
     def _stored_log_start(self, manifest: PartitionManifest) -> None:
         self._write_manifest(manifest)

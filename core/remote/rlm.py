@@ -8,6 +8,7 @@ start offset and ``offset_for_timestamp`` go through it transparently.
 from __future__ import annotations
 
 import logging
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from tierlog.remote.api import (
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.ownership import record_owner, tier_of
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.tail import TAIL_MS, TailPublisher
@@ -114,6 +116,10 @@ class RemoteLogManager:
     def attach(self, log_: TieredLog) -> None:
         """Give a tiered log its remote reader and what the tier already holds of it."""
         tip = topic_id_partition(log_)
+        tier = tier_of(self.rlmm) or tier_of(self.rsm)
+        if tier is not None:  # a backfill must not write the partition behind our back
+            record_owner(tier, tip, f"LogManager on {socket.gethostname()}:"
+                         f"{log_.directory.parent}", self._time_ms())
         copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
         highest = max((m.end_offset for m in copied), default=-1)
         log_.attach_remote(RemoteLogReader(self, log_), highest)
