@@ -35,8 +35,8 @@ from tierlog.remote.api import (
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
-from tierlog.remote.ownership import record_owner, tier_of
 from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.ownership import record_owner, tier_of
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.tail import TAIL_MS, TailPublisher
 
