@@ -32,6 +32,11 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
+            "tierlog.reader._columnar",
+            sources=["core/reader/_columnar.c"],
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
             "tierlog.records._plain_batch_write",
             sources=["core/records/_plain_batch_write.c"],
             depends=["core/records/_plain_batch_write.h"],

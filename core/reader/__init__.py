@@ -10,7 +10,7 @@ table = reader.read_table("orders", isolation_level="read_committed")
 
 from __future__ import annotations
 
-from tierlog.reader._arrow import HEADERS_TYPE, SCHEMA
+from tierlog.reader._arrow import HEADERS_TYPE, SCHEMA, SCHEMA_NO_HEADERS, schema
 from tierlog.reader._catalog import ReadStats
 from tierlog.reader._planner import DEFAULT_SPLIT_BYTES, EARLIEST, LATEST
 from tierlog.reader._reader import TIMESTAMP_STRATEGIES, RemoteTopicReader
@@ -33,9 +33,11 @@ __all__ = [
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "SCHEMA",
+    "SCHEMA_NO_HEADERS",
     "TIMESTAMP_STRATEGIES",
     "ReadSplit",
     "ReadStats",
     "RemoteTopicReader",
     "read_split",
+    "schema",
 ]

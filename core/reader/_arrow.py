@@ -1,25 +1,23 @@
-"""The Arrow schema of Spark's Kafka source, and the column builder that turns decoded
-records into ``pyarrow.RecordBatch`` objects of that schema.
+"""The Arrow schemas of Spark's Kafka source (with and without headers), and the column builder
+that decodes record batches straight into ``pyarrow.RecordBatch`` objects of them.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
+from array import array
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from tierlog.records import Record
+from tierlog.reader._columnar_codec import COLUMNS, OFFSET_COLUMNS, decode_batch
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 _MS_TYPE = pa.timestamp("ms", tz="UTC")
 
-#: Spark's Kafka source schema (with headers), as Arrow: binary (not large_binary), int32
-#: partition and timestampType, microsecond UTC timestamps, headers null when a record has none.
-SCHEMA = pa.schema([
+#: Spark's Kafka source schema without headers (its ``includeHeaders`` false): binary (not
+#: large_binary), int32 partition and timestampType, microsecond UTC timestamps.
+SCHEMA_NO_HEADERS = pa.schema([
     pa.field("key", pa.binary()),
     pa.field("value", pa.binary()),
     pa.field("topic", pa.string()),
@@ -27,65 +25,100 @@ SCHEMA = pa.schema([
     pa.field("offset", pa.int64()),
     pa.field("timestamp", TIMESTAMP_TYPE),
     pa.field("timestampType", pa.int32()),
-    pa.field("headers", HEADERS_TYPE),
 ])
+#: Spark's Kafka source schema with headers, null when a record has none.
+SCHEMA = SCHEMA_NO_HEADERS.append(pa.field("headers", HEADERS_TYPE))
+
+#: A built RecordBatch's binary data stays below this (Arrow's binary offsets are int32); one
+#: Kafka batch (at most 64 MiB decompressed) always fits after it.
+MAX_DATA_BYTES = 1 << 30
+
+(KEY_VALID, KEY_OFFS, KEY_DATA, VAL_VALID, VAL_OFFS, VAL_DATA, OFFSET, TIMESTAMP, TS_TYPE,
+ HDR_VALID, HDR_OFFS, HK_OFFS, HK_DATA, HV_VALID, HV_OFFS, HV_DATA) = range(len(COLUMNS))
+
+
+def schema(include_headers: bool = True) -> pa.Schema:
+    """``SCHEMA`` (8 columns) or, without headers, ``SCHEMA_NO_HEADERS`` (7 columns)."""
+    return SCHEMA if include_headers else SCHEMA_NO_HEADERS
 
 
 class ColumnBuilder:
-    """Accumulates records of one topic-partition column by column (plain lists, no per-row
-    objects) and builds a RecordBatch of ``SCHEMA`` from them. Not thread-safe."""
+    """Decodes the records of batches of one topic-partition into Arrow buffers (C or pure
+    Python, see ``_columnar_codec``) and builds RecordBatches of ``schema(include_headers)`` from
+    them without per-row Python work. Not thread-safe."""
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, include_headers: bool = True) -> None:
         self.topic = topic
         self.partition = partition
+        self.include_headers = include_headers
+        self.schema = schema(include_headers)
         self._clear()
 
     def _clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.timestamp_types: list[int] = []
-        self.headers: list[Sequence[tuple[str, bytes | None]]] = []
+        # Fresh buffers: the Arrow arrays of the last build keep the old ones.
+        self.columns = [bytearray(4) if c in OFFSET_COLUMNS else bytearray()
+                        for c in range(len(COLUMNS))]
+        self.used = array("q", (4 if c in OFFSET_COLUMNS else 0 for c in range(len(COLUMNS))))
+        self.rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self.rows
 
-    def add(self, records: Sequence[Record], timestamp_type: int) -> None:
-        """Append decoded records (all from one batch, so one timestamp type)."""
-        self.keys += [r.key for r in records]
-        self.values += [r.value for r in records]
-        self.offsets += [r.offset for r in records]
-        self.timestamps += [r.timestamp for r in records]  # type: ignore[misc]
-        self.headers += [r.headers for r in records]
-        self.timestamp_types += [timestamp_type] * len(records)
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of key, value and header data added since the last build."""
+        used = self.used
+        return used[KEY_DATA] + used[VAL_DATA] + used[HK_DATA] + used[HV_DATA]
+
+    def add(self, data: object, position: int, end: int, count: int, base_offset: int,
+            base_timestamp: int, timestamp_type: int, log_append_time: int | None,
+            start_offset: int, end_offset: int, min_timestamp: int) -> int:
+        """Decode the ``count`` records of one batch's uncompressed records section
+        ``data[position:end]`` and add those with an offset in ``[start_offset, end_offset)``
+        stamped at or after ``min_timestamp`` (every record carries ``log_append_time`` when it
+        is not None); returns how many were added. CorruptRecordError names the record and
+        byte of bad framing; nothing of the batch is then added."""
+        added: int = decode_batch(self.columns, self.used, data, position, end, count,
+                                  base_offset, base_timestamp, timestamp_type, log_append_time,
+                                  start_offset, end_offset, min_timestamp, self.include_headers)
+        self.rows += added
+        return added
 
     def build(self) -> pa.RecordBatch:
         """A RecordBatch of everything added since the last build; the builder is emptied."""
-        n = len(self.offsets)
+        n = self.rows
+        buf = self._buffer
         columns = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
+            _binary(pa.binary(), n, buf(KEY_VALID), buf(KEY_OFFS), buf(KEY_DATA)),
+            _binary(pa.binary(), n, buf(VAL_VALID), buf(VAL_OFFS), buf(VAL_DATA)),
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.int64()).cast(_MS_TYPE).cast(TIMESTAMP_TYPE),
-            pa.array(self.timestamp_types, pa.int32()),
-            _headers_array(self.headers),
+            pa.Array.from_buffers(pa.int64(), n, [None, buf(OFFSET)]),
+            pa.Array.from_buffers(_MS_TYPE, n, [None, buf(TIMESTAMP)]).cast(TIMESTAMP_TYPE),
+            pa.Array.from_buffers(pa.int32(), n, [None, buf(TS_TYPE)]),
         ]
+        if self.include_headers:
+            entries = self.used[HK_OFFS] // 4 - 1
+            header = pa.Array.from_buffers(HEADER_TYPE, entries, [None], children=[
+                _binary(pa.string(), entries, None, buf(HK_OFFS), buf(HK_DATA)),
+                _binary(pa.binary(), entries, buf(HV_VALID), buf(HV_OFFS), buf(HV_DATA)),
+            ])
+            columns.append(pa.Array.from_buffers(
+                HEADERS_TYPE, n, [_validity(buf(HDR_VALID)), buf(HDR_OFFS)], children=[header]))
         self._clear()
-        return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _buffer(self, column: int) -> pa.Buffer:
+        """The used part of a column buffer, as an Arrow buffer over the same memory."""
+        return pa.py_buffer(self.columns[column])[:self.used[column]]
 
 
-def _headers_array(per_record: list[Sequence[tuple[str, bytes | None]]]) -> pa.Array:
-    """``list<struct<key, value>>``, null for a record without headers (as Spark's source)."""
-    lengths = list(map(len, per_record))
-    flat = [header for headers in per_record for header in headers]
-    if not flat:
-        return pa.nulls(len(per_record), HEADERS_TYPE)
-    entries = pa.StructArray.from_arrays(
-        [pa.array([h[0] for h in flat], pa.string()), pa.array([h[1] for h in flat], pa.binary())],
-        fields=list(HEADER_TYPE))
-    offsets = pa.array([0, *itertools.accumulate(lengths)], pa.int32())
-    empty = pc.equal(pa.array(lengths, pa.int32()), 0)
-    return pa.ListArray.from_arrays(offsets, entries, type=HEADERS_TYPE, mask=empty)
+def _binary(type_: pa.DataType, n: int, valid: pa.Buffer | None, offsets: pa.Buffer,
+            data: pa.Buffer) -> pa.Array:
+    """A binary or string array of ``n`` rows from its buffers (no validity: no nulls)."""
+    return pa.Array.from_buffers(type_, n, [_validity(valid), offsets, data])
+
+
+def _validity(bitmap: pa.Buffer | None) -> pa.Buffer | None:
+    """A validity bitmap, or None for an empty one (no rows)."""
+    return None if bitmap is None or bitmap.size == 0 else bitmap

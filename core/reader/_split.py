@@ -10,10 +10,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from tierlog.errors import CorruptRecordError
 from tierlog.fetch import AbortedTracker
-from tierlog.reader._arrow import ColumnBuilder
+from tierlog.reader._arrow import MAX_DATA_BYTES, ColumnBuilder
 from tierlog.reader._catalog import open_tier
 from tierlog.records import Record, iter_batches
+from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, RecordBatch
+from tierlog.records.compression import NONE, ZSTD, codec_name, decompress_into
 from tierlog.remote.integrity import check_batch_offsets
 from tierlog.remote.object_store import RequestStats
 
@@ -21,6 +24,7 @@ READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 DEFAULT_BATCH_ROWS = 65_536
+_INT64_MIN = -(1 << 63)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,8 @@ class ReadSplit:
     fetch_end: int | None = None
     """Where the GET ends (default ``byte_end``): the next batch's header is fetched too, so
     the last batch returned is checked against it."""
+    include_headers: bool = True
+    """Decode the ``headers`` column (``SCHEMA``); False skips it (``SCHEMA_NO_HEADERS``)."""
 
     @property
     def size_in_bytes(self) -> int:
@@ -84,9 +90,11 @@ def _first_at_or_after(records: list[Record], timestamp: int) -> int | None:
 
 def read_split(split: ReadSplit, *, stats: RequestStats | None = None
                ) -> Iterator[pa.RecordBatch]:
-    """The split's records as RecordBatches of ``SCHEMA`` (about ``batch_rows`` rows each, cut
-    between Kafka batches): one ranged GET, every codec decompressed, control records skipped,
-    CRCs checked."""
+    """The split's records as RecordBatches of ``schema(split.include_headers)`` (about
+    ``batch_rows`` rows each, cut between Kafka batches): one ranged GET, every codec
+    decompressed (into one buffer kept across batches), control records skipped, CRCs checked.
+    Records are decoded straight into Arrow buffers (``ColumnBuilder``); only per-batch
+    decisions are taken here."""
     if split.byte_end <= split.byte_start or split.end_offset <= split.start_offset:
         return
     tier = open_tier(split.url, split.storage_options, stats)
@@ -97,7 +105,8 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
                         last_offset=split.segment_last_offset, anchor=split.anchor_offset,
                         position=split.byte_start)
     data = memoryview(fetched)[:split.byte_end - split.byte_start]
-    builder = ColumnBuilder(split.topic, split.partition)
+    builder = ColumnBuilder(split.topic, split.partition, split.include_headers)
+    scratch = bytearray()
     tracker: AbortedTracker | None = None
     start, end = split.start_offset, split.end_offset
     seek, stop, min_ts = split.seek_timestamp, split.stop_timestamp, split.min_timestamp
@@ -106,13 +115,12 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
             break
         if split.verify_crc:
             batch.ensure_valid()
-        records: list[Record] | None = None
         # Timestamps resolve to offsets as Kafka's offsetsForTimes does, over every record
         # from where the planner began the range (the time index says none before is late
-        # enough); the offset bounds and row filters apply afterwards.
+        # enough); the offset bounds and row filters apply afterwards. Only the batch holding
+        # such a boundary is decoded into Records.
         if stop is not None and batch.max_timestamp >= stop:
-            records = batch.records()
-            found = _first_at_or_after(records, stop)
+            found = _first_at_or_after(batch.records(), stop)
             if found is not None:
                 end, stop = found, None
                 if batch.base_offset >= end:
@@ -120,8 +128,7 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
         if seek is not None:
             if batch.max_timestamp < seek:
                 continue
-            records = records if records is not None else batch.records()
-            found = _first_at_or_after(records, seek)
+            found = _first_at_or_after(batch.records(), seek)
             if found is None:
                 continue
             start, seek = max(start, found), None
@@ -137,14 +144,39 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
                 continue
         if batch.is_control:
             continue
-        if records is None:
-            records = batch.records()
-        if batch.base_offset < start or batch.last_offset >= end:
-            records = [r for r in records if start <= r.offset < end]
-        if min_ts is not None:
-            records = [r for r in records if r.timestamp >= min_ts]  # type: ignore[operator]
-        builder.add(records, batch.timestamp_type)
-        if len(builder) >= split.batch_rows:
+        _add_batch(builder, batch, data, scratch, split.log_path, split.byte_start, start, end,
+                   _INT64_MIN if min_ts is None else min_ts)
+        if len(builder) >= split.batch_rows or builder.data_bytes >= MAX_DATA_BYTES:
             yield builder.build()
     if len(builder):
         yield builder.build()
+
+
+def _add_batch(builder: ColumnBuilder, batch: RecordBatch, data: memoryview, scratch: bytearray,
+               log_path: str, byte_start: int, start: int, end: int, min_ts: int) -> None:
+    """Decompress (into ``scratch``) and decode one data batch's records into ``builder``,
+    those in ``[start, end)`` stamped at or after ``min_ts``. CorruptRecordError names the
+    object, the batch and the record."""
+    count = batch.record_count
+    if count == 0:
+        return
+    codec = batch.compression
+    if codec > ZSTD:
+        batch.records()  # raises the CorruptRecordError that names the unknown codec
+    position = batch.position + HEADER_SIZE
+    section_end = batch.position + batch.size_in_bytes
+    log_append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    try:
+        if codec == NONE:
+            records, records_start, records_end = data, position, section_end
+        else:
+            with data[position:section_end] as section:
+                records_end = decompress_into(codec, section, scratch)
+            records, records_start = scratch, 0
+        builder.add(records, records_start, records_end, count, batch.base_offset,
+                    batch.base_timestamp, batch.timestamp_type, log_append_time, start, end,
+                    min_ts)
+    except CorruptRecordError as e:
+        note = f" ({codec_name(codec)})" if codec != NONE else ""
+        raise type(e)(f"{log_path}: batch at offset {batch.base_offset} (position "
+                      f"{byte_start + batch.position}){note}: {e}") from e

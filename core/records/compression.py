@@ -1,7 +1,8 @@
 """Record batch compression: codec ids and names, each codec framed as Kafka's Java client does.
 
 Every codec runs on cramjam; the snappy and lz4 framing is written here to match Kafka's bytes.
-:func:`decompress` is the one place a batch's records are decompressed, and it is bounded.
+:func:`decompress` (and :func:`decompress_into`, into a buffer kept across batches) is the one
+place a batch's records are decompressed, and it is bounded.
 """
 
 from __future__ import annotations
@@ -129,44 +130,67 @@ def decompress(codec: int, data: Buffer,
     reached instead of being expanded first and measured after: DecompressionLimitError.
     Bad input raises CorruptRecordError.
     """
+    out = bytearray()
+    written = decompress_into(codec, data, out, max_bytes)
+    with memoryview(out) as view, view[:written] as used:
+        return bytes(used)
+
+
+def decompress_into(codec: int, data: Buffer, out: bytearray,
+                    max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> int:
+    """:func:`decompress` into ``out``, a buffer kept across calls (grown as needed, never past
+    ``max_bytes``): returns how many of its first bytes hold the records. For a reader that
+    decompresses batch after batch without a new buffer each time; same bound, same errors.
+    ``out`` must not be exported (no live memoryview of it) while this runs.
+    """
     codec = codec_id(codec)
     try:
         if codec == GZIP:
-            return _bounded(cramjam.gzip, data, max_bytes, _gzip_size(memoryview(data)))
+            return _bounded(cramjam.gzip, data, max_bytes, out, _gzip_size(memoryview(data)))
         if codec == SNAPPY:
-            return _xerial_decompress(memoryview(data), max_bytes)
+            return _xerial_decompress(memoryview(data), max_bytes, out)
         if codec == LZ4:
-            return _lz4_frame_decompress(memoryview(data), max_bytes)
+            return _lz4_frame_decompress(memoryview(data), max_bytes, out)
         if codec == ZSTD:
-            return _bounded(cramjam.zstd, data, max_bytes, _zstd_content_size(memoryview(data)))
+            return _bounded(cramjam.zstd, data, max_bytes, out,
+                            _zstd_content_size(memoryview(data)))
     except cramjam.DecompressionError as e:
         raise CorruptRecordError(f"invalid {codec_name(codec)} data: {e}") from e
-    return bytes(data)
+    with memoryview(data) as view:
+        _ensure_size(out, len(view))
+        out[:len(view)] = view
+        return len(view)
 
 
-def _bounded(module: Any, data: Buffer, max_bytes: int, size_hint: int = 0) -> bytes:
-    """``module.decompress_into`` buffers of growing size, up to ``max_bytes``; cramjam stops
-    writing (and decompressing) when a buffer is full, so nothing beyond it is produced.
+def _ensure_size(out: bytearray, size: int) -> None:
+    """Grow ``out`` to at least ``size`` bytes (its contents are scratch)."""
+    if len(out) < size:
+        out.extend(bytes(size - len(out)))
 
-    The first buffer is ``size_hint`` (what the data says it expands to: a liar only costs
-    a retry) or a few times the input.
+
+def _bounded(module: Any, data: Buffer, max_bytes: int, out: bytearray, size_hint: int = 0
+             ) -> int:
+    """``module.decompress_into`` ``out`` grown in steps, up to ``max_bytes``: the bytes
+    written. cramjam stops writing (and decompressing) when the buffer is full, so nothing
+    beyond it is produced.
+
+    The first size is ``size_hint`` (what the data says it expands to: a liar only costs
+    a retry) or a few times the input, or all of ``out`` when it is already larger.
     """
     if size_hint <= 0:
         size_hint = max(_FIRST_GUESS_MIN, len(memoryview(data)) * _FIRST_GUESS_RATIO)
-    size = min(max_bytes, size_hint)
+    size = min(max_bytes, max(size_hint, len(out)))
     while True:
-        out = bytearray(size)
+        _ensure_size(out, size)
         try:
-            written = module.decompress_into(data, out)
+            with memoryview(out) as whole, whole[:size] as target:
+                return int(module.decompress_into(data, target))
         except cramjam.DecompressionError as e:
             if _OUTPUT_FULL not in str(e):
                 raise
             if size >= max_bytes:
                 raise _too_large(max_bytes) from None
             size = min(max_bytes, size * _GROWTH)
-            continue
-        with memoryview(out) as view, view[:written] as used:
-            return bytes(used)
 
 
 def _gzip_size(view: memoryview) -> int:
@@ -204,16 +228,36 @@ def _xerial_compress(view: memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_decompress(view: memoryview, max_bytes: int) -> bytes:
-    """A xerial stream, or (as Kafka's reader also accepts) one bare raw snappy block.
+def _xerial_decompress(view: memoryview, max_bytes: int, out: bytearray) -> int:
+    """A xerial stream, or (as Kafka's reader also accepts) one bare raw snappy block, into
+    ``out``: the bytes written.
 
     A raw block declares its length up front: the declared lengths are summed and checked
     against ``max_bytes`` before any block is decompressed (snappy allocates what it declares).
     """
-    if view[:len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        if _snappy_length(view) > max_bytes:
+    blocks = _xerial_blocks(view) if view[:len(XERIAL_MAGIC)] == XERIAL_MAGIC else [view]
+    sizes = []
+    declared = 0
+    for block in blocks:
+        sizes.append(_snappy_length(block))
+        declared += sizes[-1]
+        if declared > max_bytes:
             raise _too_large(max_bytes)
-        return bytes(cramjam.snappy.decompress_raw(view))
+    _ensure_size(out, declared)
+    written = 0
+    with memoryview(out) as whole:
+        for block, size in zip(blocks, sizes, strict=True):
+            with whole[written:written + size] as target:
+                got = int(cramjam.snappy.decompress_raw_into(block, target))
+            if got != size:
+                raise CorruptRecordError(
+                    f"snappy: a block declares {size} bytes but decompresses to {got}")
+            written += got
+    return written
+
+
+def _xerial_blocks(view: memoryview) -> list[memoryview]:
+    """The raw snappy blocks of a xerial stream (each ``int32 length | block``)."""
     total = len(view)
     if total < len(XERIAL_HEADER):
         raise CorruptRecordError(f"snappy: xerial header cut short ({total} bytes)")
@@ -231,12 +275,7 @@ def _xerial_decompress(view: memoryview, max_bytes: int) -> bytes:
             )
         blocks.append(view[position:position + length])
         position += length
-    declared = 0
-    for block in blocks:
-        declared += _snappy_length(block)
-        if declared > max_bytes:
-            raise _too_large(max_bytes)
-    return b"".join([cramjam.snappy.decompress_raw(block) for block in blocks])
+    return blocks
 
 
 def _snappy_length(block: memoryview) -> int:
@@ -271,8 +310,8 @@ def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_frame_decompress(view: memoryview, max_bytes: int) -> bytes:
-    """An LZ4 frame; checksums are verified, dependent (linked) blocks are refused as Kafka does."""
+def _lz4_frame_decompress(view: memoryview, max_bytes: int, out: bytearray) -> int:
+    """An LZ4 frame into ``out`` (the bytes written); checksums are verified, dependent (linked) blocks are refused as Kafka does."""
     if len(view) < 7 or view[:4] != LZ4_MAGIC:
         raise CorruptRecordError(f"lz4: not an LZ4 frame (starts {bytes(view[:4]).hex()})")
     flg = view[4]
@@ -282,7 +321,7 @@ def _lz4_frame_decompress(view: memoryview, max_bytes: int) -> bytes:
         raise CorruptRecordError(
             f"lz4: frame with dependent blocks (FLG {flg:#04x}); Kafka requires independent blocks"
         )
-    return _bounded(cramjam.lz4, view, max_bytes, _lz4_frame_bound(view, flg))
+    return _bounded(cramjam.lz4, view, max_bytes, out, _lz4_frame_bound(view, flg))
 
 
 def _lz4_frame_bound(view: memoryview, flg: int) -> int:
