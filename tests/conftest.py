@@ -90,21 +90,15 @@ def s3_options(s3_endpoint, monkeypatch):
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    from tierlog.spark import register
+    """``tierlog.spark.session``'s local session (the data source registered, Python errors on
+    the first line of Spark's message), on two cores."""
+    import tierlog.spark
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYSPARK_PYTHON", sys.executable)
         mp.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        session = (SparkSession.builder.master("local[2]").appName("tierlog-tests")
-                   .config("spark.sql.python.filterPushdown.enabled", "true")
-                   .config("spark.sql.shuffle.partitions", "2")
-                   .config("spark.sql.session.timeZone", "UTC")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .getOrCreate())
+        session = tierlog.spark.session("tierlog-tests", "local[2]",
+                                        **{"spark.sql.shuffle.partitions": "2"})
         session.sparkContext.setLogLevel("ERROR")
-        register(session)
         yield session
         session.stop()

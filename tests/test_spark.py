@@ -29,7 +29,7 @@ from pyspark.sql.datasource import (
 )
 from tier_builder import ISOLATIONS, BuiltTier, build_tier, records_of
 
-from tierlog.errors import ConfigError
+from tierlog.errors import ConfigError, TierNotFoundError
 from tierlog.plugins.local import create_remote_storage
 from tierlog.plugins.s3 import create_remote_storage as create_s3
 from tierlog.reader import RemoteTopicReader
@@ -46,6 +46,9 @@ def tier(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
 
 
 def load(spark: SparkSession, url: str, **options: str) -> Any:
+    """The DataFrame of ``options``, with headers (``records_of`` compares them) unless
+    ``includeHeaders`` is given."""
+    options.setdefault("includeHeaders", "true")
     reader = spark.read.format("tierlog").option("path", url)
     for key, value in options.items():
         reader = reader.option(key, value)
@@ -233,7 +236,7 @@ def test_pushed_bounds_narrow_conservatively() -> None:
 
 def test_pushdown_plans_fewer_bytes_and_returns_every_filter(tier: BuiltTier) -> None:
     source = TierlogDataSource({"path": tier.url, "subscribe": "orders",
-                                "filterpushdown": "true"})
+                                "filterpushdown": "true", "includeHeaders": "true"})
     full = TierlogDataSource({"path": tier.url, "subscribe": "orders"}).reader(None)
     pushed = source.reader(None)
     filters = [GreaterThanOrEqual(("offset",), 200), EqualTo(("partition",), 0)]
@@ -253,11 +256,13 @@ def test_pushdown_plans_fewer_bytes_and_returns_every_filter(tier: BuiltTier) ->
                                 if p == 0 and r.offset >= 200]
 
 
-def test_a_tier_without_the_topic_plans_nothing(tmp_path: Path) -> None:
+def test_a_path_without_a_tier_fails_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 13: a typo in ``path`` must not read as an empty topic (it planned nothing)."""
     (tmp_path / "tier").mkdir()
     source = TierlogDataSource({"path": str(tmp_path / "tier"), "subscribe": "nope"})
     reader = source.reader(None)
-    assert reader.partitions() == []
+    with pytest.raises(TierNotFoundError, match=r"^no tierlog remote tier at '.*tier'"):
+        reader.partitions()
     assert list(reader.read(type("P", (), {"value": None})())) == []
     assert RemoteTopicReader(str(tmp_path / "tier")).list_topics() == []
     assert os.listdir(tmp_path / "tier") == []

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from tierlog.errors import OffsetOutOfRangeError, TierNotFoundError, UnknownTopicOrPartitionError
-from tierlog.reader._arrow import SCHEMA
+from tierlog.reader._arrow import schema
 from tierlog.reader._catalog import (
     ChainLink,
     ReadStats,
@@ -170,6 +170,7 @@ class RemoteTopicReader:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         topic_id: str | None = None,
         timestamp_strategy: str = "latest",
+        include_headers: bool = True,
     ) -> list[ReadSplit]:
         """The ReadSplits of a read (see ``read``), in partition then offset order: one per
         remote segment, more for segments larger than ``split_bytes``. Fetches the metadata
@@ -193,6 +194,8 @@ class RemoteTopicReader:
             checked = self._checked(planner, request, timestamp_strategy)
             if checked is not None:
                 splits += planner.plan(checked)
+        if not include_headers:
+            splits = [replace(s, include_headers=False) for s in splits]
         return splits
 
     def read(
@@ -211,8 +214,10 @@ class RemoteTopicReader:
         batch_rows: int = DEFAULT_BATCH_ROWS,
         topic_id: str | None = None,
         timestamp_strategy: str = "latest",
+        include_headers: bool = True,
     ) -> Iterator[pa.RecordBatch]:
-        """The records of ``topic`` as RecordBatches of ``SCHEMA``, partition by partition.
+        """The records of ``topic`` as RecordBatches of ``SCHEMA``, partition by partition
+        (``SCHEMA_NO_HEADERS``, Spark's seven columns, with ``include_headers=False``).
 
         ``starting_offsets``: 'earliest' (default), 'latest', an offset, or a mapping of
         partition to offset (-2 earliest, -1 latest; partitions left out start at earliest).
@@ -235,7 +240,8 @@ class RemoteTopicReader:
                            ending_timestamp=ending_timestamp, min_offset=min_offset,
                            max_offset=max_offset, min_timestamp=min_timestamp,
                            isolation_level=isolation_level, batch_rows=batch_rows,
-                           topic_id=topic_id, timestamp_strategy=timestamp_strategy)
+                           topic_id=topic_id, timestamp_strategy=timestamp_strategy,
+                           include_headers=include_headers)
         for split in splits:
             yield from read_split(split, stats=self.stats)
 
@@ -243,7 +249,7 @@ class RemoteTopicReader:
                    **options: Any) -> pa.Table:
         """``read`` gathered into one Table (options as for ``read``)."""
         return pa.Table.from_batches(list(self.read(topic, partitions, **options)),
-                                     schema=SCHEMA)
+                                     schema=schema(options.get("include_headers", True)))
 
     # -- internals ----------------------------------------------------------------------
 
@@ -272,7 +278,7 @@ class RemoteTopicReader:
         name = f"{tip.topic}-{tip.partition}"
         ts = request.start_timestamp
         if ts is not None:
-            if any(link.segment.max_timestamp_ms >= ts for link in planner.chain):
+            if planner.reaches_timestamp(ts):
                 return request
             if timestamp_strategy == "error":
                 raise OffsetOutOfRangeError(
@@ -283,7 +289,7 @@ class RemoteTopicReader:
         if request.start < 0:
             return request
         earliest = planner.earliest
-        if request.start < earliest and planner.chain:
+        if request.start < earliest and planner.has_data:
             message = (f"{name}: starting offset {request.start} is below the earliest offset "
                        f"in the tier, {earliest}: offsets {request.start} to {earliest - 1} "
                        f"were deleted (retention or DeleteRecords)")

@@ -24,9 +24,9 @@ from tierlog.reader import (
     ISOLATION_LEVELS,
     LATEST,
     READ_UNCOMMITTED,
+    TIMESTAMP_STRATEGIES,
     RemoteTopicReader,
 )
-from tierlog.reader import TIMESTAMP_STRATEGIES as TIMESTAMP_STRATEGIES
 from tierlog.remote.api import TopicIdPartition
 from tierlog.remote.options import (
     SPARK_PREFIXES,

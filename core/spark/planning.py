@@ -75,7 +75,7 @@ def _plan(options: TierlogOptions, bounds: PushedBounds | None, split_bytes: int
             max_offset=None if bounds is None else bounds.max_offset,
             min_timestamp=None if bounds is None else bounds.min_timestamp,
             isolation_level=o.isolation_level, batch_rows=o.batch_rows, topic_id=topic_id,
-            timestamp_strategy=o.timestamp_strategy)
+            timestamp_strategy=o.timestamp_strategy, include_headers=o.include_headers)
     log.info("%s: %d splits, %d bytes of segments to read", o.url, len(splits),
              sum(s.size_in_bytes for s in splits))
     return splits

@@ -9,10 +9,13 @@ import sys
 from typing import Any
 
 #: Settings a local session gets unless the caller passes its own: Python data source filter
-#: pushdown (off in Spark by default; ``filterPushdown=true`` needs it), UTC session time, no
-#: UI or progress bars, few shuffle partitions for a machine's cores.
+#: pushdown (off in Spark by default; ``filterPushdown=true`` needs it), Python errors without
+#: their traceback (Spark shows a data source's error after "Failed to ...: "; with the
+#: traceback that first line says only "Traceback (most recent call last):"), UTC session
+#: time, no UI or progress bars, few shuffle partitions for a machine's cores.
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.execution.pyspark.udf.hideTraceback.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",

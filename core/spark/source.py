@@ -24,7 +24,7 @@ from tierlog.reader import read_split
 from tierlog.spark.options import NAME, TierlogOptions
 from tierlog.spark.planning import plan_read
 from tierlog.spark.pushdown import PushedBounds
-from tierlog.spark.schema import HEADERS_COLUMN, schema_ddl
+from tierlog.spark.schema import schema_ddl
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,7 @@ class TierlogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:  # Spark's stand-in when there is nothing to read
             return iter(())
-        batches = read_split(partition.value)
-        if self.options.include_headers:
-            return batches
-        return (b.drop_columns([HEADERS_COLUMN]) for b in batches)
+        return read_split(partition.value)  # the split says whether to decode headers
 
 
 class TierlogPushdownReader(TierlogReader):
