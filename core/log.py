@@ -19,32 +19,28 @@ from typing import Any, Self
 
 from tierlog import filenames
 from tierlog.append_plan import (
-    AppendPlan,
     LogAppendInfo,
     check_leader_epoch,
     plain_appends_allowed,
-    plan_append,
 )
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import LogConfig
 from tierlog.errors import (
     LogClosedError,
-    OffsetOutOfRangeError,
-    PluginError,
-    RecordBatchTooLargeError,
 )
-from tierlog.events import EventQueue, SegmentDeleted, SegmentRolled
-from tierlog.fetch import FetchDataInfo, check_isolation
+from tierlog.events import EventQueue
+from tierlog.fetch import FetchDataInfo
 from tierlog.index.plugin import resolve_index_types
 from tierlog.leader_epoch import LeaderEpochFileCache
-from tierlog.loader import LogLoader, RecoveryReport, rebuild_producer_state
+from tierlog.loader import LogLoader, RecoveryReport
 from tierlog.local_log import LocalLog
+from tierlog.log_append import LogAppends
+from tierlog.log_read import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
+from tierlog.log_removals import LogRemovals
 from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
-from tierlog.segment_appender import PlainAppenderType
 from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    ProducerBatchRun,
     ProducerStateManager,
 )
 from tierlog.records.builder import build_batch, build_control_batch
@@ -53,6 +49,7 @@ from tierlog.records.file_records import TimestampAndOffset
 from tierlog.records.record import Record
 from tierlog.scheduler import Scheduler
 from tierlog.segment import LogSegment
+from tierlog.segment_appender import PlainAppenderType
 from tierlog.segments import LogSegments
 from tierlog.tier_reads import TierReads
 
@@ -60,11 +57,6 @@ log = logging.getLogger(__name__)
 
 #: (topic_id, topic, partition, offset) -> the producer snapshot a remote tier holds there.
 RemoteSnapshots = Callable[[str, str, int, int], "bytes | None"]
-
-#: Kafka's special timestamps for offset lookups (ListOffsets).
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
 
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
 
@@ -137,6 +129,10 @@ class Log:
         self._time_ms = time_ms
         self._rng = rng
         self._lock = threading.RLock()
+        #: The read side and the removals: collaborators working on this log's state.
+        self._reads = LogReads(self)
+        self._removals = LogRemovals(self)
+        self._appends = LogAppends(self)
         self._closed = False
         self._auto_high_watermark = auto_high_watermark
         #: The segments, log end offset and recovery point (guarded by ``self._lock``).
@@ -249,11 +245,6 @@ class Log:
         """Open (creating) the segment files at ``base_offset`` with this log's settings, not
         yet part of the log (see :meth:`LocalLog.open_segment`)."""
         return self.local.open_segment(base_offset, suffix)
-
-    def _rebuild_producer_state(self) -> None:
-        """Load the newest valid snapshot, then replay the batches after it (Kafka's rebuild)."""
-        rebuild_producer_state(self.producer_state, self.local.segments, self._log_start_offset,
-                               self.local.next_offset, self._time_ms())
 
     # -- offsets ---------------------------------------------------------------------
 
@@ -380,7 +371,7 @@ class Log:
                 written = appender.append(
                     data, first, self._leader_epoch if leader_epoch is None else leader_epoch)
                 if written is not None:
-                    # The Log's bookkeeping, inline (as _append_planned's _after_append).
+                    # The Log's bookkeeping, inline (as LogAppends._after_append).
                     size, last, max_ts, count, epoch = written
                     local.next_offset = next_offset = last + 1
                     self.producer_state.update_map_end_offset(next_offset)
@@ -394,41 +385,12 @@ class Log:
                     return _new_tuple(LogAppendInfo, (
                         first, last, max_ts, last, -1, self._log_start_offset, count, 1, size,
                         False))
-            info = self._append_planned(data, assign_offsets, leader_epoch, origin,
+            info = self._appends.append_planned(data, assign_offsets, leader_epoch, origin,
                                         self._check_records)
         finally:
             lock.release()
         self._deliver_events()  # the general path may have rolled
         return info
-
-    def _append_planned(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
-                        leader_epoch: int | None, origin: str,
-                        check_records: bool) -> LogAppendInfo:
-        """The general path of :meth:`append`, under the lock: plan (validating every batch,
-        walking the records when ``check_records``), roll if due, write, update the state."""
-        now = self._time_ms()
-        if leader_epoch is None and origin != "replication":
-            leader_epoch = self._leader_epoch
-        plan = plan_append(
-            data, config=self._config, next_offset=self.local.next_offset, now_ms=now,
-            assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
-            check_records=check_records,
-        )
-        duplicate = self._producer_checks(plan, origin)
-        if duplicate is not None:
-            return duplicate
-        segment = self._maybe_roll(plan, now)
-        segment.append(plan.pieces, plan.batches, plan.views)
-        self.local.next_offset = plan.last_offset + 1
-        self._after_append(plan, segment)
-        if self._fast_append:
-            self._plain_appender = segment.arm_plain_appends(
-                self._segment_bytes, self._segment_ms, self._max_message, self._check_records)
-        return LogAppendInfo(
-            plan.first_offset, plan.last_offset, plan.max_timestamp,
-            plan.offset_of_max_timestamp, plan.log_append_time, self._log_start_offset,
-            plan.record_count, len(plan.batches), plan.size,
-        )
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record a leader epoch that starts at ``start_offset`` if it is newer than any."""
@@ -436,42 +398,6 @@ class Log:
         if latest is None or epoch > latest:
             self.leader_epoch_cache.assign(epoch, start_offset)
         self._known_epoch = epoch
-
-    def _producer_checks(self, plan: AppendPlan, origin: str) -> LogAppendInfo | None:
-        """Validate producer sequences/epochs into ``plan.producer_run`` (applied after the
-        write); a duplicate batch returns its original offsets."""
-        psm = self.producer_state
-        run: ProducerBatchRun | None = None
-        for batch in plan.views:
-            pid = batch.producer_id
-            if pid < 0:
-                continue
-            if origin == "client" and not batch.is_control:
-                dup = psm.find_duplicate_batch(pid, batch.producer_epoch,
-                                               batch.base_sequence, batch.last_sequence)
-                if dup is not None:
-                    return LogAppendInfo(
-                        dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset, -1,
-                        self._log_start_offset, dup.last_offset - dup.first_offset + 1, 0, 0,
-                        duplicate=True,
-                    )
-            if run is None:
-                run = ProducerBatchRun(psm, origin)
-            run.add(batch, plan.base_offsets[batch.position])
-        plan.producer_run = run
-        return None
-
-    def _after_append(self, plan: AppendPlan, segment: LogSegment) -> None:
-        local = self.local
-        if plan.producer_run is not None:
-            plan.producer_run.apply(segment.append_aborted_txn)
-        self.producer_state.update_map_end_offset(local.next_offset)
-        if self._auto_high_watermark:
-            self._set_high_watermark(local.next_offset)
-        for epoch, start in plan.epoch_starts:
-            self._assign_epoch(epoch, start)
-        if local.next_offset - local.recovery_point >= self._flush_messages:
-            self.flush()
 
     def append_records(
         self,
@@ -502,7 +428,7 @@ class Log:
             check_leader_epoch(leader_epoch)
         with self._lock:
             self._check_open()
-            info = self._append_planned(data, True, leader_epoch, "client", False)
+            info = self._appends.append_planned(data, True, leader_epoch, "client", False)
         self._deliver_events()
         return info
 
@@ -519,18 +445,9 @@ class Log:
 
     # -- rolling ---------------------------------------------------------------------
 
-    def _maybe_roll(self, plan: AppendPlan, now: int) -> LogSegment:
-        segment = self.local.segments.active
-        max_bytes = self._config["segment.bytes"]
-        if plan.size > max_bytes:
-            raise RecordBatchTooLargeError(
-                f"{self.directory.name}: append of {plan.size} bytes exceeds segment.bytes "
-                f"({max_bytes})"
-            )
-        if segment.should_roll(plan.size, plan.max_timestamp, plan.last_offset, max_bytes,
-                               self._segment_ms, lambda: now):
-            return self._roll(plan.first_offset)
-        return segment
+    def _roll(self, new_base: int) -> LogSegment:
+        """Roll at ``new_base`` under the lock (see :meth:`LogAppends.roll`)."""
+        return self._appends.roll(new_base)
 
     def roll(self) -> LogSegment:
         """Close the active segment and start a new one at the log end offset."""
@@ -540,224 +457,55 @@ class Log:
         self._deliver_events()
         return segment
 
-    def _roll(self, new_base: int) -> LogSegment:
-        """Roll the local log (the producer state is snapshotted at the new base before the
-        new segment joins) and post SegmentRolled."""
-        active = self.local.segments.active
-        segment = self.local.roll(new_base, self._snapshot_producer_state_at)
-        if segment is not active:
-            self._events.post("tierlog_segment_rolled", SegmentRolled(
-                self.topic, self.partition, self.topic_id, active.base_offset,
-                segment.base_offset, active.size, active.max_timestamp_so_far))
-        return segment
-
-    def _snapshot_producer_state_at(self, offset: int) -> None:
-        self.producer_state.update_map_end_offset(offset)
-        self.producer_state.take_snapshot()
-
     def _deliver_events(self) -> None:
         """Hand the queued lifecycle events to plugins, outside the log's lock: a caller that
         still holds the lock (re-entrantly) leaves them for the outermost release."""
         if self._events.pending and not self._lock._is_owned():  # type: ignore[attr-defined]
             self._events.deliver()
 
-    # -- reading (local segments, or the remote tier below the local log start) ---------
+    # -- reading (LogReads: local segments, or the remote tier below the local log start) --
 
-    def read(
-        self,
-        offset: int,
-        max_bytes: int = 1 << 20,
-        *,
-        isolation: str = "log_end",
-        max_offset: int | None = None,
-        min_one_message: bool = True,
-    ) -> FetchDataInfo:
-        """Read batches from ``offset``: at most ``max_bytes`` (but at least one whole batch
-        when ``min_one_message``), capped by the isolation level: ``log_end`` (everything
-        appended), ``read_uncommitted`` (the high watermark) or ``read_committed`` (the last
-        stable offset, with the aborted transactions of the range). Offsets below the local
-        log start offset are read from the remote tier when the log is tiered."""
-        check_isolation(isolation)
-        with self._lock:
-            self._check_open()
-            start, leo = self._log_start_offset, self.local.next_offset
-            if isolation == "log_end":
-                upper = leo
-            elif isolation == "read_uncommitted":
-                upper = self._high_watermark
-            else:
-                upper = self.last_stable_offset
-            if max_offset is not None:
-                upper = min(upper, max_offset)
-            segments = self.local.segments.values(offset)
-            local_start = self.local_log_start_offset
-        if offset < start or offset > leo:
-            raise OffsetOutOfRangeError(
-                f"{self.directory.name}: offset {offset} is out of range "
-                f"[{start}, {leo}] (log start offset, log end offset)"
-            )
-        if offset >= upper:
-            return FetchDataInfo.empty(offset, upper, isolation)
-        if self.remote is not None and offset < local_start:
-            # The local segments go along: markers of remote transactions may be in them.
-            return self.remote.read(offset, max_bytes, isolation, upper, min_one_message,
-                                    segments)
-        return LocalLog.read(segments, leo, offset, max_bytes, isolation, upper,
-                             min_one_message)
+    def read(self, offset: int, max_bytes: int = 1 << 20, *, isolation: str = "log_end",
+             max_offset: int | None = None, min_one_message: bool = True) -> FetchDataInfo:
+        """Read batches from ``offset`` (see :meth:`LogReads.read`)."""
+        return self._reads.read(offset, max_bytes, isolation=isolation, max_offset=max_offset,
+                                min_one_message=min_one_message)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp`` (None if none)."""
-        found = self.fetch_offset_by_timestamp(timestamp)
-        return None if found is None else found.offset
+        return self._reads.offset_for_timestamp(timestamp)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """Kafka's ListOffsets for one partition, including -2 (earliest), -1 (latest) and
-        -3 (the record with the max timestamp)."""
-        with self._lock:
-            self._check_open()
-            segments = self.local.segments.values()
-            start = self._log_start_offset
-            leo = self.local.next_offset
-        if timestamp == EARLIEST_TIMESTAMP:
-            return TimestampAndOffset(-1, start)
-        if timestamp == LATEST_TIMESTAMP:
-            return TimestampAndOffset(-1, leo)
-        if timestamp == MAX_TIMESTAMP:
-            return LocalLog.max_timestamp(segments)
-        if self.remote is not None:
-            found = self.remote.fetch_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                return found
-        return LocalLog.find_offset_by_timestamp(segments, timestamp, start)
+        """Kafka's ListOffsets for one partition (see :meth:`LogReads.fetch_offset_by_timestamp`)."""
+        return self._reads.fetch_offset_by_timestamp(timestamp)
 
     def lookup_index(self, name: str, key: Any) -> Any:
-        """Ask the plugin index type ``name`` of each segment, newest first, for ``key``;
-        the first answer that is not None wins (None if no segment knows the key). On a
-        tiered log, an index type that is ``uploaded_to_remote`` is then asked through the
-        tier's copies of the segments no longer held locally."""
-        with self._lock:
-            self._check_open()
-            segments = self.local.segments.values()
-            remote, local_start = self.remote, self.local_log_start_offset
-        index_type = next((t for t in self._index_types.extras if t.name == name), None)
-        if index_type is None:
-            raise PluginError(
-                f"{self.directory.name} has no {name!r} index (index types of this log: "
-                f"{', '.join(t.name for t in self._index_types.extras) or 'none from plugins'})"
-            )
-        for segment in reversed(segments):
-            found = segment.extra_indexes[name].lookup(key)
-            if found is not None:
-                return found
-        if remote is not None and index_type.uploaded_to_remote:
-            return remote.lookup_index(index_type, key, local_start)
-        return None
+        """Ask the plugin index type ``name`` for ``key`` (see :meth:`LogReads.lookup_index`)."""
+        return self._reads.lookup_index(name, key)
 
     def lookup_key(self, key: bytes) -> int | None:
-        """The latest offset of ``key`` (through a plugin's ``key`` index, e.g. the
-        tierlog-key-index plugin on compacted topics), or None; never below the log start."""
-        found = self.lookup_index("key", key)
-        return found if found is not None and found >= self._log_start_offset else None
+        """The latest offset of ``key`` through a plugin's ``key`` index, or None."""
+        return self._reads.lookup_key(key)
 
-    # -- truncation, the log start offset and retention ------------------------------------
+    # -- removals (LogRemovals: truncation, the log start offset and retention) ------------
 
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch holding an offset >= ``target_offset`` (a follower truncating to
-        its leader). Segments, indexes, producer state, the epoch cache, the high watermark
-        and the recovery point stay consistent. Returns False when there was nothing to do."""
-        if target_offset < 0:
-            raise ValueError(f"cannot truncate {self.directory.name} to negative offset {target_offset}")
-        try:
-            return self._truncate_to(target_offset)
-        finally:
-            self._deliver_events()
-
-    def _truncate_to(self, target_offset: int) -> bool:
-        with self._lock:
-            self._check_open()
-            local = self.local
-            if target_offset >= local.next_offset:
-                # A leader may have assigned an epoch at the log end and written nothing in it.
-                self.leader_epoch_cache.truncate_from_end(local.next_offset)
-                return False
-            first = local.segments.first
-            if first is None or target_offset < first.base_offset:
-                self._truncate_fully(target_offset)
-                return True
-            removed = local.truncate_to(target_offset, self._on_segments_removed)
-            leo = local.next_offset
-            self._known_epoch = None
-            # Kafka: truncating below the log start offset moves the log start down with it.
-            self._log_start_offset = min(self._log_start_offset, leo)
-            self.leader_epoch_cache.truncate_from_end(leo)
-            self._rebuild_producer_state()
-            if self._high_watermark > leo:
-                self._set_high_watermark(leo)
-            log.info("%s: truncated to offset %d (%d bytes from the active segment)",
-                     self.directory.name, leo, removed)
-            return True
+        its leader); False when there was nothing to do (see :meth:`LogRemovals.truncate_to`)."""
+        return self._removals.truncate_to(target_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and restart the log, empty, at ``new_offset``."""
-        if new_offset < 0:
-            raise ValueError(f"cannot restart {self.directory.name} at negative offset {new_offset}")
-        with self._lock:
-            self._check_open()
-            self._truncate_fully(new_offset)
-        self._deliver_events()
-
-    def _truncate_fully(self, new_offset: int) -> None:
-        self.local.truncate_fully(new_offset, self._on_segments_removed)
-        self._log_start_offset = new_offset
-        self.producer_state.truncate_fully_and_start_at(new_offset)
-        self.leader_epoch_cache.clear_and_flush()
-        self._known_epoch = None
-        self._set_high_watermark(new_offset)
-        log.info("%s: truncated fully; the log now starts at offset %d",
-                 self.directory.name, new_offset)
+        self._removals.truncate_fully_and_start_at(new_offset)
 
     def delete_records_before(self, offset: int) -> int:
         """Kafka's DeleteRecords: move the log start offset up to ``offset`` (at most the high
-        watermark). Reads below it then raise OffsetOutOfRangeError; retention deletes the
-        segments that fall wholly below it. Returns the new log start offset."""
-        with self._lock:
-            self._check_open()
-            if offset > self._high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"{self.directory.name}: cannot delete records before offset {offset}: it is "
-                    f"above the high watermark {self._high_watermark}"
-                )
-            self.maybe_increment_log_start_offset(offset)
-            return self._log_start_offset
+        watermark); returns the new log start offset."""
+        return self._removals.delete_records_before(offset)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Raise the log start offset (never lowers it); updates the epoch cache and producer
-        state. Returns True when it moved."""
-        with self._lock:
-            if offset <= self._log_start_offset:
-                return False
-            self._log_start_offset = offset
-            self.leader_epoch_cache.truncate_from_start(offset)
-            self.producer_state.on_log_start_offset_incremented(offset)
-            if self._high_watermark < offset:
-                self._set_high_watermark(offset)
-            log.info("%s: log start offset is now %d", self.directory.name, offset)
-            return True
-
-    def _on_segments_removed(self, doomed: Sequence[LogSegment], reason: str) -> None:
-        """What the Log drops when the local log removes segments (before their files go):
-        it posts SegmentDeleted for each, and deletes the producer snapshots below the first
-        remaining segment but the one a replay from it starts from (Kafka deletes the
-        snapshots of deleted segments; below the first segment nothing can be replayed
-        locally, and a tiered log's older data is only in the tier). Those above the log end
-        go when producer state is rebuilt."""
-        for segment in doomed:
-            self._events.post("tierlog_segment_deleted", SegmentDeleted(
-                self.topic, self.partition, self.topic_id, segment.base_offset, segment.size,
-                reason))
-        first = self.local.segments.first
-        if first is not None:
-            self.producer_state.delete_snapshots_before(first.base_offset, keep_floor=True)
+        """Raise the log start offset (never lowers it); True when it moved."""
+        return self._removals.maybe_increment_log_start_offset(offset)
 
     def delete_segments_later(self, doomed: Sequence[LogSegment]) -> None:
         """Close and delete segments already taken out of the log (their files renamed
@@ -767,39 +515,9 @@ class Log:
     def delete_old_segments(
         self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
     ) -> list[tuple[int, int]]:
-        """Kafka's ``deleteOldSegments``: from the oldest segment on, delete while
-        ``predicate(segment, next_segment)`` holds and the segment is wholly below the high
-        watermark (and, when tiered, already copied to the remote tier). An empty active
-        segment stays; if every segment goes, the log rolls first so one remains. Untiered,
-        the log start offset moves to the first remaining segment; tiered, only the local log
-        start offset moves. Returns (base offset, size) of each deleted segment."""
-        try:
-            return self._delete_old_segments(predicate, reason)
-        finally:
-            self._deliver_events()
-
-    def _delete_old_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
-    ) -> list[tuple[int, int]]:
-        with self._lock:
-            self._check_open()
-            local = self.local
-            tiered = self.remote_storage_enabled
-            deletable = local.deletable_segments(
-                predicate, self._high_watermark,
-                self._highest_offset_in_remote if tiered else None)
-            if not deletable:
-                return []
-            if len(deletable) == len(local.segments):
-                new_segment = self._roll(local.next_offset)
-                if deletable[-1] is new_segment:
-                    deletable.pop()
-            deleted = [(s.base_offset, s.size) for s in deletable]
-            local.remove_segments(deletable, reason, self._on_segments_removed)
-            first = local.segments.first
-            if not tiered and first is not None:  # a roll above keeps one segment
-                self.maybe_increment_log_start_offset(first.base_offset)
-            return deleted
+        """Kafka's ``deleteOldSegments`` (see :meth:`LogRemovals.delete_old_segments`): returns
+        (base offset, size) of each deleted segment."""
+        return self._removals.delete_old_segments(predicate, reason)
 
     # -- flush and close -------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 from hot_path import TWINS, use_hot_path
 
 from tierlog import Log, Record
-from tierlog import log as log_module
+from tierlog import log_append as log_module
 from tierlog.errors import ConfigError, LogClosedError, OffsetOutOfRangeError
 from tierlog.records import RecordBatch, build_batch, iter_batches
 
@@ -384,8 +384,8 @@ def _file_size_limit(limit: int):
 
 @pytest.fixture
 def general_appends(monkeypatch) -> list[int]:
-    """Counts the appends that took the general path (the planner); the rest took the
-    plain-batch hot path."""
+    """Counts the appends that took the general path (the planner, in LogAppends); the rest
+    took the plain-batch hot path."""
     calls: list[int] = []
     real = log_module.plan_append
 
