@@ -107,6 +107,17 @@ class PartitionPlanner:
         return tuple(o for o in self.tail.objects if o.end_offset > self.chain_end)
 
     @property
+    def has_data(self) -> bool:
+        """Whether the committed segments or the tail hold anything to read."""
+        return bool(self.chain or self.tail_objects)
+
+    def reaches_timestamp(self, timestamp: int) -> bool:
+        """Whether some record of the segments or the tail is stamped ``timestamp`` or later
+        (by their max timestamps)."""
+        return (self._first_link_reaching(timestamp, self.chain) is not None
+                or _first_object_reaching(timestamp, self.tail_objects) is not None)
+
+    @property
     def earliest(self) -> int:
         tail = self.tail_objects
         if self.chain:
