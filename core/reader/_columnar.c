@@ -321,9 +321,9 @@ decode_batch(PyObject *module, PyObject *args)
     if (reserve(cols, used, OFFSET, most * 8) < 0 || reserve(cols, used, TIMESTAMP, most * 8) < 0 ||
         reserve(cols, used, TS_TYPE, most * 4) < 0)
         goto fail;
-    Py_ssize_t pos = position;
+    Py_ssize_t pos = position, fit = (end - position) / MIN_RECORD_SIZE;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (pos >= end || i >= (end - position) / MIN_RECORD_SIZE) {
+        if (pos >= end || i >= fit) {
             corrupt(i, pos, "only %zd of %zd records fit the data", i, count);
             goto fail;
         }

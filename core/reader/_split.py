@@ -166,6 +166,7 @@ def _add_batch(builder: ColumnBuilder, batch: RecordBatch, data: memoryview, scr
     position = batch.position + HEADER_SIZE
     section_end = batch.position + batch.size_in_bytes
     log_append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    records: memoryview | bytearray
     try:
         if codec == NONE:
             records, records_start, records_end = data, position, section_end
