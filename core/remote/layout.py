@@ -137,7 +137,8 @@ def tail_object_key(tip: TopicIdPartition, name: str) -> str:
 
 # -- backfill (Spark's df.write.format("tierlog")): staging, job records, ownership ----------
 
-#: A partition's staging area: ``_staging/<job id>/<task attempt>/<chunk objects>``.
+#: A job's staging area at the tier's root (so a new topic's partition directories appear only
+#: when the job commits): ``_staging/<job id>/<partition dir>/<task attempt>/<chunk objects>``.
 STAGING_DIR = "_staging"
 #: Which log owns (tiers) a partition: written when a LogManager attaches it.
 OWNER_NAME = "_owner.json"
@@ -146,19 +147,16 @@ JOBS_DIR = "_jobs"
 STREAMS_DIR = "_streams"
 
 
-def staging_dir_key(tip: TopicIdPartition, job_id: str | None = None,
-                    attempt: str | None = None) -> str:
-    """``<topic>-<partition>-<topicId>/_staging[/<job id>[/<task attempt>]]``."""
-    parts = [partition_dir_name(tip), STAGING_DIR]
-    parts += [p for p in (job_id, attempt) if p is not None]
-    return "/".join(parts)
+def staging_dir_key(job_id: str | None = None) -> str:
+    """``_staging[/<job id>]``."""
+    return STAGING_DIR if job_id is None else f"{STAGING_DIR}/{job_id}"
 
 
 def staged_chunk_key(tip: TopicIdPartition, job_id: str, attempt: str, chunk: int,
                      suffix: str) -> str:
-    """``.../_staging/<job id>/<task attempt>/<6-digit chunk index><suffix>``: one staged
-    segment chunk's object (provisional base offset 0; suffix ``.log`` or an index's)."""
-    return f"{staging_dir_key(tip, job_id, attempt)}/{chunk:06d}{suffix}"
+    """``_staging/<job id>/<partition dir>/<task attempt>/<6-digit chunk index><suffix>``: one
+    staged segment chunk's object (provisional base offset 0; ``.log`` or an index's)."""
+    return f"{staging_dir_key(job_id)}/{partition_dir_name(tip)}/{attempt}/{chunk:06d}{suffix}"
 
 
 def owner_key(tip: TopicIdPartition) -> str:

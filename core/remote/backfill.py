@@ -1,0 +1,318 @@
+"""Backfill: write records straight into the remote tier as committed segments, the write
+no broker offers (Spark's ``df.write.format("tierlog")`` is its front door).
+
+Rows come as Arrow record batches with the columns of Spark's Kafka sink: ``value``
+(required; binary or string), ``key``, ``headers`` (list of ``{key: string, value:
+binary}``), ``topic`` (else the writer's topic), ``partition`` (else Kafka's default
+partitioner on the key, :mod:`tierlog.partitioner`; keyless rows of one Arrow batch go to
+one partition, the next batch's to the next, as a producer's sticky partitioner does),
+``timestamp`` (else the write time). A task (:class:`BackfillTaskWriter`) stages chunks
+(:mod:`.backfill_stage`) and returns a picklable :class:`TaskCommitMessage`; the job's
+driver hands the messages of its successful tasks to
+:class:`~tierlog.remote.backfill_commit.BackfillCommitter`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tierlog.errors import BackfillError, RemoteStorageError
+from tierlog.partition_metadata import topic_id_from_bytes
+from tierlog.partitioner import partition_for_key
+from tierlog.records.compression import codec_id
+from tierlog.records.record import Record
+from tierlog.remote.api import TopicIdPartition, new_uuid_text
+from tierlog.remote.backfill_stage import StagedChunk, StagedPartitionWriter, StageSettings
+from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.topics import topic_partitions
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ("key", "value", "headers", "topic", "partition", "timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as a job writes it: its id and partition count; ``created`` when the job
+    creates it (it was not in the tier)."""
+
+    topic: str
+    topic_id: str
+    partitions: int
+    created: bool
+
+    def partition(self, number: int) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.topic, number)
+
+
+def new_topic_id_for(job_id: str, topic: str) -> str:
+    """The topic id a job gives a topic it creates: derived from both, so every task of the
+    job names the new topic's partition directories alike without asking each other."""
+    counter = 0
+    while True:
+        digest = bytearray(hashlib.sha256(f"{job_id}/{topic}/{counter}".encode()).digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x40  # a version-4 UUID, as Kafka's are
+        digest[8] = (digest[8] & 0x3F) | 0x80
+        text = topic_id_from_bytes(bytes(digest))
+        if not text.startswith("-"):
+            return text
+        counter += 1
+
+
+def resolve_topic(tier: RemoteTier, job_id: str, topic: str, new_partitions: int
+                  ) -> TopicInfo:
+    """The topic's incarnation in the tier (the one readers read), or a new one of
+    ``new_partitions`` partitions."""
+    found = topic_partitions(tier, topic)
+    if found:
+        ids = {p.topic_id for p in found.values()}
+        return TopicInfo(topic, ids.pop(), max(found) + 1, False)
+    return TopicInfo(topic, new_topic_id_for(job_id, topic), new_partitions, True)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCommitMessage:
+    """What a task hands the driver (picklable): its staged chunks and the topics it saw."""
+
+    job_id: str
+    task_id: int
+    attempt: str
+    chunks: tuple[StagedChunk, ...]
+    topics: tuple[TopicInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """A job's settings (picklable): the default topic, a new topic's partition count, the
+    codec and sizes, and how long orphaned staging is kept."""
+
+    topic: str | None = None
+    new_topic_partitions: int = 1
+    compression: str = "none"
+    batch_bytes: int = 16384
+    segment_bytes: int = 1 << 30
+    staging_retention_ms: int = 24 * 3600 * 1000
+
+    def __post_init__(self) -> None:
+        try:
+            codec_id(self.compression)
+        except ValueError as e:
+            raise BackfillError(f"compression: {e}") from e
+        for name in ("new_topic_partitions", "batch_bytes", "segment_bytes"):
+            if getattr(self, name) < 1:
+                raise BackfillError(f"{name} must be positive, got {getattr(self, name)}")
+
+    def stage_settings(self) -> StageSettings:
+        return StageSettings(compression=self.compression, batch_bytes=self.batch_bytes,
+                             segment_bytes=self.segment_bytes)
+
+
+class BackfillTaskWriter:
+    """One task attempt's writer: feed Arrow record batches to :meth:`write`, then
+    :meth:`commit_message` (or :meth:`discard` on failure)."""
+
+    def __init__(self, tier: RemoteTier, job_id: str, task_id: int, attempt: str,
+                 options: WriteOptions, *, now_ms: int | None = None) -> None:
+        self._tier = tier
+        self._job_id = job_id
+        self._task_id = task_id
+        self._attempt = attempt
+        self._options = options
+        self._now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        self._topics: dict[str, TopicInfo] = {}
+        self._writers: dict[TopicIdPartition, StagedPartitionWriter] = {}
+        self._round_robin = task_id
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Route and stage one Arrow batch's rows."""
+        if batch.num_rows == 0:
+            return
+        names = set(batch.schema.names)
+        if "value" not in names:
+            raise BackfillError("the rows have no 'value' column (Spark's Kafka sink "
+                                "requires one; key, headers, topic, partition and timestamp "
+                                "are optional)")
+        n = batch.num_rows
+        values = _binary(batch, "value")
+        keys = _binary(batch, "key") if "key" in names else [None] * n
+        headers = _headers(batch) if "headers" in names else None
+        stamps = _timestamps(batch, self._now_ms) if "timestamp" in names \
+            else [self._now_ms] * n
+        topics = _strings(batch, "topic") if "topic" in names else None
+        parts = batch.column("partition").to_pylist() if "partition" in names else None
+        keyless = self._round_robin
+        self._round_robin += 1
+        routed: dict[TopicIdPartition, list[Record]] = {}
+        for i in range(n):
+            topic = (topics[i] if topics is not None else None) or self._options.topic
+            if topic is None:
+                raise BackfillError(f"row {i}: no topic (set the 'topic' option or column)")
+            info = self._topic(topic)
+            p = parts[i] if parts is not None else None
+            if p is None:
+                key = keys[i]
+                p = partition_for_key(key, info.partitions) if key is not None \
+                    else keyless % info.partitions
+            elif not 0 <= p < info.partitions:
+                raise BackfillError(f"row {i}: partition {p} of topic {topic!r} is out of "
+                                    f"range (it has {info.partitions} partitions)")
+            routed.setdefault(info.partition(p), []).append(Record(
+                keys[i], values[i], headers[i] if headers is not None else (), stamps[i]))
+        for tip, records in routed.items():
+            self._writer(tip).append(records)
+
+    def commit_message(self) -> TaskCommitMessage:
+        """Stage what is left and describe every chunk."""
+        chunks: list[StagedChunk] = []
+        for writer in self._writers.values():
+            chunks += writer.close()
+        return TaskCommitMessage(self._job_id, self._task_id, self._attempt, tuple(chunks),
+                                 tuple(self._topics.values()))
+
+    def discard(self) -> None:
+        for writer in self._writers.values():
+            writer.discard()
+
+    def _topic(self, topic: str) -> TopicInfo:
+        info = self._topics.get(topic)
+        if info is None:
+            try:
+                info = resolve_topic(self._tier, self._job_id, topic,
+                                     self._options.new_topic_partitions)
+            except ValueError as e:
+                raise BackfillError(f"topic {topic!r}: {e}") from e
+            self._topics[topic] = info
+        return info
+
+    def _writer(self, tip: TopicIdPartition) -> StagedPartitionWriter:
+        writer = self._writers.get(tip)
+        if writer is None:
+            writer = self._writers[tip] = StagedPartitionWriter(
+                self._tier, tip, self._job_id, self._attempt, self._options.stage_settings(),
+                self._now_ms)
+        return writer
+
+
+def new_job_id() -> str:
+    return new_uuid_text()
+
+
+def task_attempt_name(task_id: int, attempt: int) -> str:
+    """``t<task>-a<attempt>-<random>``: unique even for a speculative duplicate attempt."""
+    return f"t{task_id:05d}-a{attempt}-{new_uuid_text()[:8]}"
+
+
+def collect(messages: Iterable[TaskCommitMessage | None], job_id: str
+            ) -> tuple[list[StagedChunk], list[TopicIdPartition]]:
+    """The chunks of the job's messages (one per task: a duplicate task id is an error)
+    and every partition of the topics they create."""
+    chunks: list[StagedChunk] = []
+    created: set[TopicIdPartition] = set()
+    tasks: set[int] = set()
+    new_ids: dict[str, str] = {}
+    for m in messages:
+        if m is None:
+            continue
+        if m.job_id != job_id:
+            raise RemoteStorageError(f"commit message of job {m.job_id} given to job {job_id}")
+        if m.task_id in tasks:
+            raise RemoteStorageError(f"job {job_id}: two commit messages of task {m.task_id}")
+        tasks.add(m.task_id)
+        chunks += sorted(m.chunks, key=lambda c: c.index)
+        for info in m.topics:
+            if info.created:
+                if new_ids.setdefault(info.topic, info.topic_id) != info.topic_id:
+                    raise RemoteStorageError(f"job {job_id}: tasks disagree on the id of "
+                                             f"new topic {info.topic!r}")
+                created.update(info.partition(p) for p in range(info.partitions))
+    order = {(m.job_id, m.attempt): m.task_id for m in messages if m is not None}
+    chunks.sort(key=lambda c: (order[(c.job_id, c.attempt)], c.index))
+    return chunks, sorted(created, key=str)
+
+
+# -- Arrow columns -> Python values -----------------------------------------------------------
+
+
+def _binary(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
+    column = batch.column(name)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return [None if v is None else v.encode() for v in column.to_pylist()]
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return column.to_pylist()  # type: ignore[no-any-return]
+    raise BackfillError(f"column {name!r} must be binary or string, not {column.type}")
+
+
+def _strings(batch: pa.RecordBatch, name: str) -> list[str | None]:
+    column = batch.column(name)
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        raise BackfillError(f"column {name!r} must be a string, not {column.type}")
+    return column.to_pylist()  # type: ignore[no-any-return]
+
+
+def _timestamps(batch: pa.RecordBatch, now_ms: int) -> list[int]:
+    column: Any = batch.column("timestamp")
+    if pa.types.is_timestamp(column.type):
+        column = pc.cast(column, pa.timestamp("ms", tz=column.type.tz)).cast(pa.int64())
+    elif not pa.types.is_integer(column.type):
+        raise BackfillError(f"column 'timestamp' must be a timestamp or epoch milliseconds, "
+                            f"not {column.type}")
+    return [now_ms if v is None else int(v) for v in column.to_pylist()]
+
+
+def _headers(batch: pa.RecordBatch) -> list[tuple[tuple[str, bytes | None], ...]]:
+    out: list[tuple[tuple[str, bytes | None], ...]] = []
+    for row in batch.column("headers").to_pylist():
+        if not row:
+            out.append(())
+            continue
+        pairs = []
+        for h in row:
+            value = h.get("value")
+            pairs.append((str(h["key"]), value.encode() if isinstance(value, str) else value))
+        out.append(tuple(pairs))
+    return out
+
+
+def options_from(mapping: Mapping[str, str], *, topic_key: str = "topic") -> WriteOptions:
+    """WriteOptions from string options (Spark's): ``topic``, ``partitions`` (of a new
+    topic), ``compression`` (Kafka's names: none, gzip, snappy, lz4, zstd; also
+    ``kafka.compression.type``, the producer setting Spark's Kafka sink takes),
+    ``batch.size``, ``segment.bytes``, ``staging.retention.ms``. BackfillError naming a
+    bad one."""
+    def number(key: str, default: int) -> int:
+        text = mapping.get(key)
+        if text is None:
+            return default
+        try:
+            return int(text)
+        except ValueError:
+            raise BackfillError(f"option {key!r} must be an integer, got {text!r}") from None
+    compression = mapping.get("compression", mapping.get("kafka.compression.type", "none"))
+    return WriteOptions(
+        topic=mapping.get(topic_key), new_topic_partitions=number("partitions", 1),
+        compression=compression, batch_bytes=number("batch.size", 16384),
+        segment_bytes=number("segment.bytes", 1 << 30),
+        staging_retention_ms=number("staging.retention.ms", 24 * 3600 * 1000))
+
+
+__all__ = [
+    "COLUMNS",
+    "BackfillTaskWriter",
+    "TaskCommitMessage",
+    "TopicInfo",
+    "WriteOptions",
+    "collect",
+    "new_job_id",
+    "new_topic_id_for",
+    "options_from",
+    "resolve_topic",
+    "task_attempt_name",
+]

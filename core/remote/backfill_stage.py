@@ -1,0 +1,175 @@
+"""The task side of a backfill: records of one topic-partition -> v2 batches -> staged
+segment chunks in the tier, under ``<partition dir>/_staging/<job id>/<task attempt>/``.
+
+A chunk is a segment built by the engine's own parts (``records.builder.build_batch`` and a
+``LogSegment`` with its offset, time and transaction indexes) at the PROVISIONAL base offset
+0: the indexes hold offsets relative to the segment's base, so they stay valid at whatever
+base offset the job's commit assigns, and the commit only rewrites each batch's baseOffset
+and partitionLeaderEpoch (outside the CRC, see docs/formats.md). Nothing staged is visible
+to readers; the commit (tierlog.remote.backfill_commit) turns chunks into segments.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierlog.index.base import INT32_MAX
+from tierlog.records.batch import CREATE_TIME, set_base_offset
+from tierlog.records.builder import build_batch
+from tierlog.records.record import Record
+from tierlog.remote.api import IndexType, TopicIdPartition
+from tierlog.remote.layout import SEGMENT_SUFFIX, staged_chunk_key
+from tierlog.remote.object_store import RemoteTier
+from tierlog.segment import AppendedBatch, LogSegment
+
+log = logging.getLogger(__name__)
+
+#: The suffixes of a staged chunk's objects, in upload order (data first).
+CHUNK_SUFFIXES: tuple[str, ...] = (SEGMENT_SUFFIX, IndexType.OFFSET.suffix,
+                                   IndexType.TIMESTAMP.suffix, IndexType.TRANSACTION.suffix)
+DEFAULT_SEGMENT_BYTES = 1 << 30
+DEFAULT_BATCH_BYTES = 16384  # Kafka's producer batch.size
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+#: What a record adds to a batch beyond its key and value, for cutting batches.
+_RECORD_OVERHEAD = 24
+
+
+@dataclass(frozen=True, slots=True)
+class StagedChunk:
+    """One staged segment chunk (picklable): where it is and what the commit needs."""
+
+    topic_id: str
+    topic: str
+    partition: int
+    job_id: str
+    attempt: str
+    index: int
+    """The chunk's place among its task's chunks of this partition."""
+    records: int
+    size_in_bytes: int
+    max_timestamp: int
+    max_timestamp_offset: int
+    """Offset of the max timestamp, relative to the chunk's first record."""
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, self.topic, self.partition)
+
+    def object_key(self, suffix: str) -> str:
+        return staged_chunk_key(self.topic_id_partition, self.job_id, self.attempt,
+                                self.index, suffix)
+
+
+@dataclass(frozen=True, slots=True)
+class StageSettings:
+    """How a task stages: codec, batch and segment sizes (Kafka's producer and topic
+    settings of the same meaning)."""
+
+    compression: str = "none"
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    max_index_size: int = DEFAULT_MAX_INDEX_SIZE
+
+
+class StagedPartitionWriter:
+    """Turns the records of one topic-partition written by one task attempt into staged
+    chunks: v2 batches (``settings.compression``, no producer id, CreateTime from each
+    record's timestamp, which the caller sets), cut into chunks at ``segment_bytes``.
+    ``close`` uploads the last chunk and returns every chunk; ``discard`` drops local files.
+    Not thread-safe (one per task and partition)."""
+
+    def __init__(self, tier: RemoteTier, tip: TopicIdPartition, job_id: str, attempt: str,
+                 settings: StageSettings, now_ms: int) -> None:
+        self._tier = tier
+        self._tip = tip
+        self._job_id = job_id
+        self._attempt = attempt
+        self._settings = settings
+        self._now_ms = now_ms
+        self._scratch = Path(tempfile.mkdtemp(prefix="tierlog-backfill-"))
+        self._pending: list[Record] = []
+        self._pending_bytes = 0
+        self._segment: LogSegment | None = None
+        self._next_offset = 0  # relative to the open chunk
+        self._chunks: list[StagedChunk] = []
+
+    def append(self, records: Sequence[Record]) -> None:
+        """Add records (their timestamps set); full batches are built as they fill."""
+        limit = self._settings.batch_bytes
+        for record in records:
+            self._pending.append(record)
+            self._pending_bytes += (len(record.value or b"") + len(record.key or b"")
+                                    + _RECORD_OVERHEAD)
+            if self._pending_bytes >= limit:
+                self._flush_batch()
+
+    def close(self) -> list[StagedChunk]:
+        """Build the last batch, upload the open chunk, and return every chunk staged."""
+        self._flush_batch()
+        self._finish_chunk()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        return list(self._chunks)
+
+    def discard(self) -> None:
+        """Drop local files (a failed task; its staged objects go with the job's staging)."""
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _flush_batch(self) -> None:
+        if not self._pending:
+            return
+        records, self._pending, self._pending_bytes = self._pending, [], 0
+        data = build_batch(records, compression=self._settings.compression,
+                           base_offset=0, timestamp_type=CREATE_TIME, now_ms=self._now_ms)
+        segment = self._segment
+        if segment is not None and (
+                segment.size + len(data) > self._settings.segment_bytes
+                or self._next_offset + len(records) - 1 > INT32_MAX):
+            self._finish_chunk()
+            segment = None
+        if segment is None:
+            directory = self._scratch / f"{len(self._chunks):06d}"
+            directory.mkdir()
+            segment = self._segment = LogSegment.open(
+                directory, 0, index_interval_bytes=self._settings.index_interval_bytes,
+                max_index_size=self._settings.max_index_size)
+            self._next_offset = 0
+        buf = bytearray(data)
+        base = self._next_offset
+        set_base_offset(buf, 0, base)
+        last = base + len(records) - 1
+        max_ts = max(r.timestamp if r.timestamp is not None else self._now_ms for r in records)
+        segment.append([buf], [AppendedBatch(last, max_ts, len(buf))])
+        self._next_offset = last + 1
+
+    def _finish_chunk(self) -> None:
+        segment, self._segment = self._segment, None
+        if segment is None:
+            return
+        max_ts = segment.max_timestamp_and_offset
+        size = segment.size
+        segment.close()  # trims the indexes, writes the last time-index entry
+        chunk = StagedChunk(
+            self._tip.topic_id, self._tip.topic, self._tip.partition, self._job_id,
+            self._attempt, len(self._chunks), self._next_offset, size,
+            max_ts.timestamp if max_ts is not None else -1,
+            max_ts.offset if max_ts is not None else 0)
+        paths = (segment.log.path, segment.offset_index.path, segment.time_index.path,
+                 segment.txn_index.path)
+        for suffix, local in zip(CHUNK_SUFFIXES, paths, strict=True):
+            if not local.exists():  # an empty transaction index is not created on disk
+                local.touch()
+            self._tier.put_file(local, self._tier.path(chunk.object_key(suffix)))
+        shutil.rmtree(paths[0].parent, ignore_errors=True)
+        self._chunks.append(chunk)
+        log.debug("%s: staged chunk %d of job %s (%d records, %d bytes)", self._tip,
+                  chunk.index, self._job_id, chunk.records, size)
