@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tierlog import filenames, segment_appender
 from tierlog.index import (
@@ -26,7 +26,12 @@ from tierlog.index import (
     TxnIndexSearchResult,
 )
 from tierlog.index.base import INT32_MAX
-from tierlog.index.plugin import DEFAULT_INDEX_TYPES, SegmentIndex, SegmentIndexTypes
+from tierlog.index.plugin import (
+    DEFAULT_INDEX_TYPES,
+    SegmentIndex,
+    SegmentIndexType,
+    SegmentIndexTypes,
+)
 from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import (
@@ -42,6 +47,21 @@ log = logging.getLogger(__name__)
 INT64_MAX = (1 << 63) - 1
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
+
+
+class _Closable(Protocol):
+    """A file of a segment being opened (closed again if the segment cannot open whole)."""
+
+    def close(self) -> None: ...
+
+
+class _Renamable(Protocol):
+    """A file of a segment that moves with its ``.log`` (rename_to)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def rename_to(self, path: Path) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +140,7 @@ class LogSegment:
         time_ms: Callable[[], int] | None = None,
         preallocate_bytes: int = 0,
         suffix: str = "",
-        extra_index_types: Sequence[Any] = (),
+        extra_index_types: Sequence[SegmentIndexType] = (),
         config: Any = None,
         index_types: SegmentIndexTypes | None = None,
     ) -> LogSegment:
@@ -142,7 +162,7 @@ class LogSegment:
                  *(directory / f"{prefix}{t.suffix}{suffix}" for t in extra_index_types)]
         # A segment that cannot be opened whole (a full disk) leaves none of its new files.
         new_paths = [p for p in paths if not p.exists()]
-        opened: list[Any] = []
+        opened: list[_Closable] = []
         try:
             log_file = FileRecords.open(paths[0], preallocate_bytes=preallocate_bytes)
             opened.append(log_file)
@@ -548,7 +568,8 @@ class LogSegment:
         swap reports each step; a file not written yet only has its path changed). Raises
         ValueError, renaming nothing, when a file's name does not end with ``old_suffix``.
         """
-        items: list[Any] = [self.log, self.offset_index, self.time_index, self.txn_index]
+        items: list[_Renamable] = [self.log, self.offset_index, self.time_index,
+                                   self.txn_index]
         extras = list(self.extra_indexes.values())
         targets = [_with_suffix_replaced(item.path, old_suffix, new_suffix)
                    for item in (*items, *extras)]
