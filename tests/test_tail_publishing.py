@@ -17,6 +17,8 @@ from faulty_fs import faulty_storage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_remote_read_committed import ABORTER, COMMITTER, LAYOUTS, Writer
+
+from tierlog import Record
 from tierlog.config import LogConfig
 from tierlog.errors import ConfigError, CorruptRemoteMetadataError
 from tierlog.index.transaction_index import AbortedTxn
@@ -134,7 +136,6 @@ def test_the_tail_alone_before_any_segment_closes(manager, tier_url):
 
 def test_timestamps_resolve_in_the_tail(manager, tier_url, clock):
     log = manager.create_topic("orders", 1)[0]
-    from tierlog import Record
     for i in range(30):
         log.append_records([Record(key=b"k%d" % i, value=b"v", timestamp=1000 + 10 * i)])
     manager.publish_tail_now()
@@ -237,8 +238,7 @@ def test_a_crash_losing_unflushed_data_never_leaves_it_in_the_tier(tmp_path, tie
     not flush (its segment is cut at the flushed size). The tier holds only what survived."""
     child = textwrap.dedent(f"""
         import os, sys
-        from tierlog import Record
-        from tierlog.manager import LogManager
+            from tierlog.manager import LogManager
         mgr = LogManager.open({str(tmp_path / 'data')!r}, {config(tier_url)!r},
                               start_scheduler=False)
         log = mgr.create_topic("orders", 1)[0]
@@ -399,12 +399,12 @@ def test_tail_manifest_round_trips(lengths: list[int], gap: int, lag: int) -> No
 
 @pytest.mark.parametrize("damage", [
     b"not json", b'{"version": 2}', b"[]",
-    b'{"version":1,"topicId":"AAAAAAAAAAAAAAAAAAAAAA","topic":"t","partition":0,'
-    b'"generation":1,"highWatermark":5,"lastStableOffset":6,"logStartOffset":0,"tierEnd":0,'
-    b'"objects":[],"abortedTxns":[]}',
-    b'{"version":1,"topicId":"AAAAAAAAAAAAAAAAAAAAAA","topic":"t","partition":0,'
-    b'"generation":1,"highWatermark":5,"lastStableOffset":5,"logStartOffset":0,"tierEnd":0,'
-    b'"objects":[{"name":"../x.log"}],"abortedTxns":[]}',
+    (b'{"version":1,"topicId":"AAAAAAAAAAAAAAAAAAAAAA","topic":"t","partition":0,'
+     b'"generation":1,"highWatermark":5,"lastStableOffset":6,"logStartOffset":0,"tierEnd":0,'
+     b'"objects":[],"abortedTxns":[]}'),
+    (b'{"version":1,"topicId":"AAAAAAAAAAAAAAAAAAAAAA","topic":"t","partition":0,'
+     b'"generation":1,"highWatermark":5,"lastStableOffset":5,"logStartOffset":0,"tierEnd":0,'
+     b'"objects":[{"name":"../x.log"}],"abortedTxns":[]}'),
 ])
 def test_corrupt_tail_manifest_is_named(damage: bytes) -> None:
     with pytest.raises(CorruptRemoteMetadataError, match="p/_tail.json"):

@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     segment_bytes = min(MAX_SEGMENT_BYTES, max(MIN_SEGMENT_BYTES, args.records * BYTES_PER_RECORD
                                                // (PARTITIONS * SEGMENTS_PER_PARTITION)))
     topic_config = {"remote.storage.enable": "true", "segment.bytes": segment_bytes,
-                    "local.retention.bytes": 2 * segment_bytes, "file.delete.delay.ms": 0}
+                    "local.retention.bytes": 2 * segment_bytes, "file.delete.delay.ms": 0,
+                    "remote.log.tail.ms": 1000}
     topic_config = {k: v for k, v in topic_config.items() if k not in st.config}
     started = time.perf_counter()
     mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False)
@@ -102,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
         results = tier_with_progress(mgr, quiet=args.quiet)
         if print_tier_summary(mgr, results):
             return 1
+        # Tail publishing: the active segments' data below the high watermark goes too, so
+        # readers of the tier see every record, not only the closed segments'.
+        published = sum(mgr.publish_tail_now().values())
+        print(f"Published the tail (remote.log.tail.ms) of {published} partitions: readers "
+              f"of the tier see everything up to the high watermark.")
         _read_old_offsets(mgr, produced.start_ts)
         in_tier = _read_everything(mgr, produced, quiet=args.quiet)
         reader_options = _reader_options(manager, st.manager_config.remote_storage_options)
@@ -278,7 +284,9 @@ def _read_everything(mgr: LogManager, produced: Produced, *, quiet: bool) -> int
               file=sys.stderr) as bar:
         for p in range(PARTITIONS):
             log = mgr.log(TOPIC, p)
-            highest = log.highest_offset_in_remote
+            # What the tier holds: its segments, and the published tail up to the LSO.
+            tail_on = log.config["remote.log.tail.ms"] >= 0
+            highest = log.last_stable_offset - 1 if tail_on else log.highest_offset_in_remote
             count = 0
             for res in iter_fetches(log, log.log_start_offset, "read_committed"):
                 offsets = [r.offset for r in res.records()]

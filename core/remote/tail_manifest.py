@@ -13,6 +13,7 @@ its objects are uploaded, so a reader never sees a tail object that is not compl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from tierlog.errors import CorruptRemoteMetadataError, RemoteResourceNotFoundError
@@ -147,7 +148,7 @@ class TailManifest:
         if lso > hw:
             raise CorruptRemoteMetadataError(
                 f"{source}: last stable offset {lso} is above the high watermark {hw}")
-        for prev, nxt in zip(objects, objects[1:], strict=False):
+        for prev, nxt in pairwise(objects):
             if nxt.first_offset < prev.end_offset:
                 raise CorruptRemoteMetadataError(
                     f"{source}: tail objects {prev.name} and {nxt.name} overlap")

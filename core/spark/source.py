@@ -18,7 +18,14 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    Filter,
+    InputPartition,
+)
 
 from tierlog.reader import read_split
 from tierlog.spark.options import NAME, TierlogOptions
@@ -77,11 +84,30 @@ class TierlogDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.parsed = TierlogOptions.parse(options)
+        self._parsed: TierlogOptions | None = None
+
+    @property
+    def parsed(self) -> TierlogOptions:
+        """The read options, parsed on first use (a write takes other options)."""
+        if self._parsed is None:
+            self._parsed = TierlogOptions.parse(self.options)
+        return self._parsed
 
     @classmethod
     def name(cls) -> str:
         return NAME
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+        """``df.write.format("tierlog")``: see tierlog.spark.write."""
+        from tierlog.spark.write import TierlogBatchWriter
+
+        return TierlogBatchWriter(self.options)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        """``df.writeStream.format("tierlog")``: see tierlog.spark.write."""
+        from tierlog.spark.write import TierlogStreamWriter
+
+        return TierlogStreamWriter(self.options)
 
     def schema(self) -> str:
         return schema_ddl(include_headers=self.parsed.include_headers)
