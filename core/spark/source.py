@@ -89,9 +89,10 @@ class TierlogDataSource(DataSource):
     @property
     def parsed(self) -> TierlogOptions:
         """The read options, parsed on first use (a write takes other options)."""
-        if self._parsed is None:
-            self._parsed = TierlogOptions.parse(self.options)
-        return self._parsed
+        parsed: TierlogOptions | None = getattr(self, "_parsed", None)
+        if parsed is None:  # Spark may rebuild the instance without __init__
+            parsed = self._parsed = TierlogOptions.parse(self.options)
+        return parsed
 
     @classmethod
     def name(cls) -> str:
