@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -31,28 +30,19 @@ def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
     """Query ``topic`` in the tier at ``url`` with Spark SQL (read_committed) and print the
     tables; returns whether Spark counted ``expected`` records, or None when PySpark or
     ``tierlog.spark`` is missing (reported, and the step skipped)."""
-    # Spark's Python workers must run this interpreter (it has tierlog and pyarrow).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # A local master needs no routable address (and Spark warns when it picks one).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
-        from pyspark.sql import SparkSession
-
-        import tierlog.spark
+        import tierlog.spark  # imports pyspark
     except ImportError as exc:
         print(f"\nSpark step skipped: {exc} (install tierlog[spark] and Java 17+).")
         return None
     print(f"\nStarting Spark ({SPARK_MASTER}) to query the remote tier directly ...")
     began = time.perf_counter()
-    spark = (SparkSession.builder.master(SPARK_MASTER).appName("tierlog-demo")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4")
-             .getOrCreate())
+    # Its Python workers run this interpreter (it has tierlog and pyarrow); tierlog registered.
+    spark = tierlog.spark.session("tierlog-demo", SPARK_MASTER)
     try:
         spark.sparkContext.setLogLevel("ERROR")
-        tierlog.spark.register(spark)
         reader = (spark.read.format("tierlog").option("path", url).option("subscribe", topic)
                   .option("isolation.level", "read_committed"))
         for key, value in storage_options.items():
