@@ -108,7 +108,7 @@ class RemoteLogManager:
         #: does; a third-party RSM's tier is opaque to us, so its topics get no tail).
         tier = getattr(rsm, "tier", None)
         self.tail: TailPublisher | None = (
-            TailPublisher(tier, self._lock_for, time_ms=time_ms)
+            TailPublisher(tier, self._lock_for, time_ms=time_ms, threads=copy_threads)
             if isinstance(tier, RemoteTier) else None)
 
     # -- attaching logs ------------------------------------------------------------------
