@@ -33,7 +33,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.errors import (
@@ -148,7 +148,15 @@ class CommitResult:
     """True for a replayed streaming batch id: nothing was written."""
 
 
-def rebase_batches(src: BinaryIO, dst: BinaryIO, base_offset: int, leader_epoch: int) -> int:
+class Readable(Protocol):
+    """A binary stream that reads into a buffer (files, fsspec files, BytesIO)."""
+
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def rebase_batches(src: Readable, dst: BinaryIO, base_offset: int, leader_epoch: int) -> int:
     """Copy a staged ``.log`` (batches at provisional offsets from 0) adding ``base_offset`` to
     every batch's baseOffset and setting its partitionLeaderEpoch; both lie outside the CRC
     (docs/formats.md), so no batch is re-encoded. Returns the bytes copied;
@@ -182,10 +190,10 @@ def rebase_batches(src: BinaryIO, dst: BinaryIO, base_offset: int, leader_epoch:
 assert PARTITION_LEADER_EPOCH == LOG_OVERHEAD  # the header read above holds both fields
 
 
-def _read_into(src: BinaryIO, view: memoryview) -> int:
+def _read_into(src: Readable, view: memoryview) -> int:
     total = 0
     while total < len(view):
-        got = src.readinto(view[total:])  # type: ignore[attr-defined]
+        got = src.readinto(view[total:])
         if not got:
             break
         total += got

@@ -140,10 +140,10 @@ class TierlogBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write_task(self.settings, self.job_id, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _commit(self.settings, self.job_id, list(messages))
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _abort(self.settings, self.job_id)
 
 
@@ -161,14 +161,14 @@ class TierlogStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write_task(self.settings, self.job_id, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         assert self.settings.stream_id is not None
         # One job id for the query (the tasks' pickled copy has it too): micro-batches run
         # one after another, each commit deletes the staging it leaves.
         _commit(self.settings, self.job_id, list(messages),
                 stream=(_safe_name(self.settings.stream_id), batchId))
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _abort(self.settings, self.job_id)
 
 
