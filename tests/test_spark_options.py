@@ -143,3 +143,15 @@ def test_kafka_options_are_ignored_with_one_warning_naming_path(
 def test_unknown_options_still_fail() -> None:
     with pytest.raises(ConfigError, match=r"^groupidprefix: unknown option"):
         parse(groupIdPrefix="x")
+
+
+def test_start_after_end_is_checked_after_the_precedence() -> None:
+    # The offsets lose to the timestamps on both sides, so they are not compared.
+    parse(startingOffsets='{"orders": {"0": 9}}', endingOffsets='{"orders": {"0": 5}}',
+          startingTimestamp="1", endingTimestamp="2")
+    # Different kinds on the two sides are resolved per partition, not compared here.
+    parse(startingOffsets='{"orders": {"0": 9}}', endingTimestamp="2")
+    with pytest.raises(ConfigError, match=r"^startingoffsetsbytimestamp: orders-1: start 8"):
+        parse(startingOffsets='{"orders": {"1": 1}}', endingOffsets='{"orders": {"1": 2}}',
+              startingOffsetsByTimestamp='{"orders": {"1": 8}}',
+              endingOffsetsByTimestamp='{"orders": {"1": 3}}')

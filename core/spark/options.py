@@ -50,8 +50,10 @@ _KNOWN = frozenset({
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "isolation.level",
     KAFKA_ISOLATION_LEVEL, "failondataloss", "includeheaders", "minpartitions", "splitbytes",
-    "batchrows", "filterpushdown", "topicid",
+    "batchrows", "filterpushdown", "topicid", "maxoffsetspertrigger",
 })
+#: Options a streaming query refuses, as Spark's Kafka source does (a stream has no end).
+_ENDING_OPTIONS = ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
 _TOPIC_OPTIONS = ("subscribe", "subscribepattern", "assign")
 
 #: ``{"topic": {partition: value}}``: per-partition offsets or timestamps of a JSON option.
@@ -169,12 +171,23 @@ class TierlogOptions:
     topic); without it the newest incarnation of a re-created topic is read."""
     ignored_kafka_options: tuple[str, ...] = ()
     """The ``kafka.*`` options given, which tierlog does not use (it reads ``path``)."""
+    max_offsets_per_trigger: int | None = None
+    """``maxOffsetsPerTrigger``: a streaming micro-batch reads at most this many offsets,
+    split across partitions in proportion to their backlog (ignored by batch queries)."""
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> TierlogOptions:
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> TierlogOptions:
         """Parse Spark's (case-insensitive) options; ConfigError names the first bad one.
-        Ignored ``kafka.*`` options are logged in one warning naming ``path``."""
+        Ignored ``kafka.*`` options are logged in one warning naming ``path``. A
+        ``streaming`` query starts at ``latest`` by default (as Spark's Kafka source) and
+        refuses the ending options."""
         opts = {k.lower(): str(v) for k, v in options.items()}
+        if streaming:
+            for key in _ENDING_OPTIONS:
+                if key in opts:
+                    raise ConfigError(key, "is not valid in streaming queries (a stream has "
+                                           "no end; use it with spark.read)")
+            opts.setdefault("startingoffsets", "latest")
         raw_storage = options_under(STORAGE_PREFIXES, opts)
         ignored = sorted(k for k in opts if k.startswith(KAFKA_PREFIX)
                          and k != KAFKA_ISOLATION_LEVEL)
@@ -221,7 +234,8 @@ class TierlogOptions:
             if key in opts:
                 values[name] = parse_bool(key, opts[key])
         for key, name in (("minpartitions", "min_partitions"), ("splitbytes", "split_bytes"),
-                          ("batchrows", "batch_rows")):
+                          ("batchrows", "batch_rows"),
+                          ("maxoffsetspertrigger", "max_offsets_per_trigger")):
             if key in opts:
                 values[name] = parse_int(key, opts[key], minimum=1)
         if "topicid" in opts:
@@ -250,26 +264,36 @@ class TierlogOptions:
                                                          f"batch queries")
 
     def _check_start_not_after_end(self) -> None:
-        """Specific offsets (or timestamps) on both sides: each start at most its end, as
-        Spark checks them before any read."""
-        pairs = []
-        if self.starting_timestamp is None and self.ending_timestamp is None:
-            pairs.append(("offsets", self.starting_offsets, self.ending_offsets))
-            pairs.append(("offsetsbytimestamp", self.starting_by_timestamp,
-                          self.ending_by_timestamp))
-        for what, start, end in pairs:
-            if not isinstance(start, dict) or not isinstance(end, dict):
-                continue
-            for topic, partition, first in _flatten(start):
-                last = end.get(topic, {}).get(partition)
-                if last is not None and first >= 0 and last >= 0 and first > last:
-                    raise ConfigError(f"starting{what}",
-                                      f"{topic}-{partition}: start {first} is after the end "
-                                      f"{last} given by ending{what}")
-        if self.starting_timestamp is not None and self.ending_timestamp is not None \
-                and self.starting_timestamp > self.ending_timestamp:
-            raise ConfigError("startingtimestamp", f"{self.starting_timestamp} is after "
-                                                   f"endingTimestamp {self.ending_timestamp}")
+        """Where the start and the end are given the same way (after the precedence
+        timestamp > by-timestamp > offsets), each start is at most its end, as Spark checks
+        them before any read."""
+        start, end = self._limit("starting"), self._limit("ending")
+        if start[0] != end[0]:
+            return
+        what, first, last = start[0], start[1], end[1]
+        if isinstance(first, int) and isinstance(last, int):
+            if first > last:
+                raise ConfigError("startingtimestamp", f"{first} is after endingTimestamp "
+                                                       f"{last}")
+            return
+        if not isinstance(first, dict) or not isinstance(last, dict):
+            return
+        for topic, partition, offset in _flatten(first):
+            bound = last.get(topic, {}).get(partition)
+            if bound is not None and offset >= 0 and bound >= 0 and offset > bound:
+                raise ConfigError(f"starting{what}", f"{topic}-{partition}: start {offset} is "
+                                                     f"after the end {bound} given by "
+                                                     f"ending{what}")
+
+    def _limit(self, side: str) -> tuple[str, int | str | PerTopic]:
+        """``(how, value)`` of where ``side`` ("starting"/"ending") is, by Spark's precedence."""
+        timestamp = getattr(self, f"{side}_timestamp")
+        by_timestamp = getattr(self, f"{side}_by_timestamp")
+        if timestamp is not None:
+            return "timestamp", timestamp
+        if by_timestamp is not None:
+            return "offsetsbytimestamp", by_timestamp
+        return "offsets", getattr(self, f"{side}_offsets")
 
     def topic_id(self, topic: str) -> str | None:
         """The incarnation of ``topic`` the ``topicId`` option chooses (None: the newest)."""
