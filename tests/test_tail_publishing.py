@@ -409,3 +409,41 @@ def test_tail_manifest_round_trips(lengths: list[int], gap: int, lag: int) -> No
 def test_corrupt_tail_manifest_is_named(damage: bytes) -> None:
     with pytest.raises(CorruptRemoteMetadataError, match="p/_tail.json"):
         TailManifest.from_json(damage, "p/_tail.json")
+
+
+# -- Spark: the same records, local and S3 -----------------------------------------------------
+
+
+def _spark_rows(spark: Any, url: str, level: str, **options: str) -> list[tuple[int, bytes]]:
+    reader = spark.read.format("tierlog").option("path", url).option("subscribe", "orders") \
+        .option("isolation.level", level)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    rows = reader.load().select("offset", "key").collect()
+    return sorted((r["offset"], bytes(r["key"])) for r in rows)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_spark_reads_what_a_consumer_reads(spark, tmp_path, clock, where, request):
+    if where == "s3":
+        s3_options = request.getfixturevalue("s3_options")
+        url = f"s3://tierlog-tests/tail-spark-{tmp_path.name}"
+        conf = {**config(url), "remote.storage.manager": "s3",
+                **{f"remote.storage.options.{k}": v for k, v in s3_options.items()}}
+        spark_options = {f"storage.{k}": v for k, v in s3_options.items() if k != "region"}
+        spark_options["storage.region"] = s3_options["region"]
+    else:
+        url = f"file://{tmp_path}/tier"
+        conf, spark_options = config(url), {}
+    mgr = LogManager.open(tmp_path / "data", conf, time_ms=clock, start_scheduler=False)
+    try:
+        log = mgr.create_topic("orders", 1)[0]
+        w = Writer(log)
+        LAYOUTS["data-spanning-two-segments"](w)
+        mgr.tier_now()
+        _open_txn_after(w)
+        mgr.publish_tail_now()
+        for level in LEVELS:
+            assert _spark_rows(spark, url, level, **spark_options) == consumer(log, level)
+    finally:
+        mgr.close()
