@@ -20,8 +20,14 @@ from tier_builder import BuiltTier, build_tier
 
 from tierlog.errors import CorruptRecordError, DecompressionLimitError
 from tierlog.plugins.local import create_remote_storage
-from tierlog.reader import SCHEMA, SCHEMA_NO_HEADERS, RemoteTopicReader, read_split, schema
-from tierlog.reader import _columnar_py
+from tierlog.reader import (
+    SCHEMA,
+    SCHEMA_NO_HEADERS,
+    RemoteTopicReader,
+    _columnar_py,
+    read_split,
+    schema,
+)
 from tierlog.reader._arrow import ColumnBuilder
 from tierlog.reader._columnar_codec import COLUMNS, OFFSET_COLUMNS
 from tierlog.records import Record, RecordBatch

@@ -8,7 +8,7 @@ from array import array
 
 import pyarrow as pa
 
-from tierlog.reader._columnar_codec import COLUMNS, OFFSET_COLUMNS, decode_batch
+from tierlog.reader._columnar_codec import ACCELERATED, COLUMNS, OFFSET_COLUMNS, decode_batch
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -52,12 +52,22 @@ class ColumnBuilder:
         self.partition = partition
         self.include_headers = include_headers
         self.schema = schema(include_headers)
+        self._sizes = [0] * len(COLUMNS)
         self._clear()
 
     def _clear(self) -> None:
-        # Fresh buffers: the Arrow arrays of the last build keep the old ones.
-        self.columns = [bytearray(4) if c in OFFSET_COLUMNS else bytearray()
-                        for c in range(len(COLUMNS))]
+        # Fresh buffers: the Arrow arrays of the last build keep the old ones. The C decoder
+        # fills buffers from Arrow's memory pool, sized as the last build's: the pool reuses
+        # the memory of RecordBatches already dropped (no page faults, no growth copies).
+        if ACCELERATED:
+            self.columns = [pa.allocate_buffer(max(size, 4), resizable=True)
+                            for size in self._sizes]
+            for c in OFFSET_COLUMNS:
+                with memoryview(self.columns[c]) as view, view.cast("B") as raw:
+                    raw[:4] = b"\0\0\0\0"
+        else:
+            self.columns = [bytearray(4) if c in OFFSET_COLUMNS else bytearray()
+                            for c in range(len(COLUMNS))]
         self.used = array("q", (4 if c in OFFSET_COLUMNS else 0 for c in range(len(COLUMNS))))
         self.rows = 0
 
@@ -105,6 +115,7 @@ class ColumnBuilder:
             ])
             columns.append(pa.Array.from_buffers(
                 HEADERS_TYPE, n, [_validity(buf(HDR_VALID)), buf(HDR_OFFS)], children=[header]))
+        self._sizes = list(self.used)
         self._clear()
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 

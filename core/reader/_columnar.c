@@ -2,7 +2,7 @@
  * buffers (no Python object per record), the C twin of core/reader/_columnar_py.py.
  *
  * decode_batch() appends the kept records of one batch's (uncompressed) records section to
- * sixteen growable bytearrays, the buffers of tierlog.reader's Arrow columns (see COLUMNS in
+ * sixteen growable buffers (bytearrays, or resizable pyarrow buffers from Arrow's pool), the buffers of tierlog.reader's Arrow columns (see COLUMNS in
  * core/reader/_columnar_codec.py), and advances their used lengths, kept in an int64 array next to
  * them. The record framing is Kafka's, judged as tierlog.records' codec judges it (the
  * differential tests hold both twins to the same verdicts): every read is checked against the
@@ -30,10 +30,14 @@ enum {
 
 static PyObject *corrupt_error; /* tierlog.errors.CorruptRecordError */
 
+/* A column buffer: a bytearray, or a resizable pyarrow buffer (pa.allocate_buffer(n,
+ * resizable=True), from Arrow's memory pool, which reuses freed memory) held through `view`. */
 typedef struct {
     PyObject *obj;
+    Py_buffer view;
     char *buf;
     Py_ssize_t cap;
+    int held;
 } column_t;
 
 /* Raises CorruptRecordError("record <index> at byte <pos>: <detail>"); returns -1. */
@@ -142,11 +146,35 @@ reserve(column_t *cols, int64_t *used, int c, Py_ssize_t extra)
         cap = need;
     if (cap < 4096)
         cap = 4096;
-    if (PyByteArray_Resize(col->obj, cap) < 0)
+    /* Let go of the buffer, resize it (its contents are kept), and take it again. */
+    PyBuffer_Release(&col->view);
+    col->held = 0;
+    PyObject *done = PyByteArray_Check(col->obj) ? (PyByteArray_Resize(col->obj, cap) < 0
+                                                    ? NULL : Py_NewRef(Py_None))
+                                                 : PyObject_CallMethod(col->obj, "resize", "n", cap);
+    if (done == NULL)
         return -1;
-    col->buf = PyByteArray_AS_STRING(col->obj);
-    col->cap = cap;
+    Py_DECREF(done);
+    if (PyObject_GetBuffer(col->obj, &col->view, PyBUF_WRITABLE) < 0)
+        return -1;
+    col->held = 1;
+    if (col->view.len < need) {
+        PyErr_SetString(PyExc_ValueError, "a column buffer did not grow");
+        return -1;
+    }
+    col->buf = (char *)col->view.buf;
+    col->cap = col->view.len;
     return 0;
+}
+
+static void
+release_columns(column_t *cols)
+{
+    for (int c = 0; c < N_COLS; c++) {
+        if (cols[c].held)
+            PyBuffer_Release(&cols[c].view);
+        cols[c].held = 0;
+    }
 }
 
 static inline void
@@ -273,19 +301,23 @@ decode_batch(PyObject *module, PyObject *args)
     column_t cols[N_COLS];
     for (int c = 0; c < N_COLS; c++) {
         PyObject *obj = PyList_GET_ITEM(columns, c);
-        if (!PyByteArray_Check(obj)) {
-            PyErr_SetString(PyExc_TypeError, "column buffers must be bytearrays");
+        cols[c].obj = obj;
+        cols[c].held = PyObject_GetBuffer(obj, &cols[c].view, PyBUF_WRITABLE) == 0;
+        if (!cols[c].held) {
+            release_columns(cols);
             return NULL;
         }
-        cols[c].obj = obj;
-        cols[c].buf = PyByteArray_AS_STRING(obj);
-        cols[c].cap = PyByteArray_GET_SIZE(obj);
+        cols[c].buf = (char *)cols[c].view.buf;
+        cols[c].cap = cols[c].view.len;
     }
     Py_buffer used_view, view;
-    if (PyObject_GetBuffer(used_obj, &used_view, PyBUF_WRITABLE) < 0)
+    if (PyObject_GetBuffer(used_obj, &used_view, PyBUF_WRITABLE) < 0) {
+        release_columns(cols);
         return NULL;
+    }
     if (used_view.len != N_COLS * 8) {
         PyBuffer_Release(&used_view);
+        release_columns(cols);
         PyErr_Format(PyExc_ValueError, "expected %d used lengths", N_COLS);
         return NULL;
     }
@@ -294,6 +326,7 @@ decode_batch(PyObject *module, PyObject *args)
     for (int c = 0; c < N_COLS; c++) {
         if (used[c] < 0 || used[c] > cols[c].cap) {
             PyBuffer_Release(&used_view);
+            release_columns(cols);
             PyErr_SetString(PyExc_ValueError, "a used length is outside its column buffer");
             return NULL;
         }
@@ -301,6 +334,7 @@ decode_batch(PyObject *module, PyObject *args)
     }
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&used_view);
+        release_columns(cols);
         return NULL;
     }
     if (position < 0 || position > end || end > view.len) {
@@ -408,12 +442,14 @@ decode_batch(PyObject *module, PyObject *args)
     }
     PyBuffer_Release(&view);
     PyBuffer_Release(&used_view);
+    release_columns(cols);
     return PyLong_FromLongLong(row - first_row);
 fail:
     for (int c = 0; c < N_COLS; c++)
         used[c] = saved[c];
     PyBuffer_Release(&view);
     PyBuffer_Release(&used_view);
+    release_columns(cols);
     return NULL;
 }
 
