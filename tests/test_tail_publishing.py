@@ -238,7 +238,8 @@ def test_a_crash_losing_unflushed_data_never_leaves_it_in_the_tier(tmp_path, tie
     not flush (its segment is cut at the flushed size). The tier holds only what survived."""
     child = textwrap.dedent(f"""
         import os, sys
-            from tierlog.manager import LogManager
+        from tierlog import Record
+        from tierlog.manager import LogManager
         mgr = LogManager.open({str(tmp_path / 'data')!r}, {config(tier_url)!r},
                               start_scheduler=False)
         log = mgr.create_topic("orders", 1)[0]

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tierlog.errors import CorruptRecordError, RemoteStorageError
+from tierlog.index.aborted_txns import collect_aborted_txns
 from tierlog.index.transaction_index import AbortedTxn
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, walk_headers
 from tierlog.remote.api import TopicIdPartition, new_uuid_text
@@ -410,16 +411,11 @@ def _read_bytes(segment: LogSegment, position: int, size: int) -> bytes:
 
 
 def _aborted_txns(view: _View, first: int, end: int) -> tuple[AbortedTxn, ...]:
-    """The aborted transactions whose ABORT marker lies in ``[first, end)``, from the
-    transaction indexes of the local segments holding that range."""
+    """The aborted transactions a read of ``[first, end)`` needs, collected by the one rule
+    of every read path (``tierlog.index.aborted_txns``) from the local segments holding that
+    range; only those whose ABORT marker is published (below ``end``)."""
     if first >= end:
         return ()
-    found: list[AbortedTxn] = []
-    bases = [s.base_offset for s, _ in view.segments]
-    for i, (segment, _) in enumerate(view.segments):
-        next_base = bases[i + 1] if i + 1 < len(bases) else 1 << 63
-        if next_base <= first or segment.base_offset >= end:
-            continue
-        found += (t for t in segment.txn_index.all_aborted_txns()
-                  if first <= t.last_offset < end)
-    return tuple(sorted(set(found), key=lambda t: t.last_offset))
+    sources = [segment for i, (segment, _) in enumerate(view.segments)
+               if i + 1 == len(view.segments) or view.segments[i + 1][0].base_offset > first]
+    return tuple(t for t in collect_aborted_txns(sources, first, end) if t.last_offset < end)
