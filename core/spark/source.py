@@ -21,6 +21,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     Filter,
@@ -118,6 +119,13 @@ class TierlogDataSource(DataSource):
         if self.parsed.filter_pushdown:
             return TierlogPushdownReader(self.parsed)
         return TierlogReader(self.parsed)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """``spark.readStream.format("tierlog")``: see tierlog.spark.stream (a stream starts
+        at ``latest`` by default and refuses the ending options, as Spark's Kafka source)."""
+        from tierlog.spark.stream import TierlogStreamReader
+
+        return TierlogStreamReader(TierlogOptions.parse(self.options, streaming=True))
 
 
 def register(spark: Any) -> None:
