@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.errors import OffsetOutOfRangeError, RemoteStorageError
+from tierlog.errors import RemoteStorageError
 from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
 from tierlog.index.transaction_index import decode_aborted_txns
 from tierlog.producer_snapshot import decode_snapshot
@@ -76,7 +76,7 @@ class PartitionPlanner:
 
     def __init__(self, tier: RemoteTier, url: str, storage_options: Mapping[str, Any],
                  tip: TopicIdPartition, chain: list[ChainLink], *, split_bytes: int,
-                 batch_rows: int, verify_crc: bool, fail_on_data_loss: bool,
+                 batch_rows: int, verify_crc: bool,
                  tail: TailManifest | None = None) -> None:
         self.tier = tier
         self.url = url
@@ -86,7 +86,6 @@ class PartitionPlanner:
         self.split_bytes = split_bytes
         self.batch_rows = batch_rows
         self.verify_crc = verify_crc
-        self.fail_on_data_loss = fail_on_data_loss
         self.tail = tail
         self._offset_indexes: dict[str, OffsetIndexView] = {}
         self._time_indexes: dict[str, TimeIndexView] = {}
@@ -178,15 +177,8 @@ class PartitionPlanner:
             return self.earliest
         if start == LATEST:
             return latest
-        if start < self.earliest:
-            if self.fail_on_data_loss:
-                raise OffsetOutOfRangeError(
-                    f"{self.tip}: starting offset {start} is below the earliest offset in the "
-                    f"tier, {self.earliest} (deleted by retention?); set fail_on_data_loss "
-                    f"False to start there instead"
-                )
-            return self.earliest
-        return min(start, latest)
+        # RemoteTopicReader has checked an explicit start (data loss, past the end) already.
+        return min(max(start, self.earliest), latest)
 
     def _resolve_end(self, end: int, latest: int) -> int:
         return latest if end == LATEST else min(end, latest)

@@ -319,4 +319,4 @@ class RemoteTopicReader:
         return PartitionPlanner(
             self._tier, self.url, self.storage_options, tip, self._chain(tip),
             split_bytes=self.split_bytes, batch_rows=batch_rows, verify_crc=self.verify_crc,
-            fail_on_data_loss=self.fail_on_data_loss, tail=tail)
+            tail=tail)
