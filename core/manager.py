@@ -37,6 +37,7 @@ from tierlog.manager_config import ManagerConfig
 from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.properties import read_properties_if_exists, write_properties
+from tierlog.remote.adoption import plan_adoption, seed_log_dir
 from tierlog.remote.factory import build_remote_log_manager
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
@@ -337,6 +338,58 @@ class LogManager:
             fsync_dir(directory.parent)
         log.warning("creating topic %s failed: its %d partition directories were removed",
                     name, len(directories))
+
+    def adopt_topic(self, name: str, config: Mapping[str, Any] | None = None) -> list[Log]:
+        """Take over a topic the remote tier holds and no log owns (one written by Spark's
+        ``df.write.format("tierlog")``) and continue it at its end (tierlog.remote.adoption).
+
+        Each partition's local log starts empty at the tier's end offset with its log start
+        offset at the tier's start, the tier's leader epochs and producer state; reads below
+        it come from the tier, appends continue at the end, and tiering copies the new
+        segments after the tier's. The topic is tiered (``remote.storage.enable`` is set on
+        top of ``config``) and now owned by this manager: a backfill refuses it. All or
+        nothing, as :meth:`create_topic`. TopicExistsError when the topic is here already,
+        UnknownTopicOrPartitionError when the tier has none, PartitionOwnedError when a log
+        owns a partition of it."""
+        filenames.validate_topic(name)
+        overrides = {**dict(config or {}), "remote.storage.enable": True}
+        topic_config = self.config.topic_defaults.with_overrides(overrides)
+        self._check_cleanup_policies(topic_config)
+        with self._lock:
+            self._check_open()
+            if self.partitions(name):
+                raise TopicExistsError(f"topic {name!r} already exists")
+            rlm = self._remote_log_manager()
+            states = plan_adoption(rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms)
+            logs: list[Log] = []
+            directories: list[Path] = []
+            try:
+                for state in states:
+                    directory = (self._least_loaded_dir()
+                                 / filenames.partition_dir_name(name, state.tip.partition))
+                    directory.mkdir(parents=True)
+                    directories.append(directory)
+                    write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
+                    seed_log_dir(directory, state,
+                                 index_interval_bytes=topic_config["index.interval.bytes"],
+                                 max_index_size=topic_config["segment.index.bytes"])
+                    partition_log = Log.open(
+                        directory, topic_config, topic_id=state.tip.topic_id,
+                        log_start_offset=state.log_start_offset, recovery_point=state.end_offset,
+                        had_clean_shutdown=True, remote_snapshots=TierProducerSnapshots(
+                            lambda: self._remote_log_manager(), self._lock),
+                        **self._log_options())
+                    partition_log.update_high_watermark(state.end_offset)
+                    self._logs[(name, state.tip.partition)] = partition_log
+                    logs.append(partition_log)
+                self._attach_tiered_logs(logs, isolate=False)
+            except BaseException:
+                self._undo_create(name, logs, directories)
+                raise
+            for log_dir in {lg.directory.parent for lg in logs}:
+                self._write_checkpoints(log_dir)  # the log start offsets survive a crash
+            log.info("adopted topic %s (%d partitions) from the remote tier", name, len(logs))
+            return logs
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.dirs}

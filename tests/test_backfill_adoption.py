@@ -1,0 +1,164 @@
+"""A topic backfilled into the tier is adopted by a LogManager (LogManager.adopt_topic): its
+logs read the old offsets from the tier byte-equal, continue at the tier's end, tier their new
+segments after the backfilled ones, and the backfill writer refuses the adopted partitions."""
+
+from __future__ import annotations
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from tierlog.errors import PartitionOwnedError, TopicExistsError, UnknownTopicOrPartitionError
+from tierlog.leader_epoch import EpochEntry
+from tierlog.manager import LogManager
+from tierlog.records.batch import iter_batches
+from tierlog.records.record import Record
+from tierlog.remote.backfill import (
+    BackfillTaskWriter,
+    WriteOptions,
+    collect,
+    new_job_id,
+    task_attempt_name,
+)
+from tierlog.remote.backfill_commit import BackfillCommitter
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
+from tierlog.remote.manifest import load_partition
+from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.topics import topic_partitions
+
+T0 = 1_700_000_000_000
+
+
+def _rows(start: int, n: int) -> pa.RecordBatch:
+    idx = range(start, start + n)
+    return pa.RecordBatch.from_pydict({
+        "key": [f"k{i % 5}".encode() if i % 4 else None for i in idx],
+        "value": [f"value-{i}".encode() * (i % 3) for i in idx],
+        "headers": [[{"key": "h", "value": str(i).encode()}] if i % 3 == 0 else [] for i in idx],
+        "timestamp": pa.array([T0 + i for i in idx], pa.timestamp("ms")),
+    })
+
+
+def backfill(tier: RemoteTier, topic: str, tasks: list[list[pa.RecordBatch]],
+             **options: object) -> None:
+    """One backfill job of ``tasks`` (each a task's Arrow batches), committed."""
+    opts = WriteOptions(topic=topic, **options)  # type: ignore[arg-type]
+    job = new_job_id()
+    messages = []
+    for task, batches in enumerate(tasks):
+        writer = BackfillTaskWriter(tier, job, task, task_attempt_name(task, 0), opts,
+                                    now_ms=T0)
+        for b in batches:
+            writer.write(b)
+        messages.append(writer.commit_message())
+    chunks, created = collect(messages, job)
+    committer = BackfillCommitter(tier, time_ms=lambda: T0)
+    try:
+        committer.commit(job, chunks, created=created)
+    finally:
+        committer.close()
+
+
+def tier_batches(tier: RemoteTier, topic: str, partition: int) -> list[bytes]:
+    """The raw batches of the partition's committed segments, in offset order."""
+    tip = topic_partitions(tier, topic)[partition]
+    manifest, _ = load_partition(tier, tip)
+    out: list[bytes] = []
+    for md in sorted(manifest.committed, key=lambda m: m.start_offset):
+        data = tier.get_bytes(tier.path(segment_object_key(md, SEGMENT_SUFFIX)))
+        out += [bytes(b.view()) for b in iter_batches(data, strict=True)]
+    return out
+
+
+def log_batches(partition_log, start: int, end: int) -> list[bytes]:
+    """The raw batches Log.read returns for ``[start, end)``."""
+    out: list[bytes] = []
+    offset = start
+    while offset < end:
+        info = partition_log.read(offset, max_bytes=4096)
+        batches = list(info.batches())
+        assert batches, f"no batch at {offset}"
+        out += [bytes(b.view()) for b in batches]
+        offset = batches[-1].next_offset
+    return out
+
+
+def fields(batches: list[bytes]) -> list[tuple]:
+    return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
+            for data in batches for b in iter_batches(data, strict=True) for r in b.records()]
+
+
+def manager_config(url: str) -> dict[str, object]:
+    return {"remote.storage.manager": "local", "remote.storage.url": url,
+            "segment.bytes": 2048, "local.retention.bytes": 0}
+
+
+@pytest.fixture
+def tier(tmp_path):
+    return RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_an_adopted_topic_reads_the_tier_and_continues_at_its_end(tmp_path, tier, clock, codec):
+    backfill(tier, "orders", [[_rows(0, 70)], [_rows(70, 50)]], new_topic_partitions=2,
+             compression=codec, batch_bytes=300, segment_bytes=1200)
+    written = {p: tier_batches(tier, "orders", p) for p in (0, 1)}
+    url = f"file://{tier.root}"
+    with LogManager.open(tmp_path / "data", manager_config(url), time_ms=clock,
+                         start_scheduler=False) as mgr:
+        logs = mgr.adopt_topic("orders")
+        assert [lg.partition for lg in logs] == [0, 1]
+        for p, partition_log in enumerate(logs):
+            end = len(fields(written[p]))
+            assert (partition_log.log_start_offset, partition_log.log_end_offset,
+                    partition_log.local_log_start_offset, partition_log.high_watermark) == \
+                (0, end, end, end)
+            assert partition_log.topic_id == topic_partitions(tier, "orders")[p].topic_id
+            assert partition_log.leader_epoch_cache.entries() == [EpochEntry(0, 0)]
+            # The producer state came from the snapshot copied with the tier's last segment.
+            assert partition_log.recovery.snapshots_from_remote == [end]
+            assert not partition_log.recovery.errors
+            got = log_batches(partition_log, 0, end)
+            assert got == written[p]  # the tier's batches, byte for byte
+            assert partition_log.read(0).from_remote
+            info = partition_log.append_records([Record(b"new", b"after-%d" % p, timestamp=T0)])
+            assert info.first_offset == end
+        # Appends roll segments; the next tiering run copies them after the backfilled ones.
+        for i in range(60):
+            logs[0].append_records([Record(b"k", b"x" * 40, timestamp=T0 + i)])
+        logs[0].update_high_watermark(logs[0].log_end_offset)
+        mgr.tier_now()
+        tip = topic_partitions(tier, "orders")[0]
+        committed = sorted(load_partition(tier, tip)[0].committed, key=lambda m: m.start_offset)
+        ends = [m.end_offset for m in committed]
+        starts = [m.start_offset for m in committed]
+        assert starts[1:] == [e + 1 for e in ends[:-1]]  # one contiguous chain
+        assert ends[-1] > len(fields(written[0]))
+        # The backfill now refuses the partitions: the LogManager owns them.
+        with pytest.raises(PartitionOwnedError, match=r"orders-0 .*LogManager on "):
+            backfill(tier, "orders", [[_rows(200, 3)]], new_topic_partitions=2)
+    # Reopened, the logs keep the tier's start and their end.
+    with LogManager.open(tmp_path / "data", manager_config(url), time_ms=clock,
+                         start_scheduler=False) as mgr:
+        reopened = mgr.log("orders", 1)
+        assert reopened.log_start_offset == 0
+        assert reopened.log_end_offset == len(fields(written[1])) + 1
+        assert log_batches(reopened, 0, len(fields(written[1]))) == written[1]
+
+
+def test_adoption_errors_name_the_topic(tmp_path, tier, clock):
+    backfill(tier, "t", [[_rows(0, 5)]])
+    url = f"file://{tier.root}"
+    with LogManager.open(tmp_path / "data", manager_config(url), time_ms=clock,
+                         start_scheduler=False) as mgr:
+        with pytest.raises(UnknownTopicOrPartitionError, match="'missing'"):
+            mgr.adopt_topic("missing")
+        mgr.adopt_topic("t")
+        with pytest.raises(TopicExistsError, match="'t'"):
+            mgr.adopt_topic("t")
+    with LogManager.open(tmp_path / "other", manager_config(url), time_ms=clock,
+                         start_scheduler=False) as other:
+        with pytest.raises(PartitionOwnedError, match="t-0"):
+            other.adopt_topic("t")
+        assert other.partitions("t") == []
+        assert not list((tmp_path / "other").glob("t-*"))
