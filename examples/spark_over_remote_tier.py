@@ -55,7 +55,8 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         tierlog.spark.register(spark)
         (spark.read.format("tierlog").option("path", url).option("subscribe", "orders")
-         .option("startingTimestamp", str(START_MS + 600_000)).load()
+         .option("startingTimestamp", str(START_MS + 600_000))
+         .option("includeHeaders", "true").load()  # the query below reads headers
          .createOrReplaceTempView("orders"))
         spark.sql("""
             SELECT partition,
