@@ -30,6 +30,7 @@ from tierlog.partitioner import partition_for_key
 from tierlog.records.compression import codec_id
 from tierlog.records.record import Record
 from tierlog.remote.api import TopicIdPartition, new_uuid_text
+from tierlog.remote.backfill_commit import pending_jobs
 from tierlog.remote.backfill_stage import StagedChunk, StagedPartitionWriter, StageSettings
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.topics import topic_partitions
@@ -69,9 +70,15 @@ def new_topic_id_for(job_id: str, topic: str) -> str:
 
 def resolve_topic(tier: RemoteTier, job_id: str, topic: str, new_partitions: int
                   ) -> TopicInfo:
-    """The topic's incarnation in the tier (the one readers read), or a new one of
-    ``new_partitions`` partitions."""
-    found = topic_partitions(tier, topic)
+    """The topic's incarnation in the tier (the one readers read), else the one a crashed
+    commit's job record creates (the driver rolls it forward before committing, so the two
+    jobs do not make two incarnations), else a new one of ``new_partitions`` partitions."""
+    found = dict(topic_partitions(tier, topic))
+    ids = {p.topic_id for p in found.values()}
+    for plan in pending_jobs(tier):  # a half-applied record's partitions may not list yet
+        for p in plan.partitions:
+            if p.topic == topic and (not ids or p.topic_id in ids):
+                found.setdefault(p.partition, p)
     if found:
         ids = {p.topic_id for p in found.values()}
         return TopicInfo(topic, ids.pop(), max(found) + 1, False)

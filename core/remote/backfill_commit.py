@@ -200,6 +200,22 @@ def _read_into(src: Readable, view: memoryview) -> int:
     return total
 
 
+def pending_jobs(tier: RemoteTier) -> list[JobPlan]:
+    """The job records crashed commits left (``_jobs/``): committed jobs that the next
+    commit (or ``recover``) rolls forward. Their partitions count as existing: a task that
+    creates a topic one of them creates takes its topic id (see backfill.resolve_topic)."""
+    plans = []
+    for name in tier.list_names(tier.path(JOBS_DIR)):
+        if not name.endswith(".json"):
+            continue
+        path = tier.path(JOBS_DIR, name)
+        try:
+            plans.append(JobPlan.from_json(tier.get_bytes(path), path))
+        except RemoteResourceNotFoundError:
+            continue  # rolled forward meanwhile
+    return plans
+
+
 class BackfillCommitter:
     """Commits, aborts and recovers backfill jobs on one tier (the driver's side)."""
 
@@ -251,14 +267,7 @@ class BackfillCommitter:
     def recover(self) -> list[str]:
         """Roll forward every job record a crashed commit left; returns their job ids."""
         done = []
-        for name in self._tier.list_names(self._tier.path(JOBS_DIR)):
-            if not name.endswith(".json"):
-                continue
-            path = self._tier.path(JOBS_DIR, name)
-            try:
-                plan = JobPlan.from_json(self._tier.get_bytes(path), path)
-            except RemoteResourceNotFoundError:
-                continue
+        for plan in pending_jobs(self._tier):
             log.warning("rolling forward backfill job %s left by a crashed commit", plan.job_id)
             self._apply(plan)
             done.append(plan.job_id)
