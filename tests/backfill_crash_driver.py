@@ -58,10 +58,10 @@ class _Task:
     def __init__(self, task: int) -> None:
         self.task = task
 
-    def partitionId(self) -> int:  # noqa: N802 - Spark's name
+    def partitionId(self) -> int:
         return self.task
 
-    def attemptNumber(self) -> int:  # noqa: N802 - Spark's name
+    def attemptNumber(self) -> int:
         return 0
 
 
