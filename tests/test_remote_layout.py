@@ -31,6 +31,7 @@ from tierlog.remote.layout import (
     METADATA_DIR,
     SEGMENT_OBJECT_SUFFIXES,
     manifest_key,
+    owner_key,
     metadata_dir_key,
     metadata_object_key,
     metadata_object_name,
@@ -95,7 +96,7 @@ def test_every_object_the_writer_stored_is_where_the_layout_says(tiered: Any) ->
     for tip in partitions:
         segments = reader.list_segments(tip.topic, tip.partition)
         assert segments
-        expected = {tier.path(manifest_key(tip))}
+        expected = {tier.path(manifest_key(tip)), tier.path(owner_key(tip))}
         for md in segments:
             expected |= {tier.path(segment_object_key(md, s)) for s in SEGMENT_OBJECT_SUFFIXES
                          if s != IndexType.TRANSACTION.suffix}
