@@ -130,8 +130,9 @@ def decompress(codec: int, data: Buffer,
     reached instead of being expanded first and measured after: DecompressionLimitError.
     Bad input raises CorruptRecordError.
     """
-    out = bytearray()
-    written = decompress_into(codec, data, out, max_bytes)
+    if codec_id(codec) == NONE:
+        return bytes(data)
+    out, written = _decompress(codec, data, max_bytes, None)
     with memoryview(out) as view, view[:written] as used:
         return bytes(used)
 
@@ -143,6 +144,13 @@ def decompress_into(codec: int, data: Buffer, out: bytearray,
     decompresses batch after batch without a new buffer each time; same bound, same errors.
     ``out`` must not be exported (no live memoryview of it) while this runs.
     """
+    return _decompress(codec, data, max_bytes, out)[1]
+
+
+def _decompress(codec: int, data: Buffer, max_bytes: int, out: bytearray | None
+                ) -> tuple[bytearray, int]:
+    """The one bounded decompression: ``(buffer, bytes written)``, the buffer ``out`` (grown)
+    or, when None, a new one of the size the data needs."""
     codec = codec_id(codec)
     try:
         if codec == GZIP:
@@ -157,21 +165,25 @@ def decompress_into(codec: int, data: Buffer, out: bytearray,
     except cramjam.DecompressionError as e:
         raise CorruptRecordError(f"invalid {codec_name(codec)} data: {e}") from e
     with memoryview(data) as view:
-        _ensure_size(out, len(view))
+        out = _sized(out, len(view))
         out[:len(view)] = view
-        return len(view)
+        return out, len(view)
 
 
-def _ensure_size(out: bytearray, size: int) -> None:
-    """Grow ``out`` to at least ``size`` bytes (its contents are scratch)."""
+def _sized(out: bytearray | None, size: int) -> bytearray:
+    """``out`` grown to at least ``size`` bytes (its contents are scratch), or a new buffer of
+    ``size`` bytes when None."""
+    if out is None:
+        return bytearray(size)
     if len(out) < size:
         out.extend(bytes(size - len(out)))
+    return out
 
 
-def _bounded(module: Any, data: Buffer, max_bytes: int, out: bytearray, size_hint: int = 0
-             ) -> int:
-    """``module.decompress_into`` ``out`` grown in steps, up to ``max_bytes``: the bytes
-    written. cramjam stops writing (and decompressing) when the buffer is full, so nothing
+def _bounded(module: Any, data: Buffer, max_bytes: int, out: bytearray | None,
+             size_hint: int = 0) -> tuple[bytearray, int]:
+    """``module.decompress_into`` a buffer grown in steps, up to ``max_bytes``: (buffer, bytes
+    written). cramjam stops writing (and decompressing) when the buffer is full, so nothing
     beyond it is produced.
 
     The first size is ``size_hint`` (what the data says it expands to: a liar only costs
@@ -179,12 +191,12 @@ def _bounded(module: Any, data: Buffer, max_bytes: int, out: bytearray, size_hin
     """
     if size_hint <= 0:
         size_hint = max(_FIRST_GUESS_MIN, len(memoryview(data)) * _FIRST_GUESS_RATIO)
-    size = min(max_bytes, max(size_hint, len(out)))
+    size = min(max_bytes, max(size_hint, 0 if out is None else len(out)))
     while True:
-        _ensure_size(out, size)
+        buffer = _sized(out, size)
         try:
-            with memoryview(out) as whole, whole[:size] as target:
-                return int(module.decompress_into(data, target))
+            with memoryview(buffer) as whole, whole[:size] as target:
+                return buffer, int(module.decompress_into(data, target))
         except cramjam.DecompressionError as e:
             if _OUTPUT_FULL not in str(e):
                 raise
@@ -228,9 +240,10 @@ def _xerial_compress(view: memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_decompress(view: memoryview, max_bytes: int, out: bytearray) -> int:
+def _xerial_decompress(view: memoryview, max_bytes: int, out: bytearray | None
+                       ) -> tuple[bytearray, int]:
     """A xerial stream, or (as Kafka's reader also accepts) one bare raw snappy block, into
-    ``out``: the bytes written.
+    ``out`` (or a new buffer): (buffer, bytes written).
 
     A raw block declares its length up front: the declared lengths are summed and checked
     against ``max_bytes`` before any block is decompressed (snappy allocates what it declares).
@@ -243,7 +256,7 @@ def _xerial_decompress(view: memoryview, max_bytes: int, out: bytearray) -> int:
         declared += sizes[-1]
         if declared > max_bytes:
             raise _too_large(max_bytes)
-    _ensure_size(out, declared)
+    out = _sized(out, declared)
     written = 0
     with memoryview(out) as whole:
         for block, size in zip(blocks, sizes, strict=True):
@@ -253,7 +266,7 @@ def _xerial_decompress(view: memoryview, max_bytes: int, out: bytearray) -> int:
                 raise CorruptRecordError(
                     f"snappy: a block declares {size} bytes but decompresses to {got}")
             written += got
-    return written
+    return out, written
 
 
 def _xerial_blocks(view: memoryview) -> list[memoryview]:
@@ -310,8 +323,9 @@ def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_frame_decompress(view: memoryview, max_bytes: int, out: bytearray) -> int:
-    """An LZ4 frame into ``out`` (the bytes written); checksums are verified, dependent (linked) blocks are refused as Kafka does."""
+def _lz4_frame_decompress(view: memoryview, max_bytes: int, out: bytearray | None
+                          ) -> tuple[bytearray, int]:
+    """An LZ4 frame into ``out`` (or a new buffer): (buffer, bytes written); checksums are verified, dependent (linked) blocks are refused as Kafka does."""
     if len(view) < 7 or view[:4] != LZ4_MAGIC:
         raise CorruptRecordError(f"lz4: not an LZ4 frame (starts {bytes(view[:4]).hex()})")
     flg = view[4]
