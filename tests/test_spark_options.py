@@ -155,3 +155,11 @@ def test_start_after_end_is_checked_after_the_precedence() -> None:
         parse(startingOffsets='{"orders": {"1": 1}}', endingOffsets='{"orders": {"1": 2}}',
               startingOffsetsByTimestamp='{"orders": {"1": 8}}',
               endingOffsetsByTimestamp='{"orders": {"1": 3}}')
+
+
+def test_max_offsets_per_trigger_is_ignored_by_a_batch_query_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="tierlog.spark"):
+        parse(maxOffsetsPerTrigger="5").check_batch()
+    assert [r.getMessage() for r in caplog.records] == [
+        "tierlog: maxOffsetsPerTrigger is ignored in batch queries"]

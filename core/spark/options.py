@@ -250,7 +250,10 @@ class TierlogOptions:
 
     def check_batch(self) -> None:
         """What a batch query refuses, as Spark's Kafka source: a start at ``latest`` (a
-        batch reads a fixed range that ends at latest, so it would read nothing)."""
+        batch reads a fixed range that ends at latest, so it would read nothing). A
+        ``maxOffsetsPerTrigger`` is ignored with a warning, as there."""
+        if self.max_offsets_per_trigger is not None:
+            log.warning("%s: maxOffsetsPerTrigger is ignored in batch queries", NAME)
         starting = self.starting_offsets
         uses_offsets = self.starting_timestamp is None and self.starting_by_timestamp is None
         if uses_offsets and starting == "latest":
