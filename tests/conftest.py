@@ -91,13 +91,14 @@ def s3_options(s3_endpoint, monkeypatch):
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """``tierlog.spark.session``'s local session (the data source registered, Python errors on
-    the first line of Spark's message), on two cores."""
+    the first line of Spark's message), on two cores; a failed task is retried once, as on a
+    cluster (tests of retried tasks rely on it)."""
     import tierlog.spark
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYSPARK_PYTHON", sys.executable)
         mp.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        session = tierlog.spark.session("tierlog-tests", "local[2]",
+        session = tierlog.spark.session("tierlog-tests", "local[2,2]",  # a failed task retries once
                                         **{"spark.sql.shuffle.partitions": "2"})
         session.sparkContext.setLogLevel("ERROR")
         yield session
