@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.errors import StreamingQueryException
 from tier_builder import local_records, records_of
 
 from tierlog import Record
@@ -475,26 +476,27 @@ def test_subscribe_pattern_picks_up_a_new_topic_from_earliest(spark, manager, pr
 
 def test_fail_on_data_loss_in_a_stream(spark, manager, producer, tier_url, tmp_path) -> None:
     manager.create_topic("orders", 1)
-    producer.fill("orders", 1, 4)
+    producer.fill("orders", 1, 2)
     producer.publish()
     log = manager.log("orders", 0)
-    first = log.high_watermark
-    df = stream(spark, tier_url, subscribe="orders", startingOffsets="earliest",
-                maxOffsetsPerTrigger="5")
-    # Read the first batch only, then retention removes offsets the query has not read.
-    query = (df.writeStream.foreachBatch(Collector())
-             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(once=True).start())
-    query.awaitTermination(120)
-    log.delete_records_before(first - 3)
+    df = stream(spark, tier_url, subscribe="orders", startingOffsets="earliest")
+    read = run_available_now(df, tmp_path / "ckpt").rows
+    assert len(read) == len(expected(manager, "orders"))
+    # New records, then retention removes some of them before the query reads them.
+    unread = log.high_watermark
+    producer.fill("orders", 1, 3)
     producer.publish()
-    with pytest.raises(AssertionError, match=r"orders-0: \d+ offsets the stream had not read "
-                                             r"yet.*failOnDataLoss=false"):
+    log.delete_records_before(unread + 4)
+    producer.publish()
+    with pytest.raises(StreamingQueryException, match=rf"orders-0: 4 offsets the stream had not read "
+                                             rf"yet, {unread} to {unread + 3}.*"
+                                             rf"failOnDataLoss=false"):
         run_available_now(df, tmp_path / "ckpt")
     lenient = stream(spark, tier_url, subscribe="orders", startingOffsets="earliest",
-                     maxOffsetsPerTrigger="5", failOnDataLoss="false")
+                     failOnDataLoss="false")
     sink = run_available_now(lenient, tmp_path / "ckpt")
     assert [r["offset"] for r in sink.rows] == [r.offset for _, r in expected(manager, "orders")]
-    assert sink.rows[0]["offset"] == first - 3
+    assert sink.rows[0]["offset"] == unread + 4
 
 
 # -- exactly once across a SIGKILL of the driver ---------------------------------------------
@@ -607,6 +609,9 @@ def test_exactly_once_across_sigkill_of_the_driver(manager, producer, tier_url, 
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     run_driver(script, args, {**env, "KILL_AT_OFFSET": "40"}, marker)
     assert int(marker.read_text()) >= 40
+    planned = {int(f.name) for f in (ckpt / "offsets").iterdir() if f.name.isdigit()}
+    done = {int(f.name) for f in (ckpt / "commits").iterdir() if f.name.isdigit()}
+    assert max(planned) not in done  # the batch it was killed in was planned, not committed
     before = committed_rows(out)
     assert 0 < len(before) < len(expected(manager, "orders"))  # killed mid-query
     producer.fill("orders", 2, 2)
