@@ -162,3 +162,28 @@ def test_adoption_errors_name_the_topic(tmp_path, tier, clock):
             other.adopt_topic("t")
         assert other.partitions("t") == []
         assert not list((tmp_path / "other").glob("t-*"))
+
+
+def test_the_remote_log_manager_sweeps_old_staging_of_crashed_jobs(tmp_path, tier):
+    """A crashed job's staging (tasks staged, no commit) goes at the LogManager's first attach
+    once a day old; a younger job's stays (it may still be running)."""
+    import os
+    import time
+
+    opts = WriteOptions(topic="t")
+    jobs = []
+    for _ in range(2):
+        job = new_job_id()
+        writer = BackfillTaskWriter(tier, job, 0, task_attempt_name(0, 0), opts, now_ms=T0)
+        writer.write(_rows(0, 5))
+        writer.commit_message()
+        jobs.append(job)
+    old = tier.path(f"_staging/{jobs[0]}")
+    two_days_ago = time.time() - 2 * 86400
+    for path in tier.fs.find(old):  # the first job crashed two days ago
+        os.utime(path, (two_days_ago, two_days_ago))
+    url = f"file://{tier.root}"
+    with LogManager.open(tmp_path / "data", manager_config(url),
+                         time_ms=lambda: int(time.time() * 1000), start_scheduler=False) as mgr:
+        mgr.create_topic("live", 1, {"remote.storage.enable": True})
+    assert tier.list_names(tier.path("_staging"), dirs=True) == [jobs[1]]

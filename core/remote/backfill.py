@@ -30,7 +30,7 @@ from tierlog.partitioner import partition_for_key
 from tierlog.records.compression import codec_id
 from tierlog.records.record import Record
 from tierlog.remote.api import TopicIdPartition, new_uuid_text
-from tierlog.remote.backfill_commit import pending_jobs
+from tierlog.remote.backfill_commit import DEFAULT_STAGING_RETENTION_MS, pending_jobs
 from tierlog.remote.backfill_stage import StagedChunk, StagedPartitionWriter, StageSettings
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.topics import topic_partitions
@@ -106,7 +106,7 @@ class WriteOptions:
     compression: str = "none"
     batch_bytes: int = 16384
     segment_bytes: int = 1 << 30
-    staging_retention_ms: int = 24 * 3600 * 1000
+    staging_retention_ms: int = DEFAULT_STAGING_RETENTION_MS
 
     def __post_init__(self) -> None:
         try:
@@ -307,7 +307,7 @@ def options_from(mapping: Mapping[str, str], *, topic_key: str = "topic") -> Wri
         topic=mapping.get(topic_key), new_topic_partitions=number("partitions", 1),
         compression=compression, batch_bytes=number("batch.size", 16384),
         segment_bytes=number("segment.bytes", 1 << 30),
-        staging_retention_ms=number("staging.retention.ms", 24 * 3600 * 1000))
+        staging_retention_ms=number("staging.retention.ms", DEFAULT_STAGING_RETENTION_MS))
 
 
 __all__ = [

@@ -80,6 +80,8 @@ _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 _DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 JOB_RECORD_VERSION = 1
+#: How long a job's staging is kept unmodified before a sweep takes it for a crashed job's.
+DEFAULT_STAGING_RETENTION_MS = 24 * 3600 * 1000
 _COPY_BUFFER = 1 << 20
 
 
@@ -287,12 +289,14 @@ class BackfillCommitter:
 
     def sweep_staging(self, older_than_ms: int, *, keep: Iterable[str] = ()) -> int:
         """Delete the staging of jobs (crashed or killed) not modified for ``older_than_ms``,
-        but ``keep``'s; returns how many went. A running job's staging is younger."""
+        but ``keep``'s and that of jobs whose record awaits its roll-forward; returns how
+        many went. A running job's staging is younger."""
         removed = 0
         now = self._time_ms()
+        keep = set(keep) | {plan.job_id for plan in pending_jobs(self._tier)}
         base = self._tier.path(staging_dir_key())
         for job in self._tier.list_names(base, dirs=True):
-            if job in set(keep):
+            if job in keep:
                 continue
             newest = self._newest_mtime_ms(f"{base}/{job}")
             if newest is not None and now - newest < older_than_ms:

@@ -32,6 +32,7 @@ from tierlog.remote.api import (
     RemoteStorageManager,
     TopicIdPartition,
 )
+from tierlog.remote.backfill_commit import DEFAULT_STAGING_RETENTION_MS, BackfillCommitter
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
@@ -104,6 +105,8 @@ class RemoteLogManager:
         #: whose submit_tiering run is going (one per partition at a time).
         self._runs: set[Future[TierResult]] = set()
         self._in_flight: set[str] = set()
+        #: Whether the staging crashed backfill jobs left was swept (at the first attach).
+        self._staging_swept = False
         #: Tail publishing (``remote.log.tail.ms``), when the RSM exposes its tier (ours
         #: does; a third-party RSM's tier is opaque to us, so its topics get no tail).
         tier = getattr(rsm, "tier", None)
@@ -120,11 +123,28 @@ class RemoteLogManager:
         if tier is not None:  # a backfill must not write the partition behind our back
             record_owner(tier, tip, f"LogManager on {socket.gethostname()}:"
                          f"{log_.directory.parent}", self._time_ms())
+            self._sweep_backfill_staging(tier)
         copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
         highest = max((m.end_offset for m in copied), default=-1)
         log_.attach_remote(RemoteLogReader(self, log_), highest)
         log.info("%s: tiered storage attached (remote holds offsets up to %d)",
                  log_.directory.name, highest)
+
+    def _sweep_backfill_staging(self, tier: RemoteTier) -> None:
+        """Once per RemoteLogManager (its first attach), the unfinished-upload sweep of the
+        backfill: delete the staging of crashed Spark jobs (``_staging/<job>``, unmodified for
+        a day; a job record awaiting its roll-forward keeps its staging)."""
+        with self._locks_lock:
+            if self._staging_swept:
+                return
+            self._staging_swept = True
+        committer = BackfillCommitter(tier, time_ms=self._time_ms)
+        try:
+            swept = committer.sweep_staging(DEFAULT_STAGING_RETENTION_MS)
+        finally:
+            committer.close()
+        if swept:
+            log.info("removed the staging of %d crashed backfill jobs", swept)
 
     def _lock_for(self, tip: TopicIdPartition) -> threading.Lock:
         with self._locks_lock:
