@@ -10,7 +10,8 @@ df = spark.read.format("tierlog").option("path", "s3://bucket/tier") \\
 
 Modules: ``options`` (parsing and checks, shared by batch and streaming), ``schema``,
 ``pushdown`` (pushed filters as bounds), ``planning`` (splits, ``minPartitions``),
-``source`` (the batch data source), ``session`` (a configured local session).
+``source`` (the batch data source), ``stream`` (the streaming reader, with
+``stream_offsets`` and ``stream_plan``), ``session`` (a configured local session).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tierlog.spark.source import (
     TierlogReader,
     register,
 )
+from tierlog.spark.stream import TierlogStreamReader
 
 __all__ = [
     "NAME",
@@ -37,6 +39,7 @@ __all__ = [
     "TierlogOptions",
     "TierlogPushdownReader",
     "TierlogReader",
+    "TierlogStreamReader",
     "plan_read",
     "register",
     "schema_ddl",
