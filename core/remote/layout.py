@@ -9,6 +9,10 @@ tierlog's metadata objects. Pure string functions: no I/O.
     _manifest.json                                         snapshot of every _metadata object
     _tail/<20-digit first>-<20-digit end>-<uuid>.log       tail objects (tierlog.remote.tail)
     _tail.json                                             the tail manifest
+    _owner.json                                            the LogManager tiering it (ownership)
+<root>/_staging/<job id>/<partition dir>/<task attempt>/   a backfill task's staged chunks
+<root>/_jobs/<job id>.json                                 a backfill commit's record
+<root>/_streams/<stream id>.json                           a streaming write's last batch id
 ```
 Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow). The ``*_key``
 functions give an object's path relative to the root (``RemoteTier.path(key)`` makes it full):
