@@ -1,7 +1,9 @@
 """LogManager: every partition of one or more log dirs, their checkpoints and background work.
 
-Loads partitions in parallel at open, creates and deletes topics, writes Kafka's log-dir
-checkpoints and the clean-shutdown marker, and runs flush/checkpoint tasks on a Scheduler.
+Loads partitions in parallel at open, creates, adopts and deletes topics, writes Kafka's
+log-dir checkpoints (tierlog.log_dir_checkpoints) and the clean-shutdown marker, and runs
+flush/checkpoint/retention tasks on a Scheduler. What it owns of the remote tier (attaching it,
+its unavailability, tiering and tail publishing) is its ManagerRemote (tierlog.manager_remote).
 """
 
 from __future__ import annotations
@@ -13,14 +15,13 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, Self
 
 from tierlog import filenames
 from tierlog.atomic import atomic_write_text, fsync_dir
-from tierlog.checkpoint import OffsetCheckpointFile
 from tierlog.cleaner.result import CleanupResult
 from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
 from tierlog.errors import (
@@ -33,12 +34,19 @@ from tierlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.log import Log
+from tierlog.log_dir_checkpoints import (
+    HIGH_WATERMARKS,
+    LOG_START_OFFSETS,
+    RECOVERY_POINTS,
+    read_checkpoint,
+    write_checkpoints,
+)
 from tierlog.manager_config import ManagerConfig
+from tierlog.manager_remote import ManagerRemote
 from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.properties import read_properties_if_exists, write_properties
 from tierlog.remote.adoption import plan_adoption, seed_log_dir
-from tierlog.remote.factory import build_remote_log_manager
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
@@ -50,8 +58,6 @@ log = logging.getLogger(__name__)
 TOPIC_CONFIG_FILE = "topic-config.properties"
 
 TopicPartition = tuple[str, int]
-#: What a remote tier raises when it is unreachable or holds a corrupt object.
-_REMOTE_FAILURES = (RemoteStorageError, OSError)
 
 
 class LogManager:
@@ -73,16 +79,14 @@ class LogManager:
         self._closed = False
         self.clean_shutdown: dict[Path, bool] = {}
         self.plugins = get_plugins()
-        #: Tiering, once a topic enables remote.storage.enable (None until then).
-        self.remote_log_manager: RemoteLogManager | None = None
-        #: Tiered partitions whose remote tier could not be attached, and why.
-        self._remote_unavailable: dict[TopicPartition, UnavailableRemote] = {}
-        #: Guards building the RemoteLogManager (attaches run outside the manager's lock).
-        self._rlm_lock = threading.Lock()
-        #: The scheduler's retries of unavailable partitions run here: attaching reads the
-        #: tier, which must never hold up the scheduler's flush and checkpoint tasks.
-        self._reattach_pool = ThreadPoolExecutor(1, thread_name_prefix="tierlog-reattach")
-        self._reattach: Future[list[Log]] | None = None
+        #: The remote tier of these logs: attaching it, its unavailability, its work.
+        self._remote = ManagerRemote(config, self.plugins, self.dirs[0], time_ms,
+                                     lambda: self._logs)
+
+    @property
+    def remote_log_manager(self) -> RemoteLogManager | None:
+        """Tiering, once a topic enables remote.storage.enable (None until then)."""
+        return self._remote.rlm
 
     # -- opening ---------------------------------------------------------------------
 
@@ -108,7 +112,7 @@ class LogManager:
         manager = cls(paths, ManagerConfig(config), time_ms=clock,
                       scheduler=scheduler or Scheduler(clock))
         manager._load_all()
-        manager._attach_tiered_logs(manager._logs.values())
+        manager._remote.attach(manager._logs.values())
         manager._schedule_tasks()
         if start_scheduler:
             manager.scheduler.start()
@@ -126,8 +130,8 @@ class LogManager:
                 # files, and a crash from here on must count as unclean.
                 marker.unlink()
                 fsync_dir(log_dir)
-            recovery = OffsetCheckpointFile(log_dir / filenames.RECOVERY_POINT_CHECKPOINT).read()
-            starts = OffsetCheckpointFile(log_dir / filenames.LOG_START_OFFSET_CHECKPOINT).read()
+            recovery = read_checkpoint(log_dir, RECOVERY_POINTS)
+            starts = read_checkpoint(log_dir, LOG_START_OFFSETS)
             for child in sorted(log_dir.iterdir()):
                 if not child.is_dir():
                     continue
@@ -142,9 +146,7 @@ class LogManager:
                 jobs.append((log_dir, child, recovery, starts))
         highwater = {}
         for log_dir in self.dirs:
-            highwater.update(
-                OffsetCheckpointFile(log_dir / filenames.REPLICATION_OFFSET_CHECKPOINT).read()
-            )
+            highwater.update(read_checkpoint(log_dir, HIGH_WATERMARKS))
         with ThreadPoolExecutor(max_workers=max(1, threads * len(self.dirs)),
                                 thread_name_prefix="tierlog-load") as pool:
             loaded = list(pool.map(lambda job: self._load_partition(*job), jobs))
@@ -169,7 +171,7 @@ class LogManager:
         partition_log = Log.open(
             directory, config, recovery_point=recovery.get(tp, 0),
             log_start_offset=starts.get(tp, 0), had_clean_shutdown=self.clean_shutdown[log_dir],
-            remote_snapshots=(TierProducerSnapshots(lambda: self._remote_log_manager(), self._lock)
+            remote_snapshots=(TierProducerSnapshots(self._remote.manager, self._lock)
                               if config["remote.storage.enable"] else None),
             **self._log_options(),
         )
@@ -194,53 +196,9 @@ class LogManager:
                                   f"no plugin provides a cleanup policy named {name!r} "
                                   f"(known: {', '.join(sorted(known))})")
 
-    def _attach_tiered_logs(self, logs: Iterable[Log], *, isolate: bool = True) -> None:
-        """Attach the remote tier to every tiered log among ``logs``, building the
-        RemoteLogManager on first need (a ConfigError there is raised: it is every tiered
-        partition's). With ``isolate``, a partition whose attach fails on the tier (a corrupt
-        or unreadable object) is logged and left with an UnavailableRemote that reports the
-        failure, and the others attach; without it the failure is raised."""
-        tiered = [lg for lg in logs if lg.remote_storage_enabled]
-        if not tiered:
-            return
-        try:
-            rlm = self._remote_log_manager()
-        except _REMOTE_FAILURES as exc:
-            if not isolate:
-                raise
-            for partition_log in tiered:
-                self._mark_remote_unavailable(partition_log, exc)
-            return
-        for partition_log in tiered:
-            try:
-                rlm.attach(partition_log)
-            except _REMOTE_FAILURES as exc:
-                if not isolate:
-                    raise
-                self._mark_remote_unavailable(partition_log, exc)
-            else:
-                self._remote_unavailable.pop((partition_log.topic, partition_log.partition), None)
-
-    def _remote_log_manager(self) -> RemoteLogManager:
-        with self._rlm_lock:
-            if self.remote_log_manager is None:
-                self.remote_log_manager = build_remote_log_manager(
-                    self.config, self.plugins.registries, self.dirs[0], self._time_ms,
-                    self.plugins.events)
-            return self.remote_log_manager
-
-    def _mark_remote_unavailable(self, partition_log: Log, exc: BaseException) -> None:
-        name = partition_log.directory.name
-        log.error("%s: remote tier unavailable, the partition opens without it (remote reads "
-                  "and tiering report this): %s", name, exc)
-        unavailable = UnavailableRemote(name, exc)
-        partition_log.attach_remote(unavailable, partition_log.highest_offset_in_remote)
-        self._remote_unavailable[(partition_log.topic, partition_log.partition)] = unavailable
-
     def remote_unavailable(self, topic: str, partition: int) -> RemoteStorageError | None:
         """Why the partition's remote tier is unavailable (None when attached or not tiered)."""
-        unavailable = self._remote_unavailable.get((topic, partition))
-        return None if unavailable is None else unavailable.error()
+        return self._remote.unavailable_error((topic, partition))
 
     def _topic_config_from_disk(self, directory: Path) -> LogConfig:
         overrides = read_properties_if_exists(directory / TOPIC_CONFIG_FILE)
@@ -298,7 +256,7 @@ class LogManager:
             if self.partitions(name):
                 raise TopicExistsError(f"topic {name!r} already exists")
             if topic_config["remote.storage.enable"]:
-                self._remote_log_manager()  # a configuration mistake fails before any change
+                self._remote.manager()  # a configuration mistake fails before any change
             topic_id = new_topic_id()
             logs: list[Log] = []
             directories: list[Path] = []
@@ -316,7 +274,7 @@ class LogManager:
                                              had_clean_shutdown=True, **self._log_options())
                     self._logs[(name, p)] = partition_log
                     logs.append(partition_log)
-                self._attach_tiered_logs(logs, isolate=False)
+                self._remote.attach(logs, isolate=False)
             except BaseException:
                 self._undo_create(name, logs, directories)
                 raise
@@ -327,7 +285,7 @@ class LogManager:
         """Remove what a failed create_topic made (its logs closed, its directories gone)."""
         for p in range(len(directories)):
             self._logs.pop((name, p), None)
-            self._remote_unavailable.pop((name, p), None)
+            self._remote.forget((name, p))
         for partition_log in logs:
             try:
                 partition_log.close()
@@ -359,7 +317,7 @@ class LogManager:
             self._check_open()
             if self.partitions(name):
                 raise TopicExistsError(f"topic {name!r} already exists")
-            rlm = self._remote_log_manager()
+            rlm = self._remote.manager()
             states = plan_adoption(rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms)
             logs: list[Log] = []
             directories: list[Path] = []
@@ -377,17 +335,17 @@ class LogManager:
                         directory, topic_config, topic_id=state.tip.topic_id,
                         log_start_offset=state.log_start_offset, recovery_point=state.end_offset,
                         had_clean_shutdown=True, remote_snapshots=TierProducerSnapshots(
-                            lambda: self._remote_log_manager(), self._lock),
+                            self._remote.manager, self._lock),
                         **self._log_options())
                     partition_log.update_high_watermark(state.end_offset)
                     self._logs[(name, state.tip.partition)] = partition_log
                     logs.append(partition_log)
-                self._attach_tiered_logs(logs, isolate=False)
+                self._remote.attach(logs, isolate=False)
             except BaseException:
                 self._undo_create(name, logs, directories)
                 raise
             for log_dir in {lg.directory.parent for lg in logs}:
-                self._write_checkpoints(log_dir)  # the log start offsets survive a crash
+                write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
             log.info("adopted topic %s (%d partitions) from the remote tier", name, len(logs))
             return logs
 
@@ -461,7 +419,7 @@ class LogManager:
                                   f"cannot be disabled on topic {topic}, whose segments may "
                                   f"already be in the remote tier (Kafka refuses it too)")
             if new_config["remote.storage.enable"]:
-                self._remote_log_manager()  # a configuration mistake fails before any change
+                self._remote.manager()  # a configuration mistake fails before any change
             for p in self.partitions(topic):
                 self._reopen(topic, p, own.overrides, new_config)
             log.info("altered topic %s: set %s, deleted %s", topic,
@@ -488,8 +446,8 @@ class LogManager:
                             **self._log_options())
         reopened.update_high_watermark(high_watermark)
         self._logs[(topic, partition)] = reopened
-        self._remote_unavailable.pop((topic, partition), None)
-        self._attach_tiered_logs([reopened])
+        self._remote.forget((topic, partition))
+        self._remote.attach([reopened])
 
     def delete_topic(self, topic: str) -> None:
         """Delete the topic's remote data, then close its logs, rename their dirs to
@@ -509,8 +467,7 @@ class LogManager:
                 if isinstance(partition_log.remote, UnavailableRemote):
                     raise RemoteStorageError(
                         f"cannot delete topic {topic}: {partition_log.remote.error()}")
-                if partition_log.remote is not None and self.remote_log_manager is not None:
-                    self.remote_log_manager.delete_partition(partition_log)
+                self._remote.delete_partition(partition_log)
             for p in partitions:
                 partition_log = self._logs.pop((topic, p))
                 delay = partition_log.config["file.delete.delay.ms"]
@@ -523,7 +480,7 @@ class LogManager:
                                         partial(shutil.rmtree, doomed, ignore_errors=True),
                                         delay_ms=delay)
             for log_dir in self.dirs:
-                self._write_checkpoints(log_dir)
+                write_checkpoints(log_dir, self._logs)
             log.info("deleted topic %s", topic)
 
     # -- background work -------------------------------------------------------------
@@ -555,72 +512,39 @@ class LogManager:
 
     def tiered_logs(self) -> list[Log]:
         """The open logs with the remote tier attached (not those it is unavailable to)."""
-        return [lg for lg in self._logs.values() if lg.remote is not None and not lg.closed
-                and not isinstance(lg.remote, UnavailableRemote)]
+        return self._remote.tiered_logs()
 
     def copy_candidates(self) -> int:
         """How many closed segments are ready to be copied to the remote tier now."""
-        rlm = self.remote_log_manager
-        return 0 if rlm is None else sum(len(rlm.copy_candidates(lg)) for lg in self.tiered_logs())
+        return self._remote.copy_candidates()
 
     def tier_now(self, progress: Progress | None = None) -> dict[str, TierResult]:
         """One tiering run: copy eligible segments of every tiered log to the remote tier,
         enforce remote retention, then local retention (which deletes only copied segments).
         ``progress(event, detail)`` is called with ``("copied", metadata)`` per segment."""
-        unavailable = self._retry_unavailable()
-        rlm = self.remote_log_manager
-        if rlm is None and not unavailable:
-            return {}
-        results = {} if rlm is None else rlm.tier(self.tiered_logs(), progress)
-        for partition_log in unavailable:
-            if isinstance(partition_log.remote, UnavailableRemote):
-                results[partition_log.directory.name] = TierResult(
-                    errors=[str(partition_log.remote.error())])
-        self.cleanup_logs({"delete"})
+        results = self._remote.tier_now(progress)
+        if results or self._remote.rlm is not None:
+            self.cleanup_logs({"delete"})
         return results
 
     def _tiering_task(self) -> None:
-        """The scheduler's tiering task: it only submits each tiered log's run to the
-        RemoteLogManager's own threads (skipping one whose last run is still going), so a
-        slow or hung remote tier never holds up the flush, retention and checkpoint tasks.
-        Local retention of copied segments is the retention task's job."""
-        if self._remote_unavailable and (self._reattach is None or self._reattach.done()):
-            self._reattach = self._reattach_pool.submit(self._retry_unavailable)
-        rlm = self.remote_log_manager
-        if rlm is not None:
-            rlm.submit_tiering(self.tiered_logs())
+        """The scheduler's tiering task (ManagerRemote.submit_tiering); local retention of
+        copied segments is the retention task's job."""
+        self._remote.submit_tiering()
 
     def _tail_task(self) -> None:
-        """The scheduler's tail task: it only looks which tiered logs are due for tail
-        publishing (``remote.log.tail.ms``; no request) and submits their publishes to the
-        publisher's own thread."""
-        rlm = self.remote_log_manager
-        if rlm is not None and rlm.tail is not None:
-            rlm.tail.submit_due(self.tiered_logs())
+        self._remote.submit_due_tails()
 
     def publish_tail_now(self) -> dict[str, bool]:
         """Publish the tail of every tiered log whose topic has ``remote.log.tail.ms`` >= 0
         now, on the caller's thread, whatever its interval; returns, by directory name,
         whether its tail manifest was replaced."""
-        rlm = self.remote_log_manager
-        if rlm is None or rlm.tail is None:
-            return {}
-        return {lg.directory.name: rlm.tail.publish(lg) for lg in self.tiered_logs()
-                if lg.config["remote.log.tail.ms"] >= 0}
+        return self._remote.publish_tail_now()
 
     def await_tail_publishing(self, timeout_s: float | None = None) -> bool:
         """Wait until the tail publishes the scheduler submitted so far have finished (for
         callers driving the scheduler, e.g. tests); False on timeout."""
-        rlm = self.remote_log_manager
-        return True if rlm is None or rlm.tail is None else rlm.tail.await_publishing(timeout_s)
-
-    def _retry_unavailable(self) -> list[Log]:
-        """Attach again the partitions the remote tier was unavailable to (the failure may
-        have passed); returns them (those still failing keep their UnavailableRemote)."""
-        logs = [lg for tp in list(self._remote_unavailable)
-                if (lg := self._logs.get(tp)) is not None and not lg.closed]
-        self._attach_tiered_logs(logs)  # no lock held: attaching reads the tier
-        return logs
+        return self._remote.await_tail_publishing(timeout_s)
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose oldest unflushed data is older than its flush.ms."""
@@ -632,53 +556,34 @@ class LogManager:
         """Write every dir's recovery-point checkpoint, then drop the producer snapshots
         that recovery no longer needs (Kafka's deleteSnapshotsAfterRecoveryPointCheckpoint)."""
         for log_dir in self.dirs:
-            self._checkpoint(log_dir, filenames.RECOVERY_POINT_CHECKPOINT,
-                             lambda lg: lg.recovery_point)
+            write_checkpoints(log_dir, self._logs, [RECOVERY_POINTS])
         for partition_log in list(self._logs.values()):
             if not partition_log.closed:
                 partition_log.delete_snapshots_after_recovery_point_checkpoint()
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir in self.dirs:
-            self._checkpoint(log_dir, filenames.LOG_START_OFFSET_CHECKPOINT,
-                             lambda lg: lg.log_start_offset)
+            write_checkpoints(log_dir, self._logs, [LOG_START_OFFSETS])
 
     def checkpoint_high_watermarks(self) -> None:
         for log_dir in self.dirs:
-            self._checkpoint(log_dir, filenames.REPLICATION_OFFSET_CHECKPOINT,
-                             lambda lg: lg.high_watermark)
-
-    def _checkpoint(self, log_dir: Path, name: str, value: Callable[[Log], int]) -> None:
-        offsets = {
-            tp: value(lg) for tp, lg in list(self._logs.items())
-            if lg.directory.parent == log_dir and not lg.closed
-        }
-        OffsetCheckpointFile(log_dir / name).write(offsets)
-
-    def _write_checkpoints(self, log_dir: Path) -> None:
-        self._checkpoint(log_dir, filenames.RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
-        self._checkpoint(log_dir, filenames.LOG_START_OFFSET_CHECKPOINT,
-                         lambda lg: lg.log_start_offset)
-        self._checkpoint(log_dir, filenames.REPLICATION_OFFSET_CHECKPOINT,
-                         lambda lg: lg.high_watermark)
+            write_checkpoints(log_dir, self._logs, [HIGH_WATERMARKS])
 
     # -- shutdown --------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop background work, flush and close every log, write the checkpoints and the
         clean-shutdown marker (so the next open trusts the files). Idempotent."""
-        self._reattach_pool.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             if self._closed:
                 return
             self.scheduler.shutdown()
             # Remote work stops first, waiting a bounded time for a hung upload.
-            if self.remote_log_manager is not None:
-                self.remote_log_manager.close()
+            self._remote.close()
             for partition_log in self._logs.values():
                 partition_log.flush()
             for log_dir in self.dirs:
-                self._write_checkpoints(log_dir)
+                write_checkpoints(log_dir, self._logs)
             for partition_log in self._logs.values():
                 partition_log.close()
             for log_dir in self.dirs:
