@@ -119,12 +119,13 @@ class RemoteLogManager:
     def attach(self, log_: TieredLog) -> None:
         """Give a tiered log its remote reader and what the tier already holds of it."""
         tip = topic_id_partition(log_)
+        # The metadata first: a tier that refuses us fails here with the store's message.
+        copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
         tier = tier_of(self.rlmm) or tier_of(self.rsm)
         if tier is not None:  # a backfill must not write the partition behind our back
             record_owner(tier, tip, f"LogManager on {socket.gethostname()}:"
                          f"{log_.directory.parent}", self._time_ms())
             self._sweep_backfill_staging(tier)
-        copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
         highest = max((m.end_offset for m in copied), default=-1)
         log_.attach_remote(RemoteLogReader(self, log_), highest)
         log.info("%s: tiered storage attached (remote holds offsets up to %d)",
