@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     _write_config(data_dir, manager, url)
     if args.no_spark:
         print("\nSpark step skipped (--no-spark).")
-    elif run_spark_queries(url, reader_options, TOPIC, in_tier) is False:
+    elif run_spark_queries(url, reader_options, TOPIC, in_tier,
+                           lambda: LogManager.open(st.data_dirs, st.config)) is False:
         return 1
     print(f"\nDemo finished in {time.perf_counter() - started:.1f}s. Explore it with:\n"
           f"  tierlog --data-dir {data_dir} topics --describe\n"

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from tierlog.manager import LogManager
+from tierlog.records.record import Record
 
 #: Spark's local master for the demo: the machine's two cores.
 SPARK_MASTER = "local[2]"
+#: The streaming step: rounds of new records, one a second, and how long to wait for them.
+LIVE_ROUNDS = 8
+LIVE_RECORDS_PER_ROUND = 30
+LIVE_START_TIMEOUT_S = 60
+LIVE_DRAIN_TIMEOUT_S = 20
 PER_PARTITION_SQL = """
 SELECT partition, count(*) AS records, min(offset) AS first_offset, max(offset) AS last_offset,
        min(timestamp) AS first_timestamp, max(timestamp) AS last_timestamp
@@ -26,9 +35,12 @@ FROM demo GROUP BY 1 ORDER BY 1
 
 
 def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
-                      expected: int) -> bool | None:
+                      expected: int, open_manager: Callable[[], LogManager] | None = None
+                      ) -> bool | None:
     """Query ``topic`` in the tier at ``url`` with Spark SQL (read_committed) and print the
-    tables; returns whether Spark counted ``expected`` records, or None when PySpark or
+    tables, then (given ``open_manager``, which reopens the demo's LogManager) stream the
+    records produced meanwhile (``stream_new_records``). Returns whether Spark counted
+    ``expected`` records and the stream saw every new one, or None when PySpark or
     ``tierlog.spark`` is missing (reported, and the step skipped)."""
     # A local master needs no routable address (and Spark warns when it picks one).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -57,13 +69,91 @@ def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
         print("Committed records per minute (by record timestamp):")
         spark.sql(PER_MINUTE_SQL).show(100, truncate=False)
         counted: int = sum(row["records"] for row in per_partition.collect())
+        verdict = "matches" if counted == expected else "DOES NOT MATCH"
+        print(f"Spark counted {counted:,} committed records in the remote tier in "
+              f"{time.perf_counter() - began:.1f}s; the engine reads {expected:,} below the "
+              f"highest tiered offset: {verdict}.")
+        streamed = True
+        if open_manager is not None:
+            streamed = stream_new_records(spark, url, storage_options, topic, open_manager)
     finally:
         spark.stop()
-    verdict = "matches" if counted == expected else "DOES NOT MATCH"
-    print(f"Spark counted {counted:,} committed records in the remote tier in "
-          f"{time.perf_counter() - began:.1f}s; the engine reads {expected:,} below the "
-          f"highest tiered offset: {verdict}.")
-    return counted == expected
+    return counted == expected and streamed
+
+
+def stream_new_records(spark: Any, url: str, storage_options: Mapping[str, Any], topic: str,
+                       open_manager: Callable[[], LogManager]) -> bool:
+    """``spark.readStream.format("tierlog")`` over the tier while new records are produced:
+    the demo's LogManager is reopened with its scheduler running (tail publishing every
+    ``remote.log.tail.ms``), a stream starting at ``latest`` with a 1 s trigger prints each
+    micro-batch as it arrives, and LIVE_ROUNDS rounds of records are appended, one a second.
+    Returns whether the stream saw every new record, exactly once."""
+    print(f"\nStreaming: spark.readStream.format('tierlog') on {topic!r} (startingOffsets="
+          f"latest, trigger 1 s) while new records are produced; tail publishing puts them "
+          f"in the tier every second ...")
+    sent: dict[tuple[int, int], float] = {}
+    seen: list[tuple[int, int]] = []
+    lags: list[float] = []
+
+    def show(batch: Any, batch_id: int) -> None:
+        now = time.time()
+        rows = batch.selectExpr("partition", "offset", "unix_millis(timestamp) AS ms",
+                                "value").collect()
+        if not rows:
+            return
+        seen.extend((r["partition"], r["offset"]) for r in rows)
+        batch_lags = [now - r["ms"] / 1000 for r in rows]
+        lags.extend(batch_lags)
+        ranges: dict[int, tuple[int, int]] = {}
+        for r in rows:
+            low, high = ranges.get(r["partition"], (r["offset"], r["offset"]))
+            ranges[r["partition"]] = (min(low, r["offset"]), max(high, r["offset"]))
+        where = ", ".join(f"p{p} offsets {lo}-{hi}" for p, (lo, hi) in sorted(ranges.items()))
+        print(f"  batch {batch_id}: {len(rows):3d} new records ({where}), e.g. "
+              f"{bytes(rows[0]['value'])!r}, {min(batch_lags):.1f}-{max(batch_lags):.1f} s "
+              f"after their append")
+
+    reader = (spark.readStream.format("tierlog").option("path", url).option("subscribe", topic)
+              .option("isolation.level", "read_committed"))
+    for key, value in storage_options.items():
+        reader = reader.option(f"storage.{key}", _option_text(value))
+    with tempfile.TemporaryDirectory(prefix="tierlog-demo-stream-") as checkpoint:
+        mgr = open_manager()
+        try:
+            query = (reader.load().writeStream.foreachBatch(show)
+                     .trigger(processingTime="1 second")
+                     .option("checkpointLocation", checkpoint).start())
+            try:
+                _await(lambda: query.lastProgress is not None, LIVE_START_TIMEOUT_S)
+                logs = [mgr.log(topic, p) for p in mgr.partitions(topic)]
+                for round_ in range(LIVE_ROUNDS):
+                    for n in range(LIVE_RECORDS_PER_ROUND):
+                        log = logs[n % len(logs)]
+                        now = time.time()
+                        info = log.append_records([Record(
+                            key=b"live-%d" % n, value=b"live round %d record %d" % (round_, n),
+                            timestamp=int(now * 1000))])
+                        sent[(log.partition, info.first_offset)] = now
+                    time.sleep(1)
+                _await(lambda: len(seen) >= len(sent), LIVE_DRAIN_TIMEOUT_S)
+            finally:
+                query.stop()
+        finally:
+            mgr.close()
+    exact = sorted(seen) == sorted(sent)
+    lags.sort()
+    median = lags[len(lags) // 2] if lags else float("nan")
+    print(f"The stream saw {len(seen)} of the {len(sent)} records produced "
+          f"({'each exactly once' if exact else 'NOT exactly once'}); median append -> "
+          f"foreachBatch latency {median:.1f} s.")
+    return exact
+
+
+def _await(done: Callable[[], bool], timeout_s: float) -> None:
+    """Poll ``done`` (the streaming query runs on Spark's threads) until true or timeout."""
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _option_text(value: Any) -> str:
