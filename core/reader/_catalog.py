@@ -16,7 +16,7 @@ import fsspec
 
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote import RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
-from tierlog.remote.manifest import load_partition, remote_partitions
+from tierlog.remote.manifest import load_partition, remote_partitions, tier_log_start
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
 from tierlog.remote.object_store import RequestStats
 from tierlog.remote.options import filesystem_kwargs
@@ -103,7 +103,7 @@ def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = Tru
     cache = RemoteLogMetadataCache.from_segments(committed)
     starts = [m.start_offset for m in committed]
     chain: list[ChainLink] = []
-    offset = max(committed[0].start_offset, log_start)
+    offset = tier_log_start(committed, log_start)
     end = max(m.end_offset for m in committed)
     while offset <= end:
         md = cache.segment_for_offset(offset)

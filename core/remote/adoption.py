@@ -34,6 +34,7 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.backfill_commit import BackfillCommitter
+from tierlog.remote.manifest import tier_log_start
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.ownership import check_not_owned, tier_of
@@ -96,7 +97,7 @@ def _partition_state(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
     if not committed:
         return AdoptedPartition(tip, 0, 0, ())
     last = committed[-1]
-    start = max(min(m.start_offset for m in committed), rlmm.log_start_offset(tip) or 0)
+    start = tier_log_start(committed, rlmm.log_start_offset(tip))
     source = f"the leader-epoch checkpoint of {tip} segment {last.remote_log_segment_id}"
     with rsm.fetch_index(last, IndexType.LEADER_EPOCH) as stream:
         epochs = decode_leader_epoch_checkpoint(stream.read(), source)

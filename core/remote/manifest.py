@@ -5,7 +5,7 @@ objects, and readers that need nothing but fsspec access (Spark, ``tierlog.reade
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +109,18 @@ class PartitionManifest:
                     f"{source}: the manifest of {tip} lists segment {s.remote_log_segment_id}")
         return cls(tip, tuple(sorted(segments, key=segment_order)),
                    log_start_offset=log_start)
+
+
+def tier_log_start(committed: Iterable[RemoteLogSegmentMetadata],
+                   recorded: int | None) -> int:
+    """The tier's log start offset: the later of its first committed offset and its
+    recorded log start (offsets below that were deleted even where a segment still holds
+    them; a recorded start inside a gap stays, as Kafka's log start offset does). 0 with
+    no committed segment and none recorded. The one rule of readers and adoption."""
+    first = min((m.start_offset for m in committed), default=None)
+    if first is None:
+        return recorded or 0
+    return max(first, recorded or 0)
 
 
 def remote_partitions(tier: RemoteTier) -> list[TopicIdPartition]:
