@@ -283,7 +283,7 @@ def test_a_range_planned_over_the_tail_reads_the_same_after_its_segment_commits(
     assert read_range(opts, start, end) == want
 
 
-def test_offsets_lost_to_retention_fail_or_are_skipped_with_a_count(
+def test_offsets_lost_to_retention_fail_or_are_skipped_naming_them(
         manager, producer, tier_url, caplog) -> None:
     manager.create_topic("orders", 2)
     producer.fill("orders", 2, 6)
@@ -295,15 +295,23 @@ def test_offsets_lost_to_retention_fail_or_are_skipped_with_a_count(
     producer.publish()
     strict = options(tier_url, subscribe="orders", includeHeaders="true")
     with pytest.raises(OffsetOutOfRangeError,
-                       match=r"orders-0: 7 offsets the stream had not read yet, 3 to 9.*"
-                             r"failOnDataLoss=false"):
+                       match=r"^orders-0: starting offset 3 is below the earliest offset in the "
+                             r"tier, 10: offsets 3 to 9 were deleted .*failOnDataLoss=false"):
         plan_range(strict, open_reader(strict), start, end)
     lenient = options(tier_url, subscribe="orders", includeHeaders="true",
                       failOnDataLoss="false")
-    with caplog.at_level(logging.WARNING, "tierlog.spark.stream_plan"):
+    with caplog.at_level(logging.WARNING, "tierlog.reader"):
         rows = read_range(lenient, start, end)
-    assert "orders-0: 7 offsets the stream had not read yet" in caplog.text
+        # A batch ending below the earliest names only its own lost offsets, and reads none.
+        assert read_range(lenient, {("orders", 0): 3}, {("orders", 0): 6}) == []
     assert rows == expected(manager, "orders")  # everything the log still has
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        ("orders-0: starting offset 3 is below the earliest offset in the tier, 10: offsets 3 "
+        "to 9 were deleted (retention or DeleteRecords); reading from 10 (fail_on_data_loss "
+        "is off)"),
+        ("orders-0: starting offset 3 is below the earliest offset in the tier, 10: offsets 3 "
+        "to 5 were deleted (retention or DeleteRecords); reading from 10 (fail_on_data_loss "
+        "is off)")]
 
 
 def test_new_partitions_and_topics_are_read_from_their_earliest(manager, producer,
@@ -488,9 +496,10 @@ def test_fail_on_data_loss_in_a_stream(spark, manager, producer, tier_url, tmp_p
     producer.publish()
     log.delete_records_before(unread + 4)
     producer.publish()
-    with pytest.raises(StreamingQueryException, match=rf"orders-0: 4 offsets the stream had not read "
-                                             rf"yet, {unread} to {unread + 3}.*"
-                                             rf"failOnDataLoss=false"):
+    with pytest.raises(StreamingQueryException,
+                       match=rf"orders-0: starting offset {unread} is below the earliest offset "
+                             rf"in the tier, {unread + 4}: offsets {unread} to {unread + 3} were "
+                             rf"deleted .*failOnDataLoss=false"):
         run_available_now(df, tmp_path / "ckpt")
     lenient = stream(spark, tier_url, subscribe="orders", startingOffsets="earliest",
                      failOnDataLoss="false")

@@ -290,8 +290,12 @@ class RemoteTopicReader:
             return request
         earliest = planner.earliest
         if request.start < earliest and planner.has_data:
+            # The offsets of this read that are gone (a stream's batch ending below the
+            # earliest names only its own, so each lost offset is reported once).
+            last = earliest if request.end == LATEST or request.end <= request.start \
+                else min(request.end, earliest)
             message = (f"{name}: starting offset {request.start} is below the earliest offset "
-                       f"in the tier, {earliest}: offsets {request.start} to {earliest - 1} "
+                       f"in the tier, {earliest}: offsets {request.start} to {last - 1} "
                        f"were deleted (retention or DeleteRecords)")
             if self.fail_on_data_loss:
                 raise OffsetOutOfRangeError(

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from tierlog.errors import OffsetOutOfRangeError, RemoteResourceNotFoundError
-from tierlog.reader import ReadSplit, RemoteTopicReader, read_split
+from tierlog.errors import RemoteResourceNotFoundError
+from tierlog.reader import EARLIEST, ReadSplit, RemoteTopicReader, read_split
 from tierlog.spark.options import TierlogOptions
 from tierlog.spark.stream_offsets import Offsets
 
@@ -129,48 +129,30 @@ def _offset_for_timestamp(options: TierlogOptions, topic: str, partition: int,
 def plan_range(options: TierlogOptions, reader: RemoteTopicReader, start: Mapping[
         tuple[str, int], int], end: Mapping[tuple[str, int], int]) -> list[StreamSplit]:
     """The splits reading each partition of ``end`` from its offset in ``start`` (a
-    partition new since then: from its earliest) up to its offset in ``end`` (exclusive),
-    in topic, partition and offset order. Offsets below the partition's earliest (deleted by
-    retention or DeleteRecords before the stream read them) are data loss: an
-    OffsetOutOfRangeError naming them, or with ``failOnDataLoss=false`` a warning saying how
-    many offsets are skipped."""
-    splits: list[StreamSplit] = []
+    partition new since then: from its earliest, as Spark's Kafka source reads one) up to
+    its offset in ``end`` (exclusive), in topic, partition and offset order. Offsets below
+    the partition's earliest (deleted by retention or DeleteRecords before the stream read
+    them) are data loss, which the reader's start check reports (``RemoteTopicReader``:
+    OffsetOutOfRangeError naming them, or with ``failOnDataLoss=false`` a warning naming
+    the offsets of the range that are skipped)."""
+    by_topic: dict[str, tuple[dict[int, int], dict[int, int]]] = {}
     for (topic, partition), until in sorted(end.items()):
-        topic_id = options.topic_id(topic)
-        earliest = earliest_offset(options, reader, topic, partition)
-        begin = start.get((topic, partition))
-        if begin is None:  # a new partition (or topic): from its earliest, as Spark does
-            begin = earliest
-            log.info("%s-%d: a new partition, read from its earliest offset %d", topic,
-                     partition, earliest)
-        if begin >= until:
+        begin = start.get((topic, partition), EARLIEST)
+        if begin == EARLIEST:
+            log.info("%s-%d: a new partition, read from its earliest offset", topic, partition)
+        elif begin >= until:
             continue
-        if begin < earliest:
-            begin = _data_loss(options, topic, partition, begin, until, earliest)
-            if begin >= until:
-                continue
-        planned = reader.plan(topic, [partition], starting_offsets={partition: begin},
-                              ending_offsets={partition: until},
-                              isolation_level=options.isolation_level,
+        starts, ends = by_topic.setdefault(topic, ({}, {}))
+        starts[partition], ends[partition] = begin, until
+    splits: list[StreamSplit] = []
+    for topic, (starts, ends) in by_topic.items():
+        topic_id = options.topic_id(topic)
+        planned = reader.plan(topic, sorted(starts), starting_offsets=starts,
+                              ending_offsets=ends, isolation_level=options.isolation_level,
                               batch_rows=options.batch_rows, topic_id=topic_id,
                               include_headers=options.include_headers)
         splits += [StreamSplit(s, topic_id, options.fail_on_data_loss) for s in planned]
     return splits
-
-
-def _data_loss(options: TierlogOptions, topic: str, partition: int, begin: int, until: int,
-               earliest: int) -> int:
-    """Where the read of ``[begin, until)`` can start now that the partition begins at
-    ``earliest``: fail (the default) or warn how many offsets are skipped."""
-    lost = min(until, earliest) - begin
-    message = (f"{topic}-{partition}: {lost} offsets the stream had not read yet, {begin} to "
-               f"{begin + lost - 1}, are no longer in the tier at {options.url} (its earliest "
-               f"offset is now {earliest}: deleted by retention or DeleteRecords)")
-    if options.fail_on_data_loss:
-        raise OffsetOutOfRangeError(f"{message}; set the option failOnDataLoss=false to skip "
-                                    f"them and go on")
-    log.warning("%s; skipping them (failOnDataLoss=false)", message)
-    return min(until, earliest)
 
 
 def read_stream_split(part: StreamSplit) -> Iterator[pa.RecordBatch]:
@@ -197,16 +179,7 @@ def _replanned(part: StreamSplit, missing: RemoteResourceNotFoundError
     reader = RemoteTopicReader(split.url, split.storage_options,
                                fail_on_data_loss=part.fail_on_data_loss)
     p = split.partition
-    earliest = reader.offset_range(split.topic, p, isolation_level=split.isolation_level,
-                                   topic_id=part.topic_id)[0]
-    begin = split.start_offset
-    if begin < earliest:
-        options = TierlogOptions(url=split.url, storage_options=dict(split.storage_options),
-                                 fail_on_data_loss=part.fail_on_data_loss)
-        begin = _data_loss(options, split.topic, p, begin, split.end_offset, earliest)
-    if begin >= split.end_offset:
-        return
-    again = reader.plan(split.topic, [p], starting_offsets={p: begin},
+    again = reader.plan(split.topic, [p], starting_offsets={p: split.start_offset},
                         ending_offsets={p: split.end_offset},
                         isolation_level=split.isolation_level, batch_rows=split.batch_rows,
                         topic_id=part.topic_id, include_headers=split.include_headers)
