@@ -9,15 +9,17 @@ from tierlog.records import _codec_py
 from tierlog.records._accelerator import PURE_PYTHON_ENV, accelerated
 
 _found = accelerated("tierlog.records._speedups", "decode_records", "check_records",
-                     "encode_records")
+                     "encode_records", "encode_columns")
 #: True when the C codec is in use.
 ACCELERATED = _found is not None
 # The C twins have the pure-Python functions' signatures (the differential tests hold them to
 # the same behaviour), so the names take the pure-Python types.
 if _found is None:
-    decode_records, check_records, encode_records = (
-        _codec_py.decode_records, _codec_py.check_records, _codec_py.encode_records)
+    decode_records, check_records, encode_records, encode_columns = (
+        _codec_py.decode_records, _codec_py.check_records, _codec_py.encode_records,
+        _codec_py.encode_columns)
 else:
-    decode_records, check_records, encode_records = _found
+    decode_records, check_records, encode_records, encode_columns = _found
 
-__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "check_records", "decode_records", "encode_records"]
+__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "check_records", "decode_records", "encode_columns",
+           "encode_records"]

@@ -424,3 +424,58 @@ def _offset_delta(record: Record, index: int, base_offset: int) -> int:
         raise ValueError(f"record {index}: offset {offset} is not within 2^31-1 after base "
                          f"offset {base_offset}")
     return delta
+
+
+# --- encoding from Arrow columns --------------------------------------------------------------
+
+
+def _valid(bitmap: Any, offset: int, i: int) -> bool:
+    if bitmap is None:
+        return True
+    bit = offset + i
+    return bool(memoryview(bitmap)[bit >> 3] >> (bit & 7) & 1)
+
+
+def _element(valid: Any, offsets: Any, data: Any, offset: int, i: int, index: int,
+             what: str) -> bytes | None:
+    """Element ``i`` of an Arrow binary column: its bytes, or None when null."""
+    if offsets is None or not _valid(valid, offset, i):
+        return None
+    view = memoryview(offsets).cast("B").cast("i")
+    begin, end = view[offset + i], view[offset + i + 1]
+    size = len(memoryview(data)) if data is not None else 0
+    if begin < 0 or end < begin or end > size:
+        raise ValueError(f"record {index}: {what} offsets {begin}..{end} outside 0..{size}")
+    return bytes(memoryview(data)[begin:end])
+
+
+def encode_columns(columns: Any, start: int, end: int, base_timestamp: int
+                   ) -> tuple[bytes, int]:
+    """encode_records for rows ``start..end-1`` of a RecordColumns: the rows become Records
+    and the one record framing above (encode_records) encodes them."""
+    c = columns
+    if start < 0 or end < start:
+        raise ValueError(f"rows {start}..{end} are not a range")
+    stamps = memoryview(c.timestamps).cast("B").cast("q")
+    records = []
+    for row in range(start, end):
+        index = row - start
+        headers: tuple[tuple[str, bytes | None], ...] = ()
+        if c.header_offsets is not None and _valid(c.header_valid, c.header_offset, row):
+            lists = memoryview(c.header_offsets).cast("B").cast("i")
+            pairs = []
+            for h in range(lists[c.header_offset + row], lists[c.header_offset + row + 1]):
+                key = _element(c.header_key_valid, c.header_key_offsets, c.header_key_data,
+                               c.header_key_offset, h, index, "header key")
+                if key is None:
+                    raise ValueError(f"record {index}: a header key is null")
+                pairs.append((key.decode("utf-8"), _element(
+                    c.header_value_valid, c.header_value_offsets, c.header_value_data,
+                    c.header_value_offset, h, index, "header value")))
+            headers = tuple(pairs)
+        records.append(Record(
+            _element(c.key_valid, c.key_offsets, c.key_data, c.key_offset, row, index, "key"),
+            _element(c.value_valid, c.value_offsets, c.value_data, c.value_offset, row, index,
+                     "value"),
+            headers, stamps[c.timestamp_offset + row]))
+    return encode_records(records, base_timestamp, base_timestamp)

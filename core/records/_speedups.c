@@ -1,7 +1,7 @@
 /* tierlog.records._speedups: the C accelerator of the per-record codec of v2 record batches.
  *
- * decode_records(), check_records() and encode_records() mirror core/records/_codec_py.py: the
- * same bytes out and the same exception types on bad input. Every read is checked against the
+ * decode_records(), check_records(), encode_records() and encode_columns() mirror
+ * core/records/_codec_py.py: the same bytes out and the same exception types on bad input. Every read is checked against the
  * end of the record or of the data, so hostile bytes can only raise CorruptRecordError.
  * Single-phase module; the GIL is held throughout.
  */
@@ -629,6 +629,40 @@ write_field(writer *w, PyObject *record, int f, Py_ssize_t index)
     return rc;
 }
 
+/* The framing of one record, shared by encode_records and encode_columns. The length comes
+ * first but is known last: record_begin leaves room for its longest varint and writes
+ * attributes, timestampDelta and offsetDelta; the caller appends key, value and headers;
+ * record_end puts the length in front of the body and closes the gap. */
+static Py_ssize_t
+record_begin(writer *w, int64_t timestamp_delta, int64_t offset_delta)
+{
+    Py_ssize_t start = w->len;
+    uint8_t *p = writer_reserve(w, VARINT_MAX_BYTES + 1 + VARLONG_MAX_BYTES + VARINT_MAX_BYTES);
+    if (p == NULL)
+        return -1;
+    p += VARINT_MAX_BYTES;
+    *p++ = 0; /* attributes */
+    p = put_varint(p, timestamp_delta);
+    writer_commit(w, put_varint(p, offset_delta));
+    return start;
+}
+
+static int
+record_end(writer *w, Py_ssize_t start, Py_ssize_t index)
+{
+    Py_ssize_t body = start + VARINT_MAX_BYTES, size = w->len - body;
+    if (size > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "record %zd: record size %zd does not fit int32", index,
+                     size);
+        return -1;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(w->bytes);
+    uint8_t *after_length = put_varint(out + start, size);
+    memmove(after_length, out + body, (size_t)size);
+    writer_commit(w, after_length + size);
+    return 0;
+}
+
 /* Appends record number `index`; *max_timestamp tracks the largest timestamp. */
 static int
 encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp, int64_t now_ms,
@@ -673,30 +707,11 @@ encode_one(writer *w, PyObject *record, Py_ssize_t index, int64_t base_timestamp
         PyErr_Format(PyExc_ValueError, "record %zd: offset delta does not fit int32", index);
         return -1;
     }
-    /* The length comes first but is known last: leave room for its longest varint, write the
-     * body, then put the length in front of it and close the gap. */
-    Py_ssize_t start = w->len, body = start + VARINT_MAX_BYTES;
-    uint8_t *p = writer_reserve(w, VARINT_MAX_BYTES + 1 + VARLONG_MAX_BYTES + VARINT_MAX_BYTES);
-    if (p == NULL)
+    Py_ssize_t start = record_begin(w, timestamp - base_timestamp, offset_delta);
+    if (start < 0 || write_field(w, record, F_KEY, index) < 0 ||
+        write_field(w, record, F_VALUE, index) < 0 || write_field(w, record, F_HEADERS, index) < 0)
         return -1;
-    p += VARINT_MAX_BYTES;
-    *p++ = 0; /* attributes */
-    p = put_varint(p, timestamp - base_timestamp);
-    writer_commit(w, put_varint(p, offset_delta));
-    if (write_field(w, record, F_KEY, index) < 0 || write_field(w, record, F_VALUE, index) < 0 ||
-        write_field(w, record, F_HEADERS, index) < 0)
-        return -1;
-    Py_ssize_t size = w->len - body;
-    if (size > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "record %zd: record size %zd does not fit int32", index,
-                     size);
-        return -1;
-    }
-    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(w->bytes);
-    uint8_t *after_length = put_varint(out + start, size);
-    memmove(after_length, out + body, (size_t)size);
-    writer_commit(w, after_length + size);
-    return 0;
+    return record_end(w, start, index);
 }
 
 PyDoc_STRVAR(encode_records_doc,
@@ -746,6 +761,250 @@ encode_records(PyObject *module, PyObject *args, PyObject *kwargs)
     return result;
 fail:
     Py_DECREF(seq);
+    Py_XDECREF(w.bytes);
+    return NULL;
+}
+
+/* --- Encoding from Arrow columns ----------------------------------------------------------- */
+
+/* One Arrow variable-width binary column (int32 offsets), or a list's offsets when data is
+ * absent: the buffers as Arrow holds them and the array's offset in elements. */
+typedef struct {
+    Py_buffer valid, offsets, data;
+    int has_valid, has_offsets, has_data;
+    Py_ssize_t off;
+} arrow_col;
+
+static void
+col_release(arrow_col *c)
+{
+    if (c->has_valid)
+        PyBuffer_Release(&c->valid);
+    if (c->has_offsets)
+        PyBuffer_Release(&c->offsets);
+    if (c->has_data)
+        PyBuffer_Release(&c->data);
+    c->has_valid = c->has_offsets = c->has_data = 0;
+}
+
+/* Takes optional buffers (None: absent) from items[0..] of `columns`. */
+static int
+get_buffer(PyObject *obj, Py_buffer *view, int *has)
+{
+    *has = 0;
+    if (obj == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    *has = 1;
+    return 0;
+}
+
+static int
+col_get(arrow_col *c, PyObject *valid, PyObject *offsets, PyObject *data, PyObject *off)
+{
+    c->off = PyLong_AsSsize_t(off);
+    if (c->off == -1 && PyErr_Occurred())
+        return -1;
+    if (c->off < 0) {
+        PyErr_SetString(PyExc_ValueError, "a column's offset must not be negative");
+        return -1;
+    }
+    if (get_buffer(valid, &c->valid, &c->has_valid) < 0 ||
+        get_buffer(offsets, &c->offsets, &c->has_offsets) < 0 ||
+        (data != NULL && get_buffer(data, &c->data, &c->has_data) < 0))
+        return -1;
+    return 0;
+}
+
+/* Whether element i is valid (no validity bitmap: all are). The bitmap was bounds-checked. */
+static inline int
+col_valid(const arrow_col *c, Py_ssize_t i)
+{
+    if (!c->has_valid)
+        return 1;
+    Py_ssize_t bit = c->off + i;
+    return (((const uint8_t *)c->valid.buf)[bit >> 3] >> (bit & 7)) & 1;
+}
+
+/* Checks that elements [0, n) are inside the column's buffers. */
+static int
+col_check(const arrow_col *c, Py_ssize_t n, const char *what)
+{
+    if ((c->has_valid && c->valid.len < (c->off + n + 7) / 8) ||
+        (c->has_offsets && c->offsets.len / 4 < c->off + n + 1)) {
+        PyErr_Format(PyExc_ValueError, "%s column is shorter than its %zd rows", what, n);
+        return -1;
+    }
+    return 0;
+}
+
+/* Element i's [begin, end) in the data (or child) buffer, checked against `limit`. */
+static int
+col_span(const arrow_col *c, Py_ssize_t i, Py_ssize_t limit, Py_ssize_t index, const char *what,
+         int32_t *begin, int32_t *end)
+{
+    const char *o = (const char *)c->offsets.buf + 4 * (c->off + i);
+    memcpy(begin, o, 4);
+    memcpy(end, o + 4, 4);
+    if (*begin < 0 || *end < *begin || *end > limit) {
+        PyErr_Format(PyExc_ValueError, "record %zd: %s offsets %d..%d outside 0..%zd", index,
+                     what, (int)*begin, (int)*end, limit);
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends element i of a binary column: its bytes, or a null length when invalid. */
+static int
+write_col_value(writer *w, const arrow_col *c, Py_ssize_t i, Py_ssize_t index, const char *what)
+{
+    if (!c->has_offsets || !col_valid(c, i))
+        return write_byte(w, NULL_LENGTH_BYTE);
+    int32_t begin, end;
+    if (col_span(c, i, c->has_data ? c->data.len : 0, index, what, &begin, &end) < 0)
+        return -1;
+    return write_sized(w, (const char *)c->data.buf + begin, end - begin, index, what);
+}
+
+enum { C_KEY, C_VALUE, C_HEADERS, C_HEADER_KEY, C_HEADER_VALUE, N_COLS };
+#define N_COLUMN_ITEMS 21
+
+PyDoc_STRVAR(encode_columns_doc,
+"encode_columns(columns, start, end, base_timestamp) -> tuple[bytes, int]\n\n"
+"encode_records for rows start..end-1 of Arrow columns (a RecordColumns, see\n"
+"tierlog.records.columns): offsetDelta is the row's index from start, the timestamps are\n"
+"set. Same bytes as encode_records on the equivalent Records.");
+
+static PyObject *
+encode_columns(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"columns", "start", "end", "base_timestamp", NULL};
+    PyObject *columns, *base_obj;
+    Py_ssize_t start, end;
+    int64_t base_timestamp, max_timestamp = -1;
+    arrow_col cols[N_COLS];
+    Py_buffer stamps;
+    int has_stamps = 0;
+    Py_ssize_t stamps_off = 0;
+    memset(cols, 0, sizeof cols);
+    writer w = {NULL, 0, 0};
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OnnO:encode_columns", kwlist, &columns,
+                                     &start, &end, &base_obj) ||
+        as_int64(base_obj, "base_timestamp", -1, &base_timestamp) < 0)
+        return NULL;
+    if (!PyTuple_Check(columns) || PyTuple_GET_SIZE(columns) != N_COLUMN_ITEMS) {
+        PyErr_Format(PyExc_TypeError, "columns must be a RecordColumns of %d items",
+                     N_COLUMN_ITEMS);
+        return NULL;
+    }
+    if (start < 0 || end < start) {
+        PyErr_Format(PyExc_ValueError, "rows %zd..%zd are not a range", start, end);
+        return NULL;
+    }
+#define ITEM(k) PyTuple_GET_ITEM(columns, k)
+    if (col_get(&cols[C_KEY], ITEM(0), ITEM(1), ITEM(2), ITEM(3)) < 0 ||
+        col_get(&cols[C_VALUE], ITEM(4), ITEM(5), ITEM(6), ITEM(7)) < 0 ||
+        get_buffer(ITEM(8), &stamps, &has_stamps) < 0 ||
+        (stamps_off = PyLong_AsSsize_t(ITEM(9)), stamps_off == -1 && PyErr_Occurred()) ||
+        col_get(&cols[C_HEADERS], ITEM(10), ITEM(11), NULL, ITEM(12)) < 0 ||
+        col_get(&cols[C_HEADER_KEY], ITEM(13), ITEM(14), ITEM(15), ITEM(16)) < 0 ||
+        col_get(&cols[C_HEADER_VALUE], ITEM(17), ITEM(18), ITEM(19), ITEM(20)) < 0)
+        goto fail;
+#undef ITEM
+    if (!cols[C_VALUE].has_offsets || !has_stamps) {
+        PyErr_SetString(PyExc_ValueError, "columns need values and timestamps");
+        goto fail;
+    }
+    if (col_check(&cols[C_KEY], end, "the key") < 0 ||
+        col_check(&cols[C_VALUE], end, "the value") < 0 ||
+        col_check(&cols[C_HEADERS], end, "the headers") < 0 || stamps_off < 0 ||
+        stamps.len / 8 < stamps_off + end) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "the timestamp column is shorter than its %zd rows",
+                         end);
+        goto fail;
+    }
+    /* The header children: every element any row's list points at must be inside them. */
+    Py_ssize_t children = 0;
+    if (cols[C_HEADERS].has_offsets) {
+        if (!cols[C_HEADER_KEY].has_offsets || !cols[C_HEADER_VALUE].has_offsets) {
+            PyErr_SetString(PyExc_ValueError, "headers need their key and value columns");
+            goto fail;
+        }
+        Py_ssize_t a = cols[C_HEADER_KEY].offsets.len / 4 - cols[C_HEADER_KEY].off - 1;
+        Py_ssize_t b = cols[C_HEADER_VALUE].offsets.len / 4 - cols[C_HEADER_VALUE].off - 1;
+        children = a < b ? a : b;
+        for (int k = C_HEADER_KEY; k <= C_HEADER_VALUE; k++)
+            if (cols[k].has_valid) {
+                Py_ssize_t bits = cols[k].valid.len * 8 - cols[k].off;
+                children = children < bits ? children : bits;
+            }
+        if (children < 0)
+            children = 0;
+    }
+    Py_ssize_t guess = (end - start) * GUESS_PER_RECORD + GUESS_PER_RECORD;
+    if (guess > MAX_FIRST_GUESS)
+        guess = MAX_FIRST_GUESS;
+    w.bytes = PyBytes_FromStringAndSize(NULL, guess);
+    w.cap = guess;
+    if (w.bytes == NULL)
+        goto fail;
+    for (Py_ssize_t row = start; row < end; row++) {
+        Py_ssize_t index = row - start;
+        int64_t timestamp;
+        memcpy(&timestamp, (const char *)stamps.buf + 8 * (stamps_off + row), 8);
+        if (timestamp > max_timestamp)
+            max_timestamp = timestamp;
+        if ((base_timestamp < 0 && timestamp > INT64_MAX + base_timestamp) ||
+            (base_timestamp > 0 && timestamp < INT64_MIN + base_timestamp)) {
+            PyErr_Format(PyExc_ValueError,
+                         "record %zd: timestamp delta %lld - %lld does not fit int64", index,
+                         (long long)timestamp, (long long)base_timestamp);
+            goto fail;
+        }
+        if (index > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "record %zd: offset delta does not fit int32", index);
+            goto fail;
+        }
+        Py_ssize_t rec = record_begin(&w, timestamp - base_timestamp, index);
+        if (rec < 0 || write_col_value(&w, &cols[C_KEY], row, index, "key") < 0 ||
+            write_col_value(&w, &cols[C_VALUE], row, index, "value") < 0)
+            goto fail;
+        int32_t first = 0, last = 0;
+        if (cols[C_HEADERS].has_offsets && col_valid(&cols[C_HEADERS], row) &&
+            col_span(&cols[C_HEADERS], row, children, index, "header", &first, &last) < 0)
+            goto fail;
+        uint8_t *p = writer_reserve(&w, VARINT_MAX_BYTES);
+        if (p == NULL)
+            goto fail;
+        writer_commit(&w, put_varint(p, last - first));
+        for (int32_t h = first; h < last; h++) {
+            if (!col_valid(&cols[C_HEADER_KEY], h)) {
+                PyErr_Format(PyExc_ValueError, "record %zd: a header key is null", index);
+                goto fail;
+            }
+            if (write_col_value(&w, &cols[C_HEADER_KEY], h, index, "header key") < 0 ||
+                write_col_value(&w, &cols[C_HEADER_VALUE], h, index, "header value") < 0)
+                goto fail;
+        }
+        if (record_end(&w, rec, index) < 0)
+            goto fail;
+    }
+    for (int k = 0; k < N_COLS; k++)
+        col_release(&cols[k]);
+    PyBuffer_Release(&stamps);
+    if (_PyBytes_Resize(&w.bytes, w.len) < 0)
+        return NULL;
+    PyObject *result = Py_BuildValue("(OL)", w.bytes, (long long)max_timestamp);
+    Py_DECREF(w.bytes);
+    return result;
+fail:
+    for (int k = 0; k < N_COLS; k++)
+        col_release(&cols[k]);
+    if (has_stamps)
+        PyBuffer_Release(&stamps);
     Py_XDECREF(w.bytes);
     return NULL;
 }
@@ -806,6 +1065,8 @@ static PyMethodDef methods[] = {
      encode_records_doc},
     {"check_records", (PyCFunction)(void (*)(void))check_records, METH_VARARGS | METH_KEYWORDS,
      check_records_doc},
+    {"encode_columns", (PyCFunction)(void (*)(void))encode_columns, METH_VARARGS | METH_KEYWORDS,
+     encode_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

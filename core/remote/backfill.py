@@ -28,10 +28,15 @@ from tierlog.errors import BackfillError, RemoteStorageError
 from tierlog.partition_metadata import topic_id_from_bytes
 from tierlog.partitioner import partition_for_key
 from tierlog.records.compression import codec_id
-from tierlog.records.record import Record
 from tierlog.remote.api import TopicIdPartition, new_uuid_text
 from tierlog.remote.backfill_commit import DEFAULT_STAGING_RETENTION_MS, pending_jobs
-from tierlog.remote.backfill_stage import StagedChunk, StagedPartitionWriter, StageSettings
+from tierlog.remote.backfill_stage import (
+    _HEADER_TYPE,
+    ROW_SCHEMA,
+    StagedChunk,
+    StagedPartitionWriter,
+    StageSettings,
+)
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.topics import topic_partitions
 
@@ -139,7 +144,8 @@ class BackfillTaskWriter:
         self._round_robin = task_id
 
     def write(self, batch: pa.RecordBatch) -> None:
-        """Route and stage one Arrow batch's rows."""
+        """Route and stage one Arrow batch's rows, column by column (no Python per row,
+        except Kafka's partitioner once per distinct key of a many-partition topic)."""
         if batch.num_rows == 0:
             return
         names = set(batch.schema.names)
@@ -148,33 +154,77 @@ class BackfillTaskWriter:
                                 "requires one; key, headers, topic, partition and timestamp "
                                 "are optional)")
         n = batch.num_rows
-        values = _binary(batch, "value")
-        keys = _binary(batch, "key") if "key" in names else [None] * n
-        headers = _headers(batch) if "headers" in names else None
-        stamps = _timestamps(batch, self._now_ms) if "timestamp" in names \
-            else [self._now_ms] * n
-        topics = _strings(batch, "topic") if "topic" in names else None
-        parts = batch.column("partition").to_pylist() if "partition" in names else None
+        rows = pa.table({
+            "key": _binary(batch, "key") if "key" in names else pa.nulls(n, pa.binary()),
+            "value": _binary(batch, "value"),
+            "headers": _headers(batch) if "headers" in names else pa.nulls(n, _HEADER_TYPE),
+            "timestamp": _timestamps(batch, self._now_ms) if "timestamp" in names
+            else pa.array([self._now_ms] * n, pa.int64())}, schema=ROW_SCHEMA)
         keyless = self._round_robin
         self._round_robin += 1
-        routed: dict[TopicIdPartition, list[Record]] = {}
-        for i in range(n):
-            topic = (topics[i] if topics is not None else None) or self._options.topic
-            if topic is None:
-                raise BackfillError(f"row {i}: no topic (set the 'topic' option or column)")
+        for topic, picked in self._by_topic(batch, n):
             info = self._topic(topic)
-            p = parts[i] if parts is not None else None
-            if p is None:
-                key = keys[i]
-                p = partition_for_key(key, info.partitions) if key is not None \
-                    else keyless % info.partitions
-            elif not 0 <= p < info.partitions:
-                raise BackfillError(f"row {i}: partition {p} of topic {topic!r} is out of "
-                                    f"range (it has {info.partitions} partitions)")
-            routed.setdefault(info.partition(p), []).append(Record(
-                keys[i], values[i], headers[i] if headers is not None else (), stamps[i]))
-        for tip, records in routed.items():
-            self._writer(tip).append(records)
+            subset = rows if picked is None else rows.filter(picked)
+            parts = self._partitions(batch, subset, picked, info, keyless)
+            if isinstance(parts, int):
+                self._writer(info.partition(parts)).append(subset)
+                continue
+            for p in pc.unique(parts).to_pylist():
+                self._writer(info.partition(p)).append(subset.filter(pc.equal(parts, p)))
+
+    def _by_topic(self, batch: pa.RecordBatch, n: int
+                  ) -> list[tuple[str, pa.Array | None]]:
+        """Each topic of the rows with a mask of its rows (None: every row)."""
+        default = self._options.topic
+        if "topic" not in batch.schema.names:
+            if default is None:
+                raise BackfillError("row 0: no topic (set the 'topic' option or column)")
+            return [(default, None)]
+        topics = _strings(batch, "topic")
+        if default is not None:
+            topics = pc.fill_null(topics, default)
+        elif topics.null_count:
+            row = pc.index(pc.is_null(topics), True).as_py()
+            raise BackfillError(f"row {row}: no topic (set the 'topic' option or column)")
+        distinct = pc.unique(topics).to_pylist()
+        if len(distinct) == 1:
+            return [(distinct[0], None)]
+        return [(t, pc.equal(topics, t)) for t in distinct]
+
+    def _partitions(self, batch: pa.RecordBatch, subset: pa.Table, picked: pa.Array | None,
+                    info: TopicInfo, keyless: int) -> pa.Array | int:
+        """The partition of each row of ``subset`` (an int: all rows in one): the
+        ``partition`` column, else Kafka's partitioner on the key, else ``keyless``'s turn."""
+        given = None
+        if "partition" in batch.schema.names:
+            given = batch.column("partition")
+            if not pa.types.is_integer(given.type):
+                raise BackfillError(f"column 'partition' must be an integer, not {given.type}")
+            if picked is not None:
+                given = given.filter(picked)
+            given = given.cast(pa.int64())
+            bad = pc.or_(pc.less(given, 0), pc.greater_equal(given, info.partitions))
+            if pc.any(bad).as_py():
+                row = pc.index(pc.fill_null(bad, False), True).as_py()
+                if picked is not None:  # the row number in the batch, not in the subset
+                    row = pc.indices_nonzero(picked)[row].as_py()
+                value = batch.column("partition")[row].as_py()
+                raise BackfillError(f"row {row}: partition {value} of topic {info.topic!r} is "
+                                    f"out of range (it has {info.partitions} partitions)")
+            if given.null_count == 0:
+                return given
+        fallback = keyless % info.partitions
+        keys = subset.column("key")
+        if info.partitions > 1 and keys.null_count < len(keys):
+            encoded = keys.combine_chunks().dictionary_encode()
+            hashed = pa.array([partition_for_key(k, info.partitions)
+                               for k in encoded.dictionary.to_pylist()], pa.int64())
+            by_key = pc.fill_null(pc.take(hashed, encoded.indices), fallback)
+        elif given is None:
+            return fallback
+        else:
+            by_key = pa.array([fallback] * subset.num_rows, pa.int64())
+        return by_key if given is None else pc.coalesce(given, by_key)
 
     def commit_message(self) -> TaskCommitMessage:
         """Stage what is left and describe every chunk."""
@@ -248,44 +298,56 @@ def collect(messages: Iterable[TaskCommitMessage | None], job_id: str
 # -- Arrow columns -> Python values -----------------------------------------------------------
 
 
-def _binary(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
+def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
     column = batch.column(name)
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return [None if v is None else v.encode() for v in column.to_pylist()]
+        return column.cast(pa.string()).view(pa.binary())
     if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-        return column.to_pylist()  # type: ignore[no-any-return]
+        return column.cast(pa.binary())
     raise BackfillError(f"column {name!r} must be binary or string, not {column.type}")
 
 
-def _strings(batch: pa.RecordBatch, name: str) -> list[str | None]:
+def _strings(batch: pa.RecordBatch, name: str) -> pa.Array:
     column = batch.column(name)
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         raise BackfillError(f"column {name!r} must be a string, not {column.type}")
-    return column.to_pylist()  # type: ignore[no-any-return]
+    return column.cast(pa.string())
 
 
-def _timestamps(batch: pa.RecordBatch, now_ms: int) -> list[int]:
+_UNITS_PER_MS = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}
+
+
+def _timestamps(batch: pa.RecordBatch, now_ms: int) -> pa.Array:
+    """Epoch milliseconds (a null: ``now_ms``); finer timestamps are floored to the
+    millisecond, as Spark's Kafka sink does (``DateTimeUtils.toMillis``)."""
     column: Any = batch.column("timestamp")
     if pa.types.is_timestamp(column.type):
-        column = pc.cast(column, pa.timestamp("ms", tz=column.type.tz)).cast(pa.int64())
-    elif not pa.types.is_integer(column.type):
+        per_ms = _UNITS_PER_MS[column.type.unit]
+        raw = column.cast(pa.int64())
+        if per_ms is None:
+            column = pc.multiply_checked(raw, 1000)
+        elif per_ms == 1:
+            column = raw
+        else:
+            quotient = pc.divide(raw, per_ms)  # truncates towards zero
+            below = pc.and_(pc.less(raw, 0),
+                            pc.not_equal(pc.multiply(quotient, per_ms), raw))
+            column = pc.if_else(below, pc.subtract(quotient, 1), quotient)
+    elif pa.types.is_integer(column.type):
+        column = column.cast(pa.int64())
+    else:
         raise BackfillError(f"column 'timestamp' must be a timestamp or epoch milliseconds, "
                             f"not {column.type}")
-    return [now_ms if v is None else int(v) for v in column.to_pylist()]
+    return pc.fill_null(column, now_ms)
 
 
-def _headers(batch: pa.RecordBatch) -> list[tuple[tuple[str, bytes | None], ...]]:
-    out: list[tuple[tuple[str, bytes | None], ...]] = []
-    for row in batch.column("headers").to_pylist():
-        if not row:
-            out.append(())
-            continue
-        pairs = []
-        for h in row:
-            value = h.get("value")
-            pairs.append((str(h["key"]), value.encode() if isinstance(value, str) else value))
-        out.append(tuple(pairs))
-    return out
+def _headers(batch: pa.RecordBatch) -> pa.Array:
+    column = batch.column("headers")
+    try:
+        return column.cast(_HEADER_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise BackfillError(f"column 'headers' must be {_HEADER_TYPE}, not {column.type}: "
+                            f"{e}") from e
 
 
 def options_from(mapping: Mapping[str, str], *, topic_key: str = "topic") -> WriteOptions:

@@ -11,17 +11,21 @@ to readers; the commit (tierlog.remote.backfill_commit) turns chunks into segmen
 
 from __future__ import annotations
 
+import bisect
 import logging
 import shutil
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tierlog.index.base import INT32_MAX
-from tierlog.records.batch import CREATE_TIME, set_base_offset
-from tierlog.records.builder import build_batch
-from tierlog.records.record import Record
+from tierlog.records.batch import set_base_offset
+from tierlog.records.builder import build_batch_from_columns
+from tierlog.records.columns import RecordColumns
 from tierlog.remote.api import IndexType, TopicIdPartition
 from tierlog.remote.layout import SEGMENT_SUFFIX, staged_chunk_key
 from tierlog.remote.object_store import RemoteTier
@@ -38,6 +42,57 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 #: What a record adds to a batch beyond its key and value, for cutting batches.
 _RECORD_OVERHEAD = 24
+_HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+#: The rows a StagedPartitionWriter takes: key (nullable), value, headers (nullable; a null
+#: list is none), timestamp (epoch milliseconds, set).
+ROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()),
+                        ("headers", _HEADER_TYPE), ("timestamp", pa.int64())])
+
+
+def batch_ends(rows: pa.Table, limit: int) -> list[int]:
+    """Where full batches of ``rows`` end (exclusive): a batch takes rows until their sizes
+    (key and value lengths plus a record's overhead) reach ``limit``, as a producer's
+    ``batch.size`` cuts; rows after the last end wait for more. One home of the cut rule."""
+    sizes = pc.add(pc.add(pc.fill_null(pc.binary_length(rows.column("value")), 0),
+                          pc.fill_null(pc.binary_length(rows.column("key")), 0)),
+                   _RECORD_OVERHEAD)
+    totals = pc.cumulative_sum(pc.cast(sizes, pa.int64())).combine_chunks()
+    cumulative = memoryview(totals.buffers()[1]).cast("q")[totals.offset:
+                                                          totals.offset + len(totals)]
+    ends: list[int] = []
+    before = 0
+    n = len(cumulative)
+    while True:
+        i = bisect.bisect_left(cumulative, before + limit, lo=ends[-1] if ends else 0)
+        if i >= n:
+            return ends
+        ends.append(i + 1)
+        before = cumulative[i]
+
+
+def _binary_buffers(array: Any) -> tuple[Any, Any, Any, int]:
+    valid, offsets, data = array.buffers()[:3]
+    return (valid if array.null_count else None), offsets, data, array.offset
+
+
+def record_columns(rows: pa.Table) -> RecordColumns:
+    """The buffers of one-chunk rows of :data:`ROW_SCHEMA`, for encoding in bulk."""
+    key = rows.column("key").chunk(0)
+    value = rows.column("value").chunk(0)
+    stamps = rows.column("timestamp").chunk(0)
+    headers = rows.column("headers").chunk(0)
+    if key.null_count == len(key):
+        key_parts: tuple[Any, Any, Any, int] = (None, None, None, 0)
+    else:
+        key_parts = _binary_buffers(key)
+    header_parts: tuple[Any, ...] = (None, None, 0) + (None, None, None, 0) * 2
+    if headers.null_count < len(headers):
+        header_key, header_value = headers.values.flatten()
+        header_parts = ((headers.buffers()[0] if headers.null_count else None),
+                        headers.buffers()[1], headers.offset,
+                        *_binary_buffers(header_key), *_binary_buffers(header_value))
+    return RecordColumns(*key_parts, *_binary_buffers(value), stamps.buffers()[1],
+                         stamps.offset, *header_parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,46 +149,56 @@ class StagedPartitionWriter:
         self._settings = settings
         self._now_ms = now_ms
         self._scratch = Path(tempfile.mkdtemp(prefix="tierlog-backfill-"))
-        self._pending: list[Record] = []
-        self._pending_bytes = 0
+        self._pending: pa.Table | None = None
         self._segment: LogSegment | None = None
         self._next_offset = 0  # relative to the open chunk
         self._chunks: list[StagedChunk] = []
 
-    def append(self, records: Sequence[Record]) -> None:
-        """Add records (their timestamps set); full batches are built as they fill."""
-        limit = self._settings.batch_bytes
-        for record in records:
-            self._pending.append(record)
-            self._pending_bytes += (len(record.value or b"") + len(record.key or b"")
-                                    + _RECORD_OVERHEAD)
-            if self._pending_bytes >= limit:
-                self._flush_batch()
+    def append(self, rows: pa.Table) -> None:
+        """Add rows of :data:`ROW_SCHEMA` (timestamps set); full batches are built as they
+        fill, the rest waits for more rows or ``close``."""
+        if self._pending is not None:
+            rows = pa.concat_tables([self._pending, rows])
+        self._pending = None
+        n = rows.num_rows
+        if n == 0:
+            return
+        rows = rows.combine_chunks()
+        columns = record_columns(rows)
+        ends = batch_ends(rows, self._settings.batch_bytes)
+        start = 0
+        for end in ends:
+            self._stage_batch(columns, start, end)
+            start = end
+        if start < n:
+            self._pending = rows.slice(start)
 
     def close(self) -> list[StagedChunk]:
         """Build the last batch, upload the open chunk, and return every chunk staged."""
-        self._flush_batch()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending = pending.combine_chunks()
+            self._stage_batch(record_columns(pending), 0, pending.num_rows)
         self._finish_chunk()
         shutil.rmtree(self._scratch, ignore_errors=True)
         return list(self._chunks)
 
     def discard(self) -> None:
         """Drop local files (a failed task; its staged objects go with the job's staging)."""
+        self._pending = None
         if self._segment is not None:
             self._segment.close()
             self._segment = None
         shutil.rmtree(self._scratch, ignore_errors=True)
 
-    def _flush_batch(self) -> None:
-        if not self._pending:
-            return
-        records, self._pending, self._pending_bytes = self._pending, [], 0
-        data = build_batch(records, compression=self._settings.compression,
-                           base_offset=0, timestamp_type=CREATE_TIME, now_ms=self._now_ms)
+    def _stage_batch(self, columns: RecordColumns, start: int, end: int) -> None:
+        count = end - start
+        data, max_ts = build_batch_from_columns(columns, start, end,
+                                                compression=self._settings.compression)
         segment = self._segment
         if segment is not None and (
                 segment.size + len(data) > self._settings.segment_bytes
-                or self._next_offset + len(records) - 1 > INT32_MAX):
+                or self._next_offset + count - 1 > INT32_MAX):
             self._finish_chunk()
             segment = None
         if segment is None:
@@ -146,8 +211,7 @@ class StagedPartitionWriter:
         buf = bytearray(data)
         base = self._next_offset
         set_base_offset(buf, 0, base)
-        last = base + len(records) - 1
-        max_ts = max(r.timestamp if r.timestamp is not None else self._now_ms for r in records)
+        last = base + count - 1
         segment.append([buf], [AppendedBatch(last, max_ts, len(buf))])
         self._next_offset = last + 1
 
