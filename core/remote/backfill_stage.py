@@ -152,6 +152,9 @@ class StagedPartitionWriter:
         self._pending: pa.Table | None = None
         self._segment: LogSegment | None = None
         self._next_offset = 0  # relative to the open chunk
+        self._unwritten: list[bytearray] = []  # built batches not yet in the segment
+        self._unwritten_batches: list[AppendedBatch] = []
+        self._unwritten_bytes = 0
         self._chunks: list[StagedChunk] = []
 
     def append(self, rows: pa.Table) -> None:
@@ -170,6 +173,7 @@ class StagedPartitionWriter:
         for end in ends:
             self._stage_batch(columns, start, end)
             start = end
+        self._write_unwritten()
         if start < n:
             self._pending = rows.slice(start)
 
@@ -186,6 +190,7 @@ class StagedPartitionWriter:
     def discard(self) -> None:
         """Drop local files (a failed task; its staged objects go with the job's staging)."""
         self._pending = None
+        self._unwritten, self._unwritten_batches, self._unwritten_bytes = [], [], 0
         if self._segment is not None:
             self._segment.close()
             self._segment = None
@@ -197,14 +202,14 @@ class StagedPartitionWriter:
                                                 compression=self._settings.compression)
         segment = self._segment
         if segment is not None and (
-                segment.size + len(data) > self._settings.segment_bytes
+                segment.size + self._unwritten_bytes + len(data) > self._settings.segment_bytes
                 or self._next_offset + count - 1 > INT32_MAX):
             self._finish_chunk()
             segment = None
         if segment is None:
             directory = self._scratch / f"{len(self._chunks):06d}"
             directory.mkdir()
-            segment = self._segment = LogSegment.open(
+            self._segment = LogSegment.open(
                 directory, 0, index_interval_bytes=self._settings.index_interval_bytes,
                 max_index_size=self._settings.max_index_size)
             self._next_offset = 0
@@ -212,10 +217,20 @@ class StagedPartitionWriter:
         base = self._next_offset
         set_base_offset(buf, 0, base)
         last = base + count - 1
-        segment.append([buf], [AppendedBatch(last, max_ts, len(buf))])
+        self._unwritten.append(buf)
+        self._unwritten_batches.append(AppendedBatch(last, max_ts, len(buf)))
+        self._unwritten_bytes += len(buf)
         self._next_offset = last + 1
 
+    def _write_unwritten(self) -> None:
+        """Append the batches built since the last write in one vectored write (one
+        segment append per Arrow batch, not per record batch)."""
+        if self._unwritten and self._segment is not None:
+            self._segment.append(self._unwritten, self._unwritten_batches)
+        self._unwritten, self._unwritten_batches, self._unwritten_bytes = [], [], 0
+
     def _finish_chunk(self) -> None:
+        self._write_unwritten()
         segment, self._segment = self._segment, None
         if segment is None:
             return
