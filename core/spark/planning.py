@@ -1,6 +1,7 @@
 """Planning a Spark read of the tier: the ReadSplits of every chosen topic and partition from
 the parsed options and pushed bounds, split further until there are ``minPartitions`` of
-them (Spark's Kafka source splits large offset ranges the same way). No pyspark import.
+them (Spark's Kafka source splits large offset ranges the same way), and the columns a read
+yields for a schema the user gives (``.schema(...)``). No pyspark import.
 """
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from tierlog.errors import ConfigError, UnknownTopicOrPartitionError
-from tierlog.reader import ReadSplit, RemoteTopicReader
+from tierlog.reader import ReadSplit, RemoteTopicReader, schema
 from tierlog.spark.options import TierlogOptions
 
 if TYPE_CHECKING:
@@ -43,6 +46,34 @@ def plan_read(options: TierlogOptions, bounds: PushedBounds | None = None) -> li
         log.info("%s: minPartitions=%d, but the offset indexes allow only %d splits",
                  options.url, wanted, len(splits))
     return splits
+
+
+def read_columns(requested: pa.Schema, *, include_headers: bool) -> list[str] | None:
+    """The columns, in order, a read yields for the schema ``requested`` (a user's
+    ``.schema(...)``, as Arrow): None for the source's whole schema, else a selection of its
+    columns by name, each of the source's type (Spark 4.3 never passes a Python source the
+    columns a query uses, so a schema naming fewer columns is how a user ships fewer of them
+    to the JVM). ConfigError names a column the source does not have or a wrong type."""
+    full = schema(include_headers)
+    if requested.names == full.names and all(
+            r.type == f.type for r, f in zip(requested, full, strict=True)):
+        return None
+    if not requested.names:
+        raise ConfigError("schema", "names no column; name some of the tierlog source's: "
+                                    f"{', '.join(full.names)}")
+    for field in requested:
+        index = full.get_field_index(field.name)
+        if index < 0:
+            raise ConfigError("schema", f"names column {field.name!r}, which the tierlog "
+                                        f"source does not have (its columns: "
+                                        f"{', '.join(full.names)})")
+        if full.field(index).type != field.type:
+            raise ConfigError("schema", f"gives column {field.name!r} the type {field.type}; "
+                                        f"the tierlog source reads it as "
+                                        f"{full.field(index).type}")
+    if len(set(requested.names)) != len(requested.names):
+        raise ConfigError("schema", f"names a column twice: {', '.join(requested.names)}")
+    return list(requested.names)
 
 
 def _plan(options: TierlogOptions, bounds: PushedBounds | None, split_bytes: int

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 
 from tierlog.reader import read_split
 from tierlog.spark.options import NAME, TierlogOptions
-from tierlog.spark.planning import plan_read
+from tierlog.spark.planning import plan_read, read_columns
 from tierlog.spark.pushdown import PushedBounds
 from tierlog.spark.schema import schema_ddl
 
@@ -39,11 +39,13 @@ log = logging.getLogger(__name__)
 
 class TierlogReader(DataSourceReader):
     """Plans one InputPartition per ReadSplit (each remote segment, or a byte range of a
-    large one) and reads each with ``tierlog.reader.read_split`` from the options alone."""
+    large one) and reads each with ``tierlog.reader.read_split`` from the options alone,
+    yielding only ``columns`` (names, in order; None for all) of every batch."""
 
-    def __init__(self, options: TierlogOptions) -> None:
+    def __init__(self, options: TierlogOptions, columns: list[str] | None = None) -> None:
         self.options = options
         self.bounds = PushedBounds()
+        self.columns = columns
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(split) for split in plan_read(self.options, self.bounds)]
@@ -51,7 +53,11 @@ class TierlogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:  # Spark's stand-in when there is nothing to read
             return iter(())
-        return read_split(partition.value)  # the split says whether to decode headers
+        batches = read_split(partition.value)  # the split says whether to decode headers
+        if self.columns is None:
+            return batches
+        columns = self.columns
+        return (batch.select(columns) for batch in batches)  # zero-copy: shared buffers
 
 
 class TierlogPushdownReader(TierlogReader):
@@ -115,10 +121,17 @@ class TierlogDataSource(DataSource):
         return schema_ddl(include_headers=self.parsed.include_headers)
 
     def reader(self, schema: Any) -> DataSourceReader:
+        """A reader yielding ``schema``'s columns: the whole Kafka schema, or the columns a
+        user's ``.schema("value binary, offset long")`` names (Spark 4.3 does not prune the
+        columns of a Python source; fewer columns ship less to the JVM)."""
+        from pyspark.sql.pandas.types import to_arrow_schema
+
         self.parsed.check_batch()
+        columns = read_columns(to_arrow_schema(schema, timezone="UTC"),
+                               include_headers=self.parsed.include_headers)
         if self.parsed.filter_pushdown:
-            return TierlogPushdownReader(self.parsed)
-        return TierlogReader(self.parsed)
+            return TierlogPushdownReader(self.parsed, columns)
+        return TierlogReader(self.parsed, columns)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         """``spark.readStream.format("tierlog")``: see tierlog.spark.stream (a stream starts
