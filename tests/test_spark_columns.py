@@ -39,10 +39,10 @@ def test_read_columns_over_every_ordered_subset(include_headers: bool) -> None:
 
 
 @pytest.mark.parametrize(("requested", "message"), [
-    (pa.schema([("values", pa.binary())]), "schema: names column 'values', which the tierlog "
-                                           "source does not have"),
-    (pa.schema([("offset", pa.int32())]), "schema: gives column 'offset' the type int32; "
-                                          "the tierlog source reads it as int64"),
+    (pa.schema([("values", pa.binary())]), ("schema: names column 'values', which the tierlog "
+                                           "source does not have")),
+    (pa.schema([("offset", pa.int32())]), ("schema: gives column 'offset' the type int32; "
+                                          "the tierlog source reads it as int64")),
     (pa.schema([("value", pa.large_binary())]), "gives column 'value' the type large_binary"),
     (pa.schema([("headers", schema(True).field("headers").type)]),
      "names column 'headers', which"),  # includeHeaders=false reads no headers

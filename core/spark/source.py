@@ -127,8 +127,8 @@ class TierlogDataSource(DataSource):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.parsed.check_batch()
-        columns = read_columns(to_arrow_schema(schema, timezone="UTC"),
-                               include_headers=self.parsed.include_headers)
+        columns = None if schema is None else read_columns(  # None: called outside Spark
+            to_arrow_schema(schema, timezone="UTC"), include_headers=self.parsed.include_headers)
         if self.parsed.filter_pushdown:
             return TierlogPushdownReader(self.parsed, columns)
         return TierlogReader(self.parsed, columns)
