@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tierlog.errors import RemoteResourceNotFoundError
-from tierlog.reader import EARLIEST, ReadSplit, RemoteTopicReader, read_split
+from tierlog.reader import EARLIEST, LATEST, ReadSplit, RemoteTopicReader, read_split
 from tierlog.spark.options import TierlogOptions
 from tierlog.spark.stream_offsets import Offsets
 
@@ -95,10 +95,10 @@ def initial_offsets(options: TierlogOptions, reader: RemoteTopicReader) -> Offse
             if ts is not None:
                 out[(topic, p)] = _offset_for_timestamp(options, topic, p, ts, end)
                 continue
-            given = offsets if isinstance(offsets, str) else offsets.get(p, -2)
-            if given in ("latest", -1):
+            given = offsets if isinstance(offsets, str) else offsets.get(p, EARLIEST)
+            if given in ("latest", LATEST):
                 out[(topic, p)] = end
-            elif given in ("earliest", -2):
+            elif given in ("earliest", EARLIEST):
                 out[(topic, p)] = earliest_offset(options, reader, topic, p)
             else:
                 assert isinstance(given, int)
