@@ -1,7 +1,8 @@
 """The task side of a backfill: records of one topic-partition -> v2 batches -> staged
 segment chunks in the tier, under ``<partition dir>/_staging/<job id>/<task attempt>/``.
 
-A chunk is a segment built by the engine's own parts (``records.builder.build_batch`` and a
+A chunk is a segment built by the engine's own parts (``records.builder``'s
+``build_batch_from_columns``, which encodes a batch's rows from Arrow columns in bulk, and a
 ``LogSegment`` with its offset, time and transaction indexes) at the PROVISIONAL base offset
 0: the indexes hold offsets relative to the segment's base, so they stay valid at whatever
 base offset the job's commit assigns, and the commit only rewrites each batch's baseOffset
@@ -134,9 +135,10 @@ class StageSettings:
 
 
 class StagedPartitionWriter:
-    """Turns the records of one topic-partition written by one task attempt into staged
-    chunks: v2 batches (``settings.compression``, no producer id, CreateTime from each
-    record's timestamp, which the caller sets), cut into chunks at ``segment_bytes``.
+    """Turns the rows (Arrow, :data:`ROW_SCHEMA`) of one topic-partition written by one task
+    attempt into staged chunks: v2 batches cut by :func:`batch_ends` (``settings.compression``,
+    no producer id, CreateTime from each row's timestamp, which the caller sets), cut into
+    chunks at ``segment_bytes``.
     ``close`` uploads the last chunk and returns every chunk; ``discard`` drops local files.
     Not thread-safe (one per task and partition)."""
 
