@@ -416,6 +416,20 @@ def test_stream_from_s3_is_byte_equal_with_log_read(spark, tmp_path, clock, s3_o
         mgr.close()
 
 
+def test_a_user_schema_streams_just_its_columns(spark, manager, producer, tier_url,
+                                                tmp_path) -> None:
+    manager.create_topic("orders", 1)
+    producer.fill("orders", 1, 3)
+    producer.publish()
+    df = (spark.readStream.format("tierlog").schema("offset long, value binary")
+          .option("path", tier_url).option("subscribe", "orders")
+          .option("startingOffsets", "earliest").load())
+    sink = run_available_now(df, tmp_path / "ckpt")
+    got = sorted((r["offset"], r["value"]) for b in sink.batches for r in b)
+    assert got == [(r.offset, r.value) for _, r in expected(manager, "orders")]
+    assert {tuple(r) for b in sink.batches for r in b} == {("offset", "value")}
+
+
 def test_max_offsets_per_trigger_with_available_now(spark, manager, producer, tier_url,
                                                     tmp_path) -> None:
     manager.create_topic("orders", 2)

@@ -7,6 +7,7 @@ yields for a schema the user gives (``.schema(...)``). No pyspark import.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -74,6 +75,15 @@ def read_columns(requested: pa.Schema, *, include_headers: bool) -> list[str] | 
     if len(set(requested.names)) != len(requested.names):
         raise ConfigError("schema", f"names a column twice: {', '.join(requested.names)}")
     return list(requested.names)
+
+
+def select_columns(batches: Iterator[pa.RecordBatch], columns: list[str] | None
+                   ) -> Iterator[pa.RecordBatch]:
+    """``batches`` with only ``columns`` (``read_columns``'s answer; None: all of them),
+    zero-copy (the selected columns share the batches' buffers)."""
+    if columns is None:
+        return batches
+    return (batch.select(columns) for batch in batches)
 
 
 def _plan(options: TierlogOptions, bounds: PushedBounds | None, split_bytes: int

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 
 from tierlog.reader import read_split
 from tierlog.spark.options import NAME, TierlogOptions
-from tierlog.spark.planning import plan_read, read_columns
+from tierlog.spark.planning import plan_read, read_columns, select_columns
 from tierlog.spark.pushdown import PushedBounds
 from tierlog.spark.schema import schema_ddl
 
@@ -53,11 +53,8 @@ class TierlogReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:  # Spark's stand-in when there is nothing to read
             return iter(())
-        batches = read_split(partition.value)  # the split says whether to decode headers
-        if self.columns is None:
-            return batches
-        columns = self.columns
-        return (batch.select(columns) for batch in batches)  # zero-copy: shared buffers
+        # The split says whether to decode headers.
+        return select_columns(read_split(partition.value), self.columns)
 
 
 class TierlogPushdownReader(TierlogReader):
@@ -124,11 +121,8 @@ class TierlogDataSource(DataSource):
         """A reader yielding ``schema``'s columns: the whole Kafka schema, or the columns a
         user's ``.schema("value binary, offset long")`` names (Spark 4.3 does not prune the
         columns of a Python source; fewer columns ship less to the JVM)."""
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         self.parsed.check_batch()
-        columns = None if schema is None else read_columns(  # None: called outside Spark
-            to_arrow_schema(schema, timezone="UTC"), include_headers=self.parsed.include_headers)
+        columns = self._columns(schema, self.parsed.include_headers)
         if self.parsed.filter_pushdown:
             return TierlogPushdownReader(self.parsed, columns)
         return TierlogReader(self.parsed, columns)
@@ -138,7 +132,19 @@ class TierlogDataSource(DataSource):
         at ``latest`` by default and refuses the ending options, as Spark's Kafka source)."""
         from tierlog.spark.stream import TierlogStreamReader
 
-        return TierlogStreamReader(TierlogOptions.parse(self.options, streaming=True))
+        options = TierlogOptions.parse(self.options, streaming=True)
+        return TierlogStreamReader(options, self._columns(schema, options.include_headers))
+
+    @staticmethod
+    def _columns(schema: Any, include_headers: bool) -> list[str] | None:
+        """The columns a read yields for Spark's ``schema`` (``read_columns``; None: all, or
+        called outside Spark)."""
+        if schema is None:
+            return None
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return read_columns(to_arrow_schema(schema, timezone="UTC"),
+                            include_headers=include_headers)
 
 
 def register(spark: Any) -> None:

@@ -33,6 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from tierlog.spark.options import TierlogOptions
+from tierlog.spark.planning import select_columns
 from tierlog.spark.stream_offsets import Offsets, from_json, rate_limit, to_json
 from tierlog.spark.stream_plan import (
     StreamSplit,
@@ -51,8 +52,10 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark's stream reader of the tier. The driver's instance lives for the query: it
     keeps the target of ``Trigger.AvailableNow``; tasks get the planned splits only."""
 
-    def __init__(self, options: TierlogOptions) -> None:
+    def __init__(self, options: TierlogOptions, columns: list[str] | None = None) -> None:
         self.options = options
+        self.columns = columns
+        """The columns to yield (a user's ``.schema(...)``; None: all)."""
         self._target: Offsets | None = None
 
     # -- offsets ------------------------------------------------------------------------
@@ -114,7 +117,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         part = partition.value
         if not isinstance(part, StreamSplit):  # Spark's stand-in for nothing to read
             return iter(())
-        return read_stream_split(part)
+        return select_columns(read_stream_split(part), self.columns)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the tier keeps no consumer state."""
