@@ -3,12 +3,14 @@ that readers (and a LogManager that adopts the topic) see all at once, byte-equa
 
 from __future__ import annotations
 
+import io
+
 import fsspec
 import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from tierlog.errors import BackfillError, PartitionOwnedError
+from tierlog.errors import BackfillError, CorruptRecordError, PartitionOwnedError
 from tierlog.partitioner import murmur2, partition_for_key
 from tierlog.records.batch import iter_batches
 from tierlog.records.compression import CODEC_NAMES
@@ -232,3 +234,36 @@ def test_rebase_adds_the_base_offset_and_keeps_crcs(tmp_path):
     batches = list(iter_batches(out.getvalue(), strict=True))
     assert [(b.base_offset, b.partition_leader_epoch, b.is_valid()) for b in batches] == \
         [(1000, 4, True), (1003, 4, True)]
+
+
+class _Trickle(io.BytesIO):
+    """A stream whose reads return at most ``step`` bytes (a block boundary anywhere)."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        super().__init__(data)
+        self.step = step
+
+    def read(self, size: int = -1, /) -> bytes:
+        return super().read(self.step if size < 0 else min(size, self.step))
+
+
+@pytest.mark.parametrize("step", [1, 7, 61, 70, 1000])
+def test_rebase_patches_headers_that_straddle_read_blocks(step):
+    from tierlog.records.builder import build_batch
+    from tierlog.records.record import Record
+
+    staged = b"".join(build_batch([Record(b"k" * i, b"v" * (i * 3), timestamp=T0)] * (i + 1),
+                                  base_offset=sum(range(1, i + 1))) for i in range(6))
+    out = io.BytesIO()
+    assert rebase_batches(_Trickle(staged, step), out, 500, 2) == len(staged)
+    whole = io.BytesIO()
+    rebase_batches(io.BytesIO(staged), whole, 500, 2)
+    assert out.getvalue() == whole.getvalue()
+    batches = list(iter_batches(out.getvalue(), strict=True))
+    assert [b.base_offset for b in batches] == [500 + sum(range(1, i + 1)) for i in range(6)]
+    assert all(b.is_valid() and b.partition_leader_epoch == 2 for b in batches)
+    first = len(build_batch([Record(b"", b"", timestamp=T0)], base_offset=0))
+    with pytest.raises(CorruptRecordError, match=f"inside a batch header at {first}"):
+        rebase_batches(_Trickle(staged[:first + 5], step), io.BytesIO(), 0, 0)
+    with pytest.raises(CorruptRecordError, match=f"inside the batch at {first}"):
+        rebase_batches(_Trickle(staged[:first + 20], step), io.BytesIO(), 0, 0)

@@ -151,9 +151,7 @@ class CommitResult:
 
 
 class Readable(Protocol):
-    """A binary stream that reads into a buffer (files, fsspec files, BytesIO)."""
-
-    def readinto(self, buffer: memoryview, /) -> int | None: ...
+    """A binary stream (files, fsspec files, BytesIO)."""
 
     def read(self, size: int = -1, /) -> bytes: ...
 
@@ -163,43 +161,35 @@ def rebase_batches(src: Readable, dst: BinaryIO, base_offset: int, leader_epoch:
     every batch's baseOffset and setting its partitionLeaderEpoch; both lie outside the CRC
     (docs/formats.md), so no batch is re-encoded. Returns the bytes copied;
     CorruptRecordError for a truncated batch."""
-    copied = 0
-    head = bytearray(LOG_OVERHEAD + 4)
-    view = memoryview(head)
-    while True:
-        got = src.readinto(view)
-        if not got:
-            return copied
-        if got < len(head):
-            got += _read_into(src, view[got:])
-            if got < len(head):
-                raise CorruptRecordError(f"staged segment ends inside a batch header at {copied}")
-        provisional = int.from_bytes(head[0:8], "big", signed=True)
-        length = int.from_bytes(head[8:12], "big", signed=True)
-        set_base_offset(head, 0, base_offset + provisional)
-        set_partition_leader_epoch(head, 0, leader_epoch)
-        dst.write(head)
-        remaining = length - (len(head) - LOG_OVERHEAD)
-        while remaining > 0:
-            piece = src.read(min(remaining, _COPY_BUFFER))
-            if not piece:
-                raise CorruptRecordError(f"staged segment ends inside the batch at {copied}")
-            dst.write(piece)
-            remaining -= len(piece)
-        copied += LOG_OVERHEAD + length
+    header = LOG_OVERHEAD + 4  # baseOffset, batchLength, partitionLeaderEpoch
+    buf = bytearray()
+    start = 0  # the file position of buf[0]
+    batch = last = 0  # the file positions of the next batch and of the last one seen
+    while block := src.read(_COPY_BUFFER):  # patched a block at a time, one write each
+        buf += block
+        end = start + len(buf)
+        while batch + header <= end:
+            at = batch - start
+            length = int.from_bytes(buf[at + 8:at + 12], "big", signed=True)
+            if length < header - LOG_OVERHEAD:
+                raise CorruptRecordError(f"staged segment has a batch of length {length} at "
+                                         f"{batch}")
+            provisional = int.from_bytes(buf[at:at + 8], "big", signed=True)
+            set_base_offset(buf, at, base_offset + provisional)
+            set_partition_leader_epoch(buf, at, leader_epoch)
+            last, batch = batch, batch + LOG_OVERHEAD + length
+        done = min(len(buf), batch - start)  # bytes before an unread header are final
+        dst.write(buf if done == len(buf) else buf[:done])
+        del buf[:done]
+        start += done
+    if buf:
+        raise CorruptRecordError(f"staged segment ends inside a batch header at {batch}")
+    if batch > start:
+        raise CorruptRecordError(f"staged segment ends inside the batch at {last}")
+    return batch
 
 
 assert PARTITION_LEADER_EPOCH == LOG_OVERHEAD  # the header read above holds both fields
-
-
-def _read_into(src: Readable, view: memoryview) -> int:
-    total = 0
-    while total < len(view):
-        got = src.readinto(view[total:])
-        if not got:
-            break
-        total += got
-    return total
 
 
 def pending_jobs(tier: RemoteTier) -> list[JobPlan]:
