@@ -34,6 +34,7 @@ setup(
         Extension(
             "tierlog.reader._columnar",
             sources=["core/reader/_columnar.c"],
+            depends=["core/records/_record_framing.h"],
             extra_compile_args=["-O2"],
         ),
         Extension(

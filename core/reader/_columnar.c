@@ -15,10 +15,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define VARINT_MAX_BYTES 5
-#define VARLONG_MAX_BYTES 10
-/* Smallest record: seven one-byte fields. Bounds how many records a byte range can hold. */
-#define MIN_RECORD_SIZE 7
 /* Arrow binary/string offsets are int32. */
 #define MAX_DATA_BYTES INT32_MAX
 
@@ -30,6 +26,9 @@ enum {
 
 static PyObject *corrupt_error; /* tierlog.errors.CorruptRecordError */
 
+/* Varints, lengths and their errors: the framing rules shared with _speedups.c. */
+#include "../records/_record_framing.h"
+
 /* A column buffer: a bytearray, or a resizable pyarrow buffer (pa.allocate_buffer(n,
  * resizable=True), from Arrow's memory pool, which reuses freed memory) held through `view`. */
 typedef struct {
@@ -39,66 +38,6 @@ typedef struct {
     Py_ssize_t cap;
     int held;
 } column_t;
-
-/* Raises CorruptRecordError("record <index> at byte <pos>: <detail>"); returns -1. */
-static int
-corrupt(Py_ssize_t index, Py_ssize_t pos, const char *fmt, ...)
-{
-    va_list va;
-    va_start(va, fmt);
-    PyObject *detail = PyUnicode_FromFormatV(fmt, va);
-    va_end(va);
-    if (detail != NULL) {
-        PyErr_Format(corrupt_error, "record %zd at byte %zd: %U", index, pos, detail);
-        Py_DECREF(detail);
-    }
-    return -1;
-}
-
-/* The zigzag varint at *pos, reading no byte at or past `limit`. 0, or -1 with
- * CorruptRecordError (truncated, longer than max_bytes, or overflowing its type). */
-static inline int
-read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
-            Py_ssize_t index, int64_t *out)
-{
-    Py_ssize_t p = *pos;
-    if (p < limit && buf[p] < 0x80) { /* the common one-byte case */
-        uint64_t raw = buf[p];
-        *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-        *pos = p + 1;
-        return 0;
-    }
-    uint64_t raw = 0;
-    for (int n = 0; n < max_bytes; n++) {
-        if (p + n >= limit)
-            return corrupt(index, p, "varint runs past the end of its data");
-        uint64_t b = buf[p + n];
-        raw |= (b & 0x7F) << (7 * n);
-        if (b < 0x80) {
-            if (max_bytes == VARINT_MAX_BYTES ? raw > UINT32_MAX : (n == 9 && b > 1))
-                return corrupt(index, p, "varint overflows its integer type");
-            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            *pos = p + n + 1;
-            return 0;
-        }
-    }
-    return corrupt(index, p, "varint longer than %d bytes", max_bytes);
-}
-
-/* A length varint (-1 = null) whose bytes must end by rec_end. 0 or -1. */
-static inline int
-read_length(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
-            const char *what, int64_t *n)
-{
-    if (read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, n) < 0)
-        return -1;
-    if (*n < -1)
-        return corrupt(index, *pos, "%s length %lld is below -1", what, (long long)*n);
-    if (*n > rec_end - *pos)
-        return corrupt(index, *pos, "%s length %lld runs past the record end", what,
-                       (long long)*n);
-    return 0;
-}
 
 /* Strict UTF-8 (as Python's decoder: no overlongs, surrogates or code points past U+10FFFF). */
 static int
@@ -236,7 +175,7 @@ read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t
              int64_t count, column_t *cols, int64_t *used, int keep)
 {
     if (count < 0 || count > (rec_end - *pos) / 2)
-        return corrupt(index, *pos, "header count %lld does not fit the record",
+        return framing_error(index, *pos, "header count %lld does not fit the record",
                        (long long)count);
     for (int64_t k = 0; k < count; k++) {
         Py_ssize_t key_start = *pos;
@@ -244,9 +183,9 @@ read_headers(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t
         if (read_length(buf, pos, rec_end, index, "header key", &n) < 0)
             return -1;
         if (n == -1)
-            return corrupt(index, key_start, "header key is null");
+            return framing_error(index, key_start, "header key is null");
         if (!utf8_valid(buf + *pos, (Py_ssize_t)n))
-            return corrupt(index, key_start, "header key is not UTF-8");
+            return framing_error(index, key_start, "header key is not UTF-8");
         if (keep) {
             int64_t entry = used[HK_OFFS] / 4 - 1;
             if (put_binary(cols, used, -1, HK_OFFS, HK_DATA, entry, buf + *pos, n) < 0)
@@ -345,7 +284,7 @@ decode_batch(PyObject *module, PyObject *args)
     const uint8_t *buf = (const uint8_t *)view.buf;
     int64_t row = used[OFFSET] / 8, first_row = row;
     if (count < 0) {
-        corrupt(0, position, "negative record count %zd", count);
+        framing_error(0, position, "negative record count %zd", count);
         goto fail;
     }
     /* Room for every record that can fit, in the fixed-width columns. */
@@ -358,7 +297,7 @@ decode_batch(PyObject *module, PyObject *args)
     Py_ssize_t pos = position, fit = (end - position) / MIN_RECORD_SIZE;
     for (Py_ssize_t i = 0; i < count; i++) {
         if (pos >= end || i >= fit) {
-            corrupt(i, pos, "only %zd of %zd records fit the data", i, count);
+            framing_error(i, pos, "only %zd of %zd records fit the data", i, count);
             goto fail;
         }
         Py_ssize_t start = pos;
@@ -367,16 +306,16 @@ decode_batch(PyObject *module, PyObject *args)
         if (read_varint(buf, &pos, end, VARINT_MAX_BYTES, i, &length) < 0)
             goto fail;
         if (length < 0) {
-            corrupt(i, start, "negative record length %lld", (long long)length);
+            framing_error(i, start, "negative record length %lld", (long long)length);
             goto fail;
         }
         if (length > end - pos) {
-            corrupt(i, start, "record length %lld runs past the data end", (long long)length);
+            framing_error(i, start, "record length %lld runs past the data end", (long long)length);
             goto fail;
         }
         Py_ssize_t body = pos, rec_end = pos + (Py_ssize_t)length;
         if (pos >= rec_end) {
-            corrupt(i, start, "record ends before its attributes");
+            framing_error(i, start, "record ends before its attributes");
             goto fail;
         }
         pos++; /* attributes: Kafka defines no record-level attribute */
@@ -385,13 +324,13 @@ decode_batch(PyObject *module, PyObject *args)
             goto fail;
         int64_t offset, timestamp;
         if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) {
-            corrupt(i, start, "offset does not fit int64");
+            framing_error(i, start, "offset does not fit int64");
             goto fail;
         }
         if (log_append) {
             timestamp = log_append_time;
         } else if (__builtin_add_overflow((int64_t)base_timestamp, ts_delta, &timestamp)) {
-            corrupt(i, start, "timestamp does not fit int64");
+            framing_error(i, start, "timestamp does not fit int64");
             goto fail;
         }
         int keep = offset >= start_offset && offset < end_offset && timestamp >= min_timestamp;
@@ -414,7 +353,7 @@ decode_batch(PyObject *module, PyObject *args)
             read_headers(buf, &pos, rec_end, i, header_count, cols, used, keep_headers) < 0)
             goto fail;
         if (pos != rec_end) {
-            corrupt(i, start, "record length %lld differs from the %zd bytes read",
+            framing_error(i, start, "record length %lld differs from the %zd bytes read",
                     (long long)length, pos - body);
             goto fail;
         }
@@ -437,7 +376,7 @@ decode_batch(PyObject *module, PyObject *args)
         row++;
     }
     if (pos != end) {
-        corrupt(count, pos, "%zd bytes remain after %zd records", end - pos, count);
+        framing_error(count, pos, "%zd bytes remain after %zd records", end - pos, count);
         goto fail;
     }
     PyBuffer_Release(&view);
