@@ -29,6 +29,7 @@ setup(
         Extension(
             "tierlog.records._speedups",
             sources=["core/records/_speedups.c"],
+            depends=["core/records/_record_framing.h"],
             extra_compile_args=["-O2"],
         ),
         Extension(

@@ -59,6 +59,7 @@ read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes
         return 0;
     }
     uint64_t raw = 0;
+    *out = 0; /* defined on every path (and no maybe-uninitialized warnings at call sites) */
     for (int n = 0; n < max_bytes; n++) {
         if (p + n >= limit)
             return framing_error(index, p, "varint runs past the end of its data");

@@ -11,12 +11,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Longest encodings Kafka allows: an int32 varint and an int64 varlong. */
-#define VARINT_MAX_BYTES 5
-#define VARLONG_MAX_BYTES 10
-/* Smallest record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
- * headerCount of one byte each. Bounds how many records a byte range can hold. */
-#define MIN_RECORD_SIZE 7
 /* First output size for encode_records: bytes a record, and a cap for long sequences. */
 #define GUESS_PER_RECORD 128
 #define MAX_FIRST_GUESS (4 << 20)
@@ -30,6 +24,9 @@
 static PyObject *record_type;   /* tierlog.records.record.Record */
 static PyObject *corrupt_error; /* tierlog.errors.CorruptRecordError */
 
+/* Varints, lengths and their errors: the framing rules shared with reader/_columnar.c. */
+#include "_record_framing.h"
+
 /* The Record slots. When every slot is a plain writable object member, decode stores straight
  * into the instance (fast_slots); otherwise it falls back to setattr. */
 enum { F_OFFSET, F_TIMESTAMP, F_KEY, F_VALUE, F_HEADERS, N_FIELDS };
@@ -40,66 +37,16 @@ static int fast_slots;
 
 /* --- Decoding ------------------------------------------------------------------------------ */
 
-/* Raises CorruptRecordError("record <index> at byte <pos>: <detail>"); always returns NULL. */
+/* Raises CorruptRecordError("record <index> at byte <pos>: <detail>"); always returns NULL.
+ * The message, varints and lengths are the shared framing rules (_record_framing.h). */
 static PyObject *
 corrupt(Py_ssize_t index, Py_ssize_t pos, const char *fmt, ...)
 {
     va_list va;
     va_start(va, fmt);
-    PyObject *detail = PyUnicode_FromFormatV(fmt, va);
+    framing_errorv(index, pos, fmt, va);
     va_end(va);
-    if (detail != NULL) {
-        PyErr_Format(corrupt_error, "record %zd at byte %zd: %U", index, pos, detail);
-        Py_DECREF(detail);
-    }
     return NULL;
-}
-
-/* Decodes the zigzag varint at *pos, reading no byte at or past `limit`; raises
- * CorruptRecordError (and leaves *pos) when it is truncated, too long or out of range.
- * Returns 0 or -1. */
-static inline int
-read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit, int max_bytes,
-            Py_ssize_t index, int64_t *out)
-{
-    uint64_t raw = 0;
-    for (int n = 0; n < max_bytes; n++) {
-        if (*pos + n >= limit) {
-            corrupt(index, *pos, "varint runs past the end of its data");
-            return -1;
-        }
-        uint64_t b = buf[*pos + n];
-        raw |= (b & 0x7F) << (7 * n);
-        if (b < 0x80) {
-            /* The last byte may only carry the bits that fit int32 / int64. */
-            if (max_bytes == VARINT_MAX_BYTES ? raw > UINT32_MAX : (n == 9 && b > 1)) {
-                corrupt(index, *pos, "varint overflows its integer type");
-                return -1;
-            }
-            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            *pos += n + 1;
-            return 0;
-        }
-    }
-    corrupt(index, *pos, "varint longer than %d bytes", max_bytes);
-    return -1;
-}
-
-/* Reads a length varint (-1 = null) whose bytes must end by rec_end; returns 0 or -1. Errors
- * name the position just after the varint, where the bytes would start. */
-static int
-read_length(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t rec_end, Py_ssize_t index,
-            const char *what, int64_t *n)
-{
-    if (read_varint(buf, pos, rec_end, VARINT_MAX_BYTES, index, n) < 0)
-        return -1;
-    if (*n < -1)
-        corrupt(index, *pos, "%s length %lld is below -1", what, (long long)*n);
-    else if (*n > rec_end - *pos)
-        corrupt(index, *pos, "%s length %lld runs past the record end", what, (long long)*n);
-    else
-        return 0;
-    return -1;
 }
 
 /* Reads a `length | bytes` field: a new reference to bytes, or to None for length -1 (or when
