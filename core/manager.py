@@ -258,32 +258,45 @@ class LogManager:
             if topic_config["remote.storage.enable"]:
                 self._remote.manager()  # a configuration mistake fails before any change
             topic_id = new_topic_id()
-            logs: list[Log] = []
-            directories: list[Path] = []
-            try:
-                for p in range(count):
-                    log_dir = self._least_loaded_dir()
-                    directory = log_dir / filenames.partition_dir_name(name, p)
-                    directory.mkdir(parents=True)
-                    directories.append(directory)
-                    if overrides:
-                        # Only the topic's own overrides: broker defaults may change later.
-                        write_properties(directory / TOPIC_CONFIG_FILE,
-                                          LogConfig(overrides).overrides)
-                    partition_log = Log.open(directory, topic_config, topic_id=topic_id,
-                                             had_clean_shutdown=True, **self._log_options())
-                    self._logs[(name, p)] = partition_log
-                    logs.append(partition_log)
-                self._remote.attach(logs, isolate=False)
-            except BaseException:
-                self._undo_create(name, logs, directories)
-                raise
+
+            def open_partition(_: int, directory: Path) -> Log:
+                if overrides:
+                    # Only the topic's own overrides: broker defaults may change later.
+                    write_properties(directory / TOPIC_CONFIG_FILE,
+                                     LogConfig(overrides).overrides)
+                return Log.open(directory, topic_config, topic_id=topic_id,
+                                had_clean_shutdown=True, **self._log_options())
+
+            logs = self._create_partitions(name, range(count), open_partition)
             log.info("created topic %s with %d partitions", name, count)
             return logs
 
-    def _undo_create(self, name: str, logs: list[Log], directories: list[Path]) -> None:
-        """Remove what a failed create_topic made (its logs closed, its directories gone)."""
-        for p in range(len(directories)):
+    def _create_partitions(self, name: str, partitions: Iterable[int],
+                           open_partition: Callable[[int, Path], Log]) -> list[Log]:
+        """All or nothing, under the manager's lock: a directory per partition (spread over
+        the log dirs), its log opened by ``open_partition(partition, directory)`` and
+        registered, then the remote tier attached to the tiered ones. When any step fails
+        (a directory, an open, the tier refusing the attach), every partition made so far is
+        closed and removed and the error is raised, so the topic can be made again."""
+        logs: list[Log] = []
+        made: list[tuple[int, Path]] = []
+        try:
+            for p in partitions:
+                directory = self._least_loaded_dir() / filenames.partition_dir_name(name, p)
+                directory.mkdir(parents=True)
+                made.append((p, directory))
+                partition_log = open_partition(p, directory)
+                self._logs[(name, p)] = partition_log
+                logs.append(partition_log)
+            self._remote.attach(logs, isolate=False)
+        except BaseException:
+            self._undo_create(name, logs, made)
+            raise
+        return logs
+
+    def _undo_create(self, name: str, logs: list[Log], made: list[tuple[int, Path]]) -> None:
+        """Remove what a failed create or adopt made (its logs closed, its directories gone)."""
+        for p, _ in made:
             self._logs.pop((name, p), None)
             self._remote.forget((name, p))
         for partition_log in logs:
@@ -291,11 +304,11 @@ class LogManager:
                 partition_log.close()
             except Exception:  # the directory goes anyway
                 log.exception("%s: closing after a failed create", partition_log.directory)
-        for directory in directories:
+        for _, directory in made:
             shutil.rmtree(directory, ignore_errors=True)
             fsync_dir(directory.parent)
         log.warning("creating topic %s failed: its %d partition directories were removed",
-                    name, len(directories))
+                    name, len(made))
 
     def adopt_topic(self, name: str, config: Mapping[str, Any] | None = None) -> list[Log]:
         """Take over a topic the remote tier holds and no log owns (one written by Spark's
@@ -318,32 +331,25 @@ class LogManager:
             if self.partitions(name):
                 raise TopicExistsError(f"topic {name!r} already exists")
             rlm = self._remote.manager()
-            states = plan_adoption(rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms)
-            logs: list[Log] = []
-            directories: list[Path] = []
-            try:
-                for state in states:
-                    directory = (self._least_loaded_dir()
-                                 / filenames.partition_dir_name(name, state.tip.partition))
-                    directory.mkdir(parents=True)
-                    directories.append(directory)
-                    write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
-                    seed_log_dir(directory, state,
-                                 index_interval_bytes=topic_config["index.interval.bytes"],
-                                 max_index_size=topic_config["segment.index.bytes"])
-                    partition_log = Log.open(
-                        directory, topic_config, topic_id=state.tip.topic_id,
-                        log_start_offset=state.log_start_offset, recovery_point=state.end_offset,
-                        had_clean_shutdown=True, remote_snapshots=TierProducerSnapshots(
-                            self._remote.manager, self._lock),
-                        **self._log_options())
-                    partition_log.update_high_watermark(state.end_offset)
-                    self._logs[(name, state.tip.partition)] = partition_log
-                    logs.append(partition_log)
-                self._remote.attach(logs, isolate=False)
-            except BaseException:
-                self._undo_create(name, logs, directories)
-                raise
+            states = {s.tip.partition: s for s in
+                      plan_adoption(rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms)}
+
+            def open_partition(p: int, directory: Path) -> Log:
+                state = states[p]
+                write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
+                seed_log_dir(directory, state,
+                             index_interval_bytes=topic_config["index.interval.bytes"],
+                             max_index_size=topic_config["segment.index.bytes"])
+                partition_log = Log.open(
+                    directory, topic_config, topic_id=state.tip.topic_id,
+                    log_start_offset=state.log_start_offset, recovery_point=state.end_offset,
+                    had_clean_shutdown=True, remote_snapshots=TierProducerSnapshots(
+                        self._remote.manager, self._lock),
+                    **self._log_options())
+                partition_log.update_high_watermark(state.end_offset)
+                return partition_log
+
+            logs = self._create_partitions(name, states, open_partition)
             for log_dir in {lg.directory.parent for lg in logs}:
                 write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
             log.info("adopted topic %s (%d partitions) from the remote tier", name, len(logs))
