@@ -135,6 +135,10 @@ class FileSlice:
     def size_in_bytes(self) -> int:
         return self.size
 
+    def fileno(self) -> int:
+        """The segment file's descriptor (for a sendfile driven by an event loop)."""
+        return self._file.fileno()
+
     def to_bytes(self) -> bytes:
         return self._file.read_bytes(self.position, self.size)
 

@@ -1,0 +1,105 @@
+"""``tierlog serve``: a single-node Kafka broker over the data dirs (Kafka's wire protocol).
+
+Settings come as Kafka's ``server.properties`` (``--config``) and ``--set key=value``:
+``listeners``, ``advertised.listeners``, ``node.id``, ``log.dirs``,
+``socket.request.max.bytes``, ``auto.create.topics.enable`` and every LogManager setting.
+SIGTERM or SIGINT stops it cleanly (the LogManager writes the clean-shutdown marker). The
+bound address is logged and, with ``--port-file``, written there (atomically) once the
+server accepts connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from tierlog.atomic import atomic_write_text
+from tierlog.cli._common import (
+    DEFAULT_DATA_DIR,
+    CliError,
+    parse_assignments,
+    read_properties,
+)
+from tierlog.manager import LogManager
+from tierlog.server.config import ServerConfig
+from tierlog.server.server import Server
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "serve", parents=[common],
+        help="serve the data dirs to Kafka clients (Kafka's wire protocol)",
+        description="Run a single-node Kafka broker over the data dirs: Kafka clients "
+                    "(kafka-python, aiokafka, librdkafka, the Java client) produce, consume "
+                    "and manage topics. Settings in Kafka's names, e.g. --set "
+                    "listeners=PLAINTEXT://127.0.0.1:9092. Stops cleanly on SIGTERM/SIGINT.")
+    parser.add_argument("--port-file", metavar="PATH",
+                        help="write HOST:PORT of the bound listener here once serving "
+                             "(useful with port 0, an ephemeral port)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT", default=None,
+                        help=argparse.SUPPRESS)
+    parser.set_defaults(func=run)
+
+
+def server_config(args: argparse.Namespace) -> ServerConfig:
+    """Merge --config, --set (either side of the subcommand) and --data-dir into a
+    ServerConfig (ConfigError naming any bad key)."""
+    values: dict[str, Any] = {}
+    config_arg = getattr(args, "config", None) or getattr(args, "global_config", None)
+    if config_arg:
+        values.update(read_properties(config_arg))
+    values.update(parse_assignments(getattr(args, "global_set", None)))
+    values.update(parse_assignments(getattr(args, "set", None)))
+    data_dir = getattr(args, "data_dir", None) or getattr(args, "global_data_dir", None)
+    if data_dir:
+        values["log.dirs"] = data_dir
+    if not values.get("log.dirs") and not values.get("log.dir"):
+        values["log.dirs"] = DEFAULT_DATA_DIR
+    return ServerConfig.from_properties(values)
+
+
+async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | None = None,
+                stop: asyncio.Event | None = None) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT when run from the command line)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+    server = Server(config, manager)
+    await server.start()
+    address = f"{server.host}:{server.port}"
+    log.warning("tierlog serving Kafka clients on %s", address)
+    if port_file is not None:
+        atomic_write_text(port_file, address)
+    try:
+        await stop.wait()
+    finally:
+        log.warning("tierlog server stopping")
+        await server.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    config = server_config(args)
+    for directory in config.log_dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    if args.metrics_port is not None:
+        # The metrics plugin (tierlog metrics) wires --metrics-port here.
+        raise CliError("--metrics-port needs the metrics plugin, which is not installed")
+    manager = LogManager.open(list(config.log_dirs), config.manager)
+    try:
+        asyncio.run(serve(config, manager,
+                          port_file=Path(args.port_file) if args.port_file else None))
+    finally:
+        manager.close()
+    sys.stderr.flush()
+    return 0

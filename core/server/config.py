@@ -1,0 +1,117 @@
+"""ServerConfig: the broker settings of ``tierlog serve`` in Kafka's names, split from the
+LogManager's.
+
+One flat ``server.properties`` dict feeds both: the keys below are the server's (listeners,
+node id, request size limit, auto creation) and every other key goes to the LogManager's
+ManagerConfig, which validates it (an unknown key is a ConfigError naming it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tierlog.errors import ConfigError
+from tierlog.manager_config import ManagerConfig
+
+#: Kafka's default port, used when a listener names none.
+DEFAULT_PORT = 9092
+#: Kafka's default ``socket.request.max.bytes`` (100 MiB).
+DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+
+#: The keys the server reads itself (all others go to ManagerConfig).
+SERVER_KEYS = frozenset({
+    "listeners", "advertised.listeners", "node.id", "broker.id", "log.dirs", "log.dir",
+    "socket.request.max.bytes", "auto.create.topics.enable", "num.network.threads",
+    "num.io.threads", "process.roles", "listener.security.protocol.map",
+    "inter.broker.listener.name", "controller.listener.names",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One ``PLAINTEXT://host:port`` listener (port 0: an ephemeral port)."""
+
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(key: str, text: str) -> Listener:
+    """``PLAINTEXT://127.0.0.1:9092`` -> Listener; only PLAINTEXT is served (ConfigError)."""
+    first = text.split(",")[0].strip()
+    name, sep, rest = first.partition("://")
+    if not sep:
+        raise ConfigError(key, f"expects PLAINTEXT://HOST:PORT, got {text!r}")
+    if name.upper() != "PLAINTEXT":
+        raise ConfigError(key, f"only PLAINTEXT listeners are supported, got {name!r}")
+    host, colon, port_text = rest.rpartition(":")
+    if not colon:
+        host, port_text = rest, str(DEFAULT_PORT)
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ConfigError(key, f"port must be an integer, got {port_text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(key, f"port must be in [0, 65535], got {port}")
+    return Listener(name.upper(), host, port)
+
+
+def _parse_bool(key: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ConfigError(key, f"expects true or false, got {raw!r}")
+
+
+def _parse_int(key: str, raw: Any, minimum: int) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(key, f"expects an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(key, f"must be at least {minimum}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What ``tierlog serve`` runs: its listener, identity, limits and the LogManager's
+    settings (``manager``: the remaining keys, validated by ManagerConfig)."""
+
+    listener: Listener = Listener("PLAINTEXT", "127.0.0.1", DEFAULT_PORT)
+    advertised: Listener | None = None
+    node_id: int = 1
+    log_dirs: tuple[Path, ...] = ()
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    auto_create_topics: bool = True
+    manager: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, Any]) -> ServerConfig:
+        """Split a flat ``server.properties`` dict; ConfigError names any bad key."""
+        manager = {k: v for k, v in values.items() if k not in SERVER_KEYS}
+        ManagerConfig(manager)  # validate the engine's keys before anything opens
+        listener = parse_listener("listeners", str(values.get(
+            "listeners", f"PLAINTEXT://127.0.0.1:{DEFAULT_PORT}")))
+        advertised = (parse_listener("advertised.listeners", str(values["advertised.listeners"]))
+                      if values.get("advertised.listeners") else None)
+        node_text = values.get("node.id", values.get("broker.id", 1))
+        dirs_text = str(values.get("log.dirs") or values.get("log.dir") or "")
+        dirs = tuple(Path(d.strip()) for d in dirs_text.split(",") if d.strip())
+        return cls(
+            listener=listener,
+            advertised=advertised,
+            node_id=_parse_int("node.id", node_text, 0),
+            log_dirs=dirs,
+            max_request_bytes=_parse_int("socket.request.max.bytes", values.get(
+                "socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES), 1024),
+            auto_create_topics=_parse_bool("auto.create.topics.enable",
+                                           values.get("auto.create.topics.enable", True)),
+            manager=manager,
+        )

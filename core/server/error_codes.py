@@ -1,0 +1,66 @@
+"""The one home of the mapping from tierlog's errors to Kafka's protocol error codes.
+
+Every handler that turns an engine exception into a response field calls
+:func:`error_code_for`; the mapping follows each type's MRO, so a subclass gets its parent's
+code unless it has its own. Errors that a retry may cure (a closed log being reopened by a
+config change, an unreachable tier, a failing disk) map to Kafka's retriable codes, so clients
+retry instead of failing the send.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from kio.schema.errors import ErrorCode
+
+from tierlog import errors as e
+
+log = logging.getLogger(__name__)
+
+#: tierlog error type -> Kafka error code (looked up along the exception's MRO).
+ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
+    e.CorruptRecordError: ErrorCode.corrupt_message,
+    e.OffsetsOutOfOrderError: ErrorCode.corrupt_message,
+    e.UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
+    e.RecordBatchTooLargeError: ErrorCode.message_too_large,
+    e.InvalidTimestampError: ErrorCode.invalid_timestamp,
+    e.InvalidRecordError: ErrorCode.invalid_record,
+    e.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    e.UnknownTopicOrPartitionError: ErrorCode.unknown_topic_or_partition,
+    e.TopicExistsError: ErrorCode.topic_already_exists,
+    e.InvalidTopicError: ErrorCode.invalid_topic_exception,
+    e.ConfigError: ErrorCode.invalid_config,
+    e.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    e.ProducerFencedError: ErrorCode.invalid_producer_epoch,
+    e.InvalidTxnStateError: ErrorCode.invalid_txn_state,
+    e.TransactionCoordinatorFencedError: ErrorCode.transaction_coordinator_fenced,
+    # Retriable: the client backs off and tries again.
+    e.LogClosedError: ErrorCode.not_leader_or_follower,
+    e.LogDirectoryError: ErrorCode.kafka_storage_error,
+    e.RemoteStorageError: ErrorCode.kafka_storage_error,
+    e.CorruptIndexError: ErrorCode.kafka_storage_error,
+    e.CorruptSnapshotError: ErrorCode.kafka_storage_error,
+    e.CorruptCheckpointError: ErrorCode.kafka_storage_error,
+    e.LogCleaningAbortedError: ErrorCode.kafka_storage_error,
+    e.PartitionOwnedError: ErrorCode.not_leader_or_follower,
+})
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """Kafka's error code for ``exc``: the nearest mapped type in its MRO, else
+    UNKNOWN_SERVER_ERROR (logged with its traceback, since it is a server bug or an
+    unexpected failure rather than a client's mistake)."""
+    for klass in type(exc).__mro__:
+        code = ERROR_CODES.get(klass)
+        if code is not None:
+            return code
+    log.error("unexpected error answered as UNKNOWN_SERVER_ERROR: %r", exc, exc_info=exc)
+    return ErrorCode.unknown_server_error
+
+
+def error_message(exc: BaseException) -> str:
+    """The error message a response carries (the exception's text, bounded)."""
+    text = str(exc) or type(exc).__name__
+    return text[:1000]

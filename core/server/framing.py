@@ -1,0 +1,198 @@
+"""Kafka's request and response framing: a 4-byte size, a header, a body.
+
+Decoding picks the request class by API key and version (kio's message types, generated from
+Kafka's schemas) and the header version the class names; encoding writes the response's
+header version and its body. A fetch response whose record data are file slices is encoded
+around them (:func:`encode_spliced`): the bytes on the wire equal kio's serialization of the
+same response with the records inline, and the slices go to the socket with sendfile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import Records as KioRecords
+
+from tierlog.records.file_records import Records
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+#: Length of the placeholder a spliced response carries in place of each file slice.
+MARKER_SIZE = 16
+
+
+class BadRequestError(Exception):
+    """A request that cannot be decoded: the connection that sent it is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def peek_key_version(frame: bytes | memoryview) -> tuple[int, int]:
+    """The API key and version at the start of a request frame (BadRequestError if short)."""
+    if len(frame) < _KEY_VERSION.size:
+        raise BadRequestError(f"a request of {len(frame)} bytes has no header")
+    key, version = _KEY_VERSION.unpack_from(frame, 0)
+    return int(key), int(version)
+
+
+def decode_header_v1(frame: bytes | memoryview) -> tuple[int, str | None, int]:
+    """Correlation id, client id and the header's length read as header v1 (the part every
+    header version shares): enough to answer a request whose version is unsupported."""
+    try:
+        header, size = entity_reader(RequestHeaderV1)(frame, 0)
+    except Exception as exc:
+        raise BadRequestError(f"undecodable request header: {exc}") from None
+    return int(header.correlation_id), header.client_id, size
+
+
+@cache
+def request_class(api_key: int, api_version: int) -> type[Any]:
+    return load_request_schema(api_key, api_version)
+
+
+@cache
+def response_class(api_key: int, api_version: int) -> type[Any]:
+    return load_response_schema(api_key, api_version)
+
+
+def decode_request(frame: bytes | memoryview) -> DecodedRequest:
+    """Parse header and body of one request frame (without its size prefix).
+
+    BadRequestError for anything kio cannot decode (an unknown key or version, a truncated
+    or garbled body, trailing bytes)."""
+    api_key, api_version = peek_key_version(frame)
+    try:
+        cls = request_class(api_key, api_version)
+    except Exception:
+        raise BadRequestError(f"unknown API key {api_key} version {api_version}") from None
+    try:
+        header, offset = entity_reader(cls.__header_schema__)(frame, 0)
+        body, size = entity_reader(cls)(frame, offset)
+    except Exception as exc:
+        raise BadRequestError(
+            f"undecodable {cls.__name__} v{api_version}: {type(exc).__name__}: {exc}") from None
+    if offset + size != len(frame):
+        raise BadRequestError(f"{cls.__name__} v{api_version} has {len(frame) - offset - size} "
+                              f"trailing bytes")
+    return DecodedRequest(api_key, api_version, int(header.correlation_id), header.client_id,
+                          body)
+
+
+def _serialize(entity_type: type[Any], entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(entity_type)(buffer, entity)
+    return buffer.getvalue()
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """Size prefix + the response's header (its class names the version) + body."""
+    header_type = type(response).__header_schema__
+    payload = (_serialize(header_type, header_type(correlation_id=correlation_id))
+               + _serialize(type(response), response))
+    return _SIZE.pack(len(payload)) + payload
+
+
+@dataclass(frozen=True, slots=True)
+class SplicedResponse:
+    """A response whose ``records`` fields hold placeholders (see :func:`new_marker`) to be
+    replaced by ``slices[marker]`` on the wire. A handler may return one instead of a kio
+    response; the connection writes it with :func:`encode_spliced`."""
+
+    response: Any
+    slices: Mapping[bytes, Records]
+
+
+def new_marker() -> KioRecords:
+    """A unique placeholder for one partition's records in a spliced response."""
+    return KioRecords(os.urandom(MARKER_SIZE))
+
+
+def _length_prefix(flexible: bool, length: int) -> bytes:
+    if not flexible:
+        return _SIZE.pack(length)
+    value, out = length + 1, bytearray()  # compact bytes: unsigned varint of length + 1
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_spliced(correlation_id: int, spliced: SplicedResponse) -> list[bytes | Records]:
+    """The wire form of a spliced response: a list of byte strings and the Records to send
+    between them, whose total equals ``encode_response`` of the response with each
+    placeholder replaced by its records' bytes."""
+    response = spliced.response
+    flexible = bool(type(response).__flexible__)
+    raw = encode_response(correlation_id, response)[_SIZE.size:]
+    placeholder_prefix = _length_prefix(flexible, MARKER_SIZE)
+    found: list[tuple[int, bytes]] = []
+    for marker in spliced.slices:
+        at = raw.find(marker)
+        if at < 0 or raw[at - len(placeholder_prefix):at] != placeholder_prefix:
+            raise ValueError("a spliced response lost a placeholder")
+        found.append((at, marker))
+    found.sort()
+    parts: list[bytes | Records] = []
+    cursor, total = 0, 0
+    for at, marker in found:
+        records = spliced.slices[marker]
+        head = (raw[cursor:at - len(placeholder_prefix)]
+                + _length_prefix(flexible, records.size_in_bytes()))
+        parts.append(head)
+        parts.append(records)
+        total += len(head) + records.size_in_bytes()
+        cursor = at + MARKER_SIZE
+    tail = raw[cursor:]
+    parts.append(tail)
+    total += len(tail)
+    first = parts[0]
+    assert isinstance(first, bytes)
+    parts[0] = _SIZE.pack(total) + first
+    return parts
+
+
+def field_names(cls: type[Any]) -> frozenset[str]:
+    return _field_names(cls)
+
+
+@cache
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def make(cls: type[Any], **values: Any) -> Any:
+    """An instance of a kio class of some version from the fields that version has: the
+    handlers build one response for every version they serve."""
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(response_type: type[Any], name: str) -> type[Any]:
+    """A nested class (``PartitionData``) of the module that defines ``response_type``."""
+    import sys
+    cls = getattr(sys.modules[response_type.__module__], name)
+    assert isinstance(cls, type)
+    return cls
+
+
+def join_parts(parts: Sequence[bytes | Records]) -> bytes:
+    """The bytes of :func:`encode_spliced`'s parts (for tests and small responses)."""
+    return b"".join(p if isinstance(p, bytes) else p.to_bytes() for p in parts)

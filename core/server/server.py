@@ -1,0 +1,206 @@
+"""Server: Kafka's wire protocol on one asyncio event loop over a LogManager.
+
+Each connection is served as Kafka's muted channel serves it: one request decoded, handled
+and answered before the next is read (so responses go out in request order), at most
+``socket.request.max.bytes`` buffered per request. A request that cannot be served (too
+large, an unknown API key or version, an undecodable body) is logged and its connection
+closed; nothing a client sends can stop the server. Blocking engine calls run on the worker
+pool of :class:`~tierlog.server.services.Services`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tierlog.manager import LogManager
+from tierlog.records.file_records import FileSlice, Records
+from tierlog.server import api_versions
+from tierlog.server.config import ServerConfig
+from tierlog.server.context import RequestContext
+from tierlog.server.framing import (
+    BadRequestError,
+    SplicedResponse,
+    decode_header_v1,
+    decode_request,
+    encode_response,
+    encode_spliced,
+    peek_key_version,
+    response_class,
+)
+from tierlog.server.registry import Registry
+from tierlog.server.services import Services
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+class _FileView:
+    """What loop.sendfile needs of a file: its descriptor (and a seek it may call)."""
+
+    mode = "rb"
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return offset
+
+
+def install_handlers(registry: Registry, services: Services) -> None:
+    """Register every API this server answers: its own and the coordinators'."""
+    from tierlog.server import admin_configs, admin_topics, fetch, list_offsets, metadata
+    from tierlog.server import produce
+    metadata.install(registry, services)
+    produce.install(registry, services)
+    fetch.install(registry, services)
+    list_offsets.install(registry, services)
+    admin_topics.install(registry, services)
+    admin_configs.install(registry, services)
+    try:
+        from tierlog.server import coordinators
+    except ImportError:
+        log.warning("tierlog.server.coordinators is missing: consumer groups and "
+                    "transactions are not served")
+    else:
+        coordinators.install(registry, services)
+
+
+class Server:
+    """A single-node broker over ``manager``: ``await start()``, then ``await stop()``."""
+
+    def __init__(self, config: ServerConfig, manager: LogManager) -> None:
+        self.config = config
+        self.manager = manager
+        self.services = Services(config, manager)
+        self.registry = Registry()
+        api_versions.bind(self.registry)
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count(1)
+        self.host = config.listener.host
+        self.port = config.listener.port
+
+    async def start(self) -> None:
+        """Bind the listener (port 0: an ephemeral port, then advertised) and register the
+        handlers."""
+        self._server = await asyncio.start_server(
+            self._accept, self.config.listener.host, self.config.listener.port,
+            limit=1 << 16)
+        sockname = self._server.sockets[0].getsockname()
+        self.port = int(sockname[1])
+        if self.config.advertised is None or self.config.advertised.port == 0:
+            self.services.port = self.port
+        install_handlers(self.registry, self.services)
+        log.info("serving Kafka's protocol on %s:%d (advertised %s:%d, node %d)",
+                 self.host, self.port, self.services.host, self.services.port,
+                 self.config.node_id)
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection and wait for their tasks."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        self.services.close()
+
+    async def _accept(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve_connection(reader, writer)
+        finally:
+            self._connections.discard(task)
+
+    async def _serve_connection(self, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        connection_id = next(self._ids)
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) else "unknown"
+        limit = self.config.max_request_bytes
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                if size < 0 or size > limit:
+                    log.warning("closing connection %d from %s: a request of %d bytes is over "
+                                "socket.request.max.bytes (%d)", connection_id, host, size,
+                                limit)
+                    return
+                frame = await reader.readexactly(size)
+                out = await self._handle(frame, connection_id, host)
+                if out is not None:
+                    await self._write(writer, out)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except BadRequestError as exc:
+            log.warning("closing connection %d from %s: %s", connection_id, host, exc)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection %d from %s after an unexpected error",
+                          connection_id, host)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _handle(self, frame: bytes, connection_id: int,
+                      host: str) -> bytes | list[bytes | Records] | None:
+        api_key, api_version = peek_key_version(frame)
+        entry = self.registry.get(api_key)
+        if entry is None:
+            raise BadRequestError(f"unsupported API key {api_key}")
+        if not entry.serves(api_version):
+            if api_key == API_VERSIONS_KEY:
+                correlation_id, _, _ = decode_header_v1(frame)
+                return encode_response(correlation_id, api_versions.response(
+                    self.registry, 0, ErrorCode.unsupported_version))
+            raise BadRequestError(f"API key {api_key} version {api_version} is not supported "
+                                  f"(versions {entry.min_version}-{entry.max_version})")
+        request = decode_request(frame)
+        ctx = RequestContext(api_key, api_version, request.correlation_id, request.client_id,
+                             host, connection_id, response_class(api_key, api_version))
+        response: Any = await entry.handler(ctx, request.body)
+        if response is None:
+            return None
+        if isinstance(response, SplicedResponse):
+            return encode_spliced(request.correlation_id, response)
+        return encode_response(request.correlation_id, response)
+
+    async def _write(self, writer: asyncio.StreamWriter,
+                     out: bytes | list[bytes | Records]) -> None:
+        if isinstance(out, bytes):
+            writer.write(out)
+            await writer.drain()
+            return
+        loop = asyncio.get_running_loop()
+        for part in out:
+            if isinstance(part, bytes):
+                writer.write(part)
+            elif isinstance(part, FileSlice) and part.size > 0:
+                await writer.drain()
+                sent = await loop.sendfile(writer.transport, _FileView(part.fileno()),  # type: ignore[arg-type]
+                                           part.position, part.size, fallback=False)
+                if sent != part.size:
+                    raise ConnectionError(f"{part} shrank while it was sent")
+            else:
+                writer.write(part.to_bytes())
+        await writer.drain()

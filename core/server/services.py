@@ -1,0 +1,60 @@
+"""The server's BrokerServices: the engine, this node's identity, the worker pool and the
+wake-up of long-polling fetches by appends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from tierlog.manager import LogManager
+from tierlog.scheduler import system_time_ms
+from tierlog.server.config import ServerConfig
+
+_T = TypeVar("_T")
+
+
+class Services:
+    """What the handlers share (a BrokerServices). Lives on the server's event loop."""
+
+    def __init__(self, config: ServerConfig, manager: LogManager, *, workers: int = 8,
+                 time_ms: Callable[[], int] = system_time_ms) -> None:
+        self.config = config
+        self.manager = manager
+        self.node_id = config.node_id
+        advertised = config.advertised or config.listener
+        self.host = advertised.host
+        self.port = advertised.port
+        self._time_ms = time_ms
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tierlog-io")
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def time_ms(self) -> int:
+        return self._time_ms()
+
+    async def run_blocking(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn`` on the worker threads (engine calls that may block on disk or tier)."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def appended(self) -> None:
+        """Wake every fetch waiting for data (call on the event loop after an append)."""
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait_appended(self, timeout_s: float) -> None:
+        """Return at the next append, or after ``timeout_s``."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, timeout_s)
+        finally:
+            self._waiters.discard(waiter)
+
+    def close(self) -> None:
+        self.appended()
+        self._pool.shutdown(wait=True)
