@@ -271,6 +271,35 @@ class LogManager:
             log.info("created topic %s with %d partitions", name, count)
             return logs
 
+    def create_partitions(self, name: str, count: int) -> list[Log]:
+        """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions): the new
+        ones get the topic's id and config overrides; returns their logs. All or nothing, as
+        :meth:`create_topic`. ConfigError unless ``count`` is above the current count."""
+        with self._lock:
+            self._check_open()
+            current = self.partitions(name)
+            if not current:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name}")
+            if not isinstance(count, int) or isinstance(count, bool) or count <= len(current):
+                raise ConfigError("partitions", f"topic {name} has {len(current)} partitions: "
+                                                f"the new count must be larger, got {count!r}")
+            if count - 1 > filenames.MAX_PARTITION:
+                raise ConfigError("partitions", f"must be at most {filenames.MAX_PARTITION + 1}")
+            first = self._logs[(name, current[0])]
+            overrides = self.topic_overrides(name)
+            topic_config, topic_id = first.config, first.topic_id
+
+            def open_partition(_: int, directory: Path) -> Log:
+                if overrides:
+                    write_properties(directory / TOPIC_CONFIG_FILE,
+                                     LogConfig(overrides).overrides)
+                return Log.open(directory, topic_config, topic_id=topic_id,
+                                had_clean_shutdown=True, **self._log_options())
+
+            logs = self._create_partitions(name, range(max(current) + 1, count), open_partition)
+            log.info("topic %s grown to %d partitions", name, count)
+            return logs
+
     def _create_partitions(self, name: str, partitions: Iterable[int],
                            open_partition: Callable[[int, Path], Log]) -> list[Log]:
         """All or nothing, under the manager's lock: a directory per partition (spread over

@@ -36,9 +36,10 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 
 
 def leader_epoch_of(services: Services, topic: str, partition: int) -> int:
-    """The partition's leader epoch as Metadata and Fetch report it (0 until one is set)."""
+    """The partition's leader epoch as Metadata and ListOffsets report it (-1, unknown,
+    until the engine has one: clients then skip epoch validation)."""
     epoch = services.manager.log(topic, partition).leader_epoch
-    return 0 if epoch is None else max(epoch, 0)
+    return -1 if epoch is None else epoch
 
 
 async def ensure_topic(services: Services, name: str) -> bool:
