@@ -76,7 +76,7 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
     """Parse header and body of one request frame (without its size prefix).
 
     BadRequestError for anything kio cannot decode (an unknown key or version, a truncated
-    or garbled body, trailing bytes)."""
+    or garbled body)."""
     api_key, api_version = peek_key_version(frame)
     try:
         cls = request_class(api_key, api_version)
@@ -88,9 +88,8 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
     except Exception as exc:
         raise BadRequestError(
             f"undecodable {cls.__name__} v{api_version}: {type(exc).__name__}: {exc}") from None
-    if offset + size != len(frame):
-        raise BadRequestError(f"{cls.__name__} v{api_version} has {len(frame) - offset - size} "
-                              f"trailing bytes")
+    # Trailing bytes are ignored, as Kafka's parser ignores them (librdkafka's admin client
+    # sends some after a MetadataRequest v12).
     return DecodedRequest(api_key, api_version, int(header.correlation_id), header.client_id,
                           body)
 
