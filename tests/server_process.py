@@ -41,6 +41,7 @@ class ServerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self) -> ServerProcess:
+        self.tmp_path.mkdir(parents=True, exist_ok=True)
         port_file = self.tmp_path / f"server-{self.runs}.port"
         port_file.unlink(missing_ok=True)
         self.log_path = self.tmp_path / f"server-{self.runs}.log"
