@@ -119,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
     elif run_spark_queries(url, reader_options, TOPIC, in_tier,
                            lambda: LogManager.open(st.data_dirs, st.config)) is False:
         return 1
+    from tierlog.cli.demo_serve import serve_and_consume
+    if not serve_and_consume(st.data_dirs, st.config, TOPIC):
+        return 1
     print(f"\nDemo finished in {time.perf_counter() - started:.1f}s. Explore it with:\n"
           f"  tierlog --data-dir {data_dir} topics --describe\n"
           f"  tierlog --data-dir {data_dir} consume --topic {TOPIC} --partition 0 --offset 0 "
