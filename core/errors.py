@@ -181,3 +181,41 @@ class PartitionOwnedError(TierlogError, ValueError):
 class BackfillError(TierlogError, ValueError):
     """Rows a backfill cannot write: a missing ``value`` column, no topic, a partition out of
     range, a column of the wrong type; names the column or row and the topic-partition."""
+
+
+# --- retriable conditions of the remote tier (quotas, timeouts, copy lag) --------------
+
+
+class RetriableError(TierlogError):
+    """Base of the errors whose operation may succeed when retried later, unchanged (Kafka's
+    RetriableException): a remote tier that timed out, a busy reader, a quota, a copy lag."""
+
+
+class RemoteTimeoutError(RemoteStorageError, RetriableError, TimeoutError):
+    """A call to the remote tier did not answer within ``remote.storage.request.timeout.ms``
+    and was abandoned (nothing was committed for it); names the call."""
+
+
+class RemoteFetchTimeoutError(RemoteTimeoutError):
+    """A read of the remote tier did not finish within ``remote.fetch.max.wait.ms``; names the
+    partition and offset. Retry the read later."""
+
+
+class RemoteReaderBusyError(RemoteStorageError, RetriableError):
+    """The remote reader's queue holds ``remote.log.reader.max.pending.tasks`` reads already:
+    this one was rejected without waiting (Kafka's RejectedExecutionException)."""
+
+
+class RemoteFetchQuotaExceededError(RemoteStorageError, RetriableError):
+    """Reads of the remote tier are over ``remote.log.manager.fetch.max.bytes.per.second``;
+    ``throttle_time_ms`` says when to retry."""
+
+    def __init__(self, message: str, throttle_time_ms: int = 0) -> None:
+        super().__init__(message)
+        self.throttle_time_ms = throttle_time_ms
+
+
+class CopyLagExceededError(RetriableError, OSError):
+    """An append to a tiered partition whose local bytes not yet copied to the remote tier
+    exceed ``remote.log.copy.lag.max.bytes`` (the tier is out or slow): refused instead of
+    filling the disk; names the partition and the lag. Retry once tiering catches up."""

@@ -26,6 +26,7 @@ from tierlog.append_plan import (
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import LogConfig
 from tierlog.errors import (
+    CopyLagExceededError,
     LogClosedError,
 )
 from tierlog.events import EventQueue
@@ -122,6 +123,9 @@ class Log:
         #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
         self.remote: TierReads | None = None
         self._highest_offset_in_remote = -1
+        #: Set by the manager while the local bytes not yet copied to the remote tier exceed
+        #: remote.log.copy.lag.max.bytes: client appends raise it (one check per append).
+        self._copy_lag_error: CopyLagExceededError | None = None
         self._scheduler = scheduler
         self.topic = topic
         self.partition = partition
@@ -332,6 +336,15 @@ class Log:
             self.remote = reader
             self._highest_offset_in_remote = highest_offset_in_remote
 
+    def set_copy_lag_error(self, error: CopyLagExceededError | None) -> None:
+        """Refuse client appends with ``error`` (the copy lag is over its limit), or accept
+        them again (None). Called by the manager, which measures the lag."""
+        self._copy_lag_error = error
+
+    @property
+    def copy_lag_error(self) -> CopyLagExceededError | None:
+        return self._copy_lag_error
+
     def update_highest_offset_in_remote(self, offset: int) -> None:
         with self._lock:
             self._highest_offset_in_remote = max(self._highest_offset_in_remote, offset)
@@ -360,6 +373,8 @@ class Log:
         try:
             if self._closed:
                 raise LogClosedError(f"{self.directory} is closed")
+            if self._copy_lag_error is not None and origin == "client":
+                raise self._copy_lag_error.with_traceback(None)  # no growing traceback
             appender = self._plain_appender
             if appender is not None and assign_offsets and origin == "client":
                 # The producer hot path: one plain batch (no producer id, no control records)

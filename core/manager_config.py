@@ -80,8 +80,45 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("remote.log.tail.check.interval.ms", "long", 100,
                   "tierlog's own: how often the scheduler looks for partitions whose tail is "
                   "due for publishing (remote.log.tail.ms); a check sends no request.", 1),
-        ConfigKey("remote.log.reader.threads", "int", 2,
-                  "Threads that serve reads from the remote tier.", 1),
+        ConfigKey("remote.log.reader.threads", "int", 10,
+                  "Threads that serve reads from the remote tier (Kafka's default 10).", 1),
+        ConfigKey("remote.log.reader.max.pending.tasks", "int", 100,
+                  "Reads of the remote tier that may wait for a reader thread; one more is "
+                  "rejected at once with the retriable RemoteReaderBusyError.", 1),
+        ConfigKey("remote.fetch.max.wait.ms", "int", 500,
+                  "How long a read of the remote tier is waited for; then Log.read raises "
+                  "the retriable RemoteFetchTimeoutError instead of hanging.", 1),
+        ConfigKey("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX,
+                  "Bytes per second segments are copied to the remote tier at most, over "
+                  "every copy thread (default: unlimited); a copy waits while it is exceeded.",
+                  1),
+        ConfigKey("remote.log.manager.copy.quota.window.num", "int", 11,
+                  "Samples the copy rate is measured over.", 1),
+        ConfigKey("remote.log.manager.copy.quota.window.size.seconds", "int", 1,
+                  "Time span of each sample of the copy rate.", 1),
+        ConfigKey("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX,
+                  "Bytes per second read from the remote tier at most (default: unlimited); "
+                  "a read while it is exceeded raises the retriable "
+                  "RemoteFetchQuotaExceededError.", 1),
+        ConfigKey("remote.log.manager.fetch.quota.window.num", "int", 11,
+                  "Samples the fetch rate is measured over.", 1),
+        ConfigKey("remote.log.manager.fetch.quota.window.size.seconds", "int", 1,
+                  "Time span of each sample of the fetch rate.", 1),
+        ConfigKey("remote.log.manager.task.retry.backoff.ms", "long", 500,
+                  "First delay before a failed tiering run of a partition is retried.", 0),
+        ConfigKey("remote.log.manager.task.retry.backoff.max.ms", "long", 30_000,
+                  "Largest delay between retries of a failing partition's tiering (the delay "
+                  "doubles per failure).", 0),
+        ConfigKey("remote.log.manager.task.retry.jitter", "double", 0.2,
+                  "Random fraction (+/-) applied to each retry delay.", 0, 0.5),
+        ConfigKey("remote.storage.request.timeout.ms", "long", 30_000,
+                  "tierlog's own: how long one call to the remote tier (a segment copy, a "
+                  "delete, a metadata update) is waited for before it is abandoned and "
+                  "retried with backoff.", 1),
+        ConfigKey("remote.log.copy.lag.max.bytes", "long", LONG_MAX,
+                  "tierlog's own: local bytes of a tiered partition not yet copied to the "
+                  "remote tier beyond which client appends raise the retriable "
+                  "CopyLagExceededError (default: unlimited).", 0),
         ConfigKey("remote.log.index.file.cache.total.size.bytes", "long", 1 << 30,
                   "Disk budget of the cache of remote indexes.", 1),
     )

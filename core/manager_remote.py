@@ -15,11 +15,13 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from tierlog.errors import RemoteStorageError
+from tierlog.config import LONG_MAX
+from tierlog.errors import CopyLagExceededError, RemoteStorageError
 from tierlog.log import Log
 from tierlog.manager_config import ManagerConfig
 from tierlog.plugin_manager import PluginHost
 from tierlog.remote.factory import build_remote_log_manager
+from tierlog.remote.remote_reader import topic_id_partition
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 #: What a remote tier raises when it is unreachable or holds a corrupt object.
 REMOTE_FAILURES = (RemoteStorageError, OSError)
+#: At most one copy-lag warning per partition per this many milliseconds.
+COPY_LAG_WARNING_INTERVAL_MS = 60_000
 
 
 class ManagerRemote:
@@ -52,6 +56,9 @@ class ManagerRemote:
         #: tier, which must never hold up the scheduler's flush and checkpoint tasks.
         self._reattach_pool = ThreadPoolExecutor(1, thread_name_prefix="tierlog-reattach")
         self._reattach: Future[list[Log]] | None = None
+        #: remote.log.copy.lag.max.bytes, and when each partition's lag was last warned of.
+        self._copy_lag_max = config["remote.log.copy.lag.max.bytes"]
+        self._lag_warned: dict[TopicPartition, int] = {}
 
     def manager(self) -> RemoteLogManager:
         """The RemoteLogManager, built on first call (a ConfigError there is every tiered
@@ -129,12 +136,48 @@ class ManagerRemote:
         rlm = self.rlm
         return 0 if rlm is None else sum(len(rlm.copy_candidates(lg)) for lg in self.tiered_logs())
 
+    def update_copy_lag(self) -> dict[str, int]:
+        """Measure each tiered log's local bytes not yet copied to the tier; refuse client
+        appends (CopyLagExceededError) of a log over ``remote.log.copy.lag.max.bytes``,
+        accept them again below it, and warn (at most once a minute per partition) of a lag
+        that grows while its tiering fails or is over the limit. Returns the lags by
+        directory name. Run by the scheduler's tiering and tail tasks."""
+        rlm = self.rlm
+        if rlm is None:
+            return {}
+        now = self._time_ms()
+        lags = {}
+        for partition_log in self.tiered_logs():
+            lag = rlm.copy_lag_bytes(partition_log)
+            name = partition_log.directory.name
+            lags[name] = lag
+            over = lag > self._copy_lag_max
+            failing = rlm.retries.attempts(topic_id_partition(partition_log)) > 0
+            if over != (partition_log.copy_lag_error is not None):
+                partition_log.set_copy_lag_error(CopyLagExceededError(
+                    f"{name}: {lag} local bytes not yet copied to the remote tier exceed "
+                    f"remote.log.copy.lag.max.bytes={self._copy_lag_max}; appends are "
+                    f"refused until tiering catches up (retriable)") if over else None)
+            tp = (partition_log.topic, partition_log.partition)
+            if (over or failing) and lag > 0:
+                if now - self._lag_warned.get(tp, -COPY_LAG_WARNING_INTERVAL_MS) \
+                        >= COPY_LAG_WARNING_INTERVAL_MS:
+                    self._lag_warned[tp] = now
+                    log.warning("%s: %d local bytes not yet copied to the remote tier (%s)",
+                                name, lag, "appends refused: over remote.log.copy.lag.max."
+                                f"bytes={self._copy_lag_max}" if over
+                                else "its tiering is failing; local data grows")
+            else:
+                self._lag_warned.pop(tp, None)
+        return lags
+
     def tier_now(self, progress: Progress | None = None) -> dict[str, TierResult]:
         """One tiering run over every tiered log, on the caller's thread; a partition the
         tier is still unavailable to reports why."""
         unavailable = self.retry_unavailable()
         rlm = self.rlm
         results = {} if rlm is None else rlm.tier(self.tiered_logs(), progress)
+        self.update_copy_lag()
         for partition_log in unavailable:
             if isinstance(partition_log.remote, UnavailableRemote):
                 results[partition_log.directory.name] = TierResult(
@@ -148,12 +191,15 @@ class ManagerRemote:
         if self._unavailable and (self._reattach is None or self._reattach.done()):
             self._reattach = self._reattach_pool.submit(self.retry_unavailable)
         if self.rlm is not None:
+            self.update_copy_lag()
             self.rlm.submit_tiering(self.tiered_logs())
 
     def submit_due_tails(self) -> None:
         """The scheduler's tail task: it only looks which tiered logs are due for tail
         publishing (``remote.log.tail.ms``; no request) and submits their publishes to the
         publisher's own threads."""
+        if self.rlm is not None and self._copy_lag_max < LONG_MAX:
+            self.update_copy_lag()  # no request: the limit follows the disk closely
         if self.rlm is not None and self.rlm.tail is not None:
             self.rlm.tail.submit_due(self.tiered_logs())
 

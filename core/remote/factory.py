@@ -13,7 +13,7 @@ from tierlog.remote.index_cache import CACHE_DIR_NAME, RemoteIndexCache
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.metadata_plugin import SETTING as METADATA_SETTING
 from tierlog.remote.metadata_plugin import default_store_name
-from tierlog.remote.rlm import RemoteLogManager
+from tierlog.remote.rlm import RemoteLimits, RemoteLogManager
 
 if TYPE_CHECKING:
     from tierlog.manager_config import ManagerConfig
@@ -55,4 +55,24 @@ def build_remote_log_manager(config: ManagerConfig, registries: Registries, log_
         rsm, rlmm, cache, time_ms=time_ms,
         copy_threads=config["remote.log.manager.thread.pool.size"],
         reader_threads=config["remote.log.reader.threads"], events=events,
+        limits=remote_limits(config),
+    )
+
+
+def remote_limits(config: ManagerConfig) -> RemoteLimits:
+    """The RemoteLogManager's quotas, retries and timeouts from the broker settings."""
+    prefix = "remote.log.manager."
+    return RemoteLimits(
+        copy_max_bytes_per_second=config[prefix + "copy.max.bytes.per.second"],
+        copy_quota_window_num=config[prefix + "copy.quota.window.num"],
+        copy_quota_window_size_s=config[prefix + "copy.quota.window.size.seconds"],
+        fetch_max_bytes_per_second=config[prefix + "fetch.max.bytes.per.second"],
+        fetch_quota_window_num=config[prefix + "fetch.quota.window.num"],
+        fetch_quota_window_size_s=config[prefix + "fetch.quota.window.size.seconds"],
+        retry_backoff_ms=config[prefix + "task.retry.backoff.ms"],
+        retry_backoff_max_ms=config[prefix + "task.retry.backoff.max.ms"],
+        retry_jitter=config[prefix + "task.retry.jitter"],
+        request_timeout_ms=config["remote.storage.request.timeout.ms"],
+        fetch_max_wait_ms=config["remote.fetch.max.wait.ms"],
+        reader_max_pending=config["remote.log.reader.max.pending.tasks"],
     )

@@ -9,7 +9,12 @@ import io
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError, TruncatedBatchError
+from tierlog.errors import (
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    RemoteFetchQuotaExceededError,
+    TruncatedBatchError,
+)
 from tierlog.fetch import FetchDataInfo
 from tierlog.index import AbortedTxn
 from tierlog.index.aborted_txns import AbortedTxnSource, collect_aborted_txns
@@ -71,8 +76,18 @@ class RemoteLogReader:
         """Kafka's remote fetch of ``offset``: batches of the one remote segment holding it,
         capped at ``upper``; under read_committed with the aborted transactions collected
         from it, the later remote segments and ``local_segments`` (the log's segments)."""
-        return self._rlm.submit_read(lambda: self._read(
-            offset, max_bytes, isolation, upper, min_one_message, local_segments))
+        quota = self._rlm.fetch_quota
+        throttle = quota.throttle_time_ms()
+        if throttle > 0:  # Kafka: the remote fetch is skipped while over the fetch quota
+            raise RemoteFetchQuotaExceededError(
+                f"{self._log.directory.name}: read of offset {offset} from the remote tier "
+                f"refused: over remote.log.manager.fetch.max.bytes.per.second; retry in "
+                f"{throttle:.0f} ms", round(throttle))
+        info = self._rlm.submit_read(lambda: self._read(
+            offset, max_bytes, isolation, upper, min_one_message, local_segments),
+            f"{self._log.directory.name}: read of offset {offset} from the remote tier")
+        quota.record(info.size_in_bytes)
+        return info
 
     def _read(self, offset: int, max_bytes: int, isolation: str, upper: int,
               min_one_message: bool, local_segments: Sequence[LogSegment]) -> FetchDataInfo:
@@ -162,7 +177,8 @@ class RemoteLogReader:
         """Ask the tier's copies of the plugin index ``index_type`` (one that is
         ``uploaded_to_remote``) of the segments starting below ``below`` (the local log
         start), newest first, for ``key``: the first answer that is not None, or None."""
-        return self._rlm.submit_read(lambda: self._lookup_index(index_type, key, below))
+        return self._rlm.submit_read(lambda: self._lookup_index(index_type, key, below),
+                                     f"{self._log.directory.name}: remote index lookup")
 
     def _lookup_index(self, index_type: Any, key: Any, below: int) -> Any:
         cache, config = self._rlm.index_cache, self._log.config
@@ -176,7 +192,9 @@ class RemoteLogReader:
         return None
 
     def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
-        return self._rlm.submit_read(lambda: self._find_timestamp(timestamp, start_offset))
+        return self._rlm.submit_read(
+            lambda: self._find_timestamp(timestamp, start_offset),
+            f"{self._log.directory.name}: remote lookup of timestamp {timestamp}")
 
     def _find_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         rlmm, cache = self._rlm.rlmm, self._rlm.index_cache

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from tierlog.checkpoint import encode_leader_epoch_checkpoint
-from tierlog.errors import RemoteStorageError
+from tierlog.config import LONG_MAX
+from tierlog.errors import RemoteFetchTimeoutError, RemoteStorageError
 from tierlog.events import EventDelivery, RemoteSegmentEvent
 from tierlog.producer_snapshot import write_snapshot
 from tierlog.remote.api import (
@@ -33,11 +34,14 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.backfill_commit import DEFAULT_STAGING_RETENTION_MS, BackfillCommitter
+from tierlog.remote.backoff import ExponentialBackoff, RetrySchedule
+from tierlog.remote.deadline import BoundedReaderPool, RemoteCalls, wait_bounded
 from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.ownership import record_owner, tier_of
+from tierlog.remote.quota import RateQuota
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.tail import TAIL_MS, TailPublisher
 
@@ -56,6 +60,31 @@ Progress = Callable[[str, RemoteLogSegmentMetadata], None]
 #: How long close() waits for tiering runs already going (Kafka waits 10 s for its pools);
 #: a run still hung on the remote tier after that is abandoned.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLimits:
+    """The RemoteLogManager's quotas, retries and timeouts (Kafka's RemoteLogManagerConfig
+    names in the comments; defaults are Kafka's, or tierlog's where Kafka has none)."""
+
+    #: remote.log.manager.copy.max.bytes.per.second and its quota windows.
+    copy_max_bytes_per_second: int = LONG_MAX
+    copy_quota_window_num: int = 11
+    copy_quota_window_size_s: int = 1
+    #: remote.log.manager.fetch.max.bytes.per.second and its quota windows.
+    fetch_max_bytes_per_second: int = LONG_MAX
+    fetch_quota_window_num: int = 11
+    fetch_quota_window_size_s: int = 1
+    #: remote.log.manager.task.retry.backoff.ms / .backoff.max.ms / .jitter.
+    retry_backoff_ms: int = 500
+    retry_backoff_max_ms: int = 30_000
+    retry_jitter: float = 0.2
+    #: remote.storage.request.timeout.ms (tierlog's): one call to the tier.
+    request_timeout_ms: int = 30_000
+    #: remote.fetch.max.wait.ms: one read of the tier.
+    fetch_max_wait_ms: int = 500
+    #: remote.log.reader.max.pending.tasks.
+    reader_max_pending: int = 100
 
 
 @dataclass(slots=True)
@@ -77,6 +106,17 @@ class RemoteLogManager:
     retention or checkpoint; remote reads run on a pool of ``reader_threads`` so their number
     is bounded. ``close`` waits at most ``shutdown_timeout_s`` for runs already going.
     ``events`` delivers lifecycle events to plugins (or None).
+
+    ``limits`` (RemoteLimits) bounds the work on the tier: every call to the tier made by a
+    tiering run is waited for at most ``request_timeout_ms`` on a call thread of its own (a
+    copy that times out is abandoned: its COPY_STARTED metadata is cleaned once its thread
+    returns, and a late finish commits nothing; a metadata call that times out keeps the
+    partition's tiering paused until it returns); a partition whose run failed is retried
+    after an exponential backoff (``retries``), not on every tick; copies wait for the copy
+    quota (``copy_quota``) and reads are refused over the fetch quota (``fetch_quota``);
+    a read is waited for at most ``fetch_max_wait_ms`` and the reader's queue is bounded.
+    For metrics: ``copy_quota.throttle_time_ms_total``, ``fetch_quota.throttle_time_ms_total``,
+    :meth:`reader_queue_size`, :meth:`copy_lag_bytes`.
     """
 
     def __init__(
@@ -90,6 +130,7 @@ class RemoteLogManager:
         reader_threads: int = 2,
         events: EventDelivery | None = None,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+        limits: RemoteLimits | None = None,
     ) -> None:
         self.rsm = rsm
         self.rlmm = rlmm
@@ -97,7 +138,26 @@ class RemoteLogManager:
         self._time_ms = time_ms
         self._events = events
         self._copy_pool = ThreadPoolExecutor(copy_threads, thread_name_prefix="tierlog-copy")
-        self._reader_pool = ThreadPoolExecutor(reader_threads, thread_name_prefix="tierlog-fetch")
+        limits = limits or RemoteLimits()
+        self.limits = limits
+        self._reader_pool = BoundedReaderPool(reader_threads, limits.reader_max_pending)
+        #: The calls a tiering run makes to the tier, each bounded by the request timeout.
+        self._calls = RemoteCalls(copy_threads, limits.request_timeout_ms / 1000)
+        self.copy_quota = RateQuota(limits.copy_max_bytes_per_second,
+                                    limits.copy_quota_window_num,
+                                    limits.copy_quota_window_size_s, time_ms=time_ms)
+        self.fetch_quota = RateQuota(limits.fetch_max_bytes_per_second,
+                                     limits.fetch_quota_window_num,
+                                     limits.fetch_quota_window_size_s, time_ms=time_ms)
+        #: When each partition whose tiering run failed may run again.
+        self.retries: RetrySchedule[TopicIdPartition] = RetrySchedule(ExponentialBackoff(
+            limits.retry_backoff_ms, 2, limits.retry_backoff_max_ms, limits.retry_jitter))
+        #: Uploads abandoned on a timeout whose thread has not returned: their COPY_STARTED
+        #: metadata is cleaned only after it returns (it could still write objects).
+        self._abandoned: dict[RemoteLogSegmentId, Future[bytes | None]] = {}
+        #: Partitions paused by a metadata call abandoned on a timeout, until it returns.
+        self._paused: dict[TopicIdPartition, Future[object]] = {}
+        self._closing = threading.Event()
         self._partition_locks: dict[TopicIdPartition, threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -164,8 +224,14 @@ class RemoteLogManager:
         scheduler's task); a log whose previous run is still going (a slow or hung remote
         tier) is skipped. Returns the directory names of the logs submitted."""
         submitted = []
+        now = self._time_ms()
         for log_ in logs:
             name = log_.directory.name
+            tip = topic_id_partition(log_)
+            if not self.retries.due(tip, now) or self._is_paused(tip):
+                log.debug("%s: tiering backs off after %d failures; skipped", name,
+                          self.retries.attempts(tip))
+                continue
             with self._locks_lock:
                 if name in self._in_flight:
                     log.debug("%s: previous tiering run still going; skipped", name)
@@ -219,20 +285,64 @@ class RemoteLogManager:
             self._runs.discard(future)
 
     def tier_log(self, log_: TieredLog, progress: Progress | None = None) -> TierResult:
-        """One tiering run for one log: clean up failed copies, copy, remote retention."""
+        """One tiering run for one log: clean up failed copies, copy, remote retention. A
+        failure is retried after the partition's backoff (:attr:`retries`)."""
         result = TierResult()
         tip = topic_id_partition(log_)
         with self._lock_for(tip):
             try:
+                if self._is_paused(tip):
+                    raise RemoteStorageError(
+                        f"{log_.directory.name}: a metadata call abandoned on a timeout has "
+                        f"not returned yet; tiering of the partition waits for it")
                 result.orphans_removed = self._remove_unfinished(log_, tip)
                 # Readers of the tier start at the log start offset (DeleteRecords, retention).
-                self.rlmm.update_log_start_offset(tip, log_.log_start_offset)
+                self._meta("update the log start offset", tip, lambda: (
+                    self.rlmm.update_log_start_offset(tip, log_.log_start_offset)))
                 self._copy_segments(log_, tip, result, progress)
                 self._remote_retention(log_, tip, result)
             except (RemoteStorageError, OSError) as exc:
                 result.errors.append(str(exc))
-                log.warning("%s: tiering stopped: %s", log_.directory.name, exc)
+                due = self.retries.failed(tip, self._time_ms())
+                log.warning("%s: tiering stopped (failure %d in a row, retried in %d ms): %s",
+                            log_.directory.name, self.retries.attempts(tip),
+                            due - self._time_ms(), exc)
+            else:
+                self.retries.succeeded(tip)
         return result
+
+    # -- bounded calls to the tier ---------------------------------------------------------
+
+    def _is_paused(self, tip: TopicIdPartition) -> bool:
+        with self._locks_lock:
+            future = self._paused.get(tip)
+            if future is not None and future.done():
+                del self._paused[tip]
+                future = None
+        return future is not None
+
+    def _meta(self, what: str, tip: TopicIdPartition, fn: Callable[[], _T]) -> _T:
+        """A metadata call bounded by the request timeout; one abandoned pauses the partition
+        until it returns (its write may still land: nothing may run beside it)."""
+        def pause(future: Future[_T]) -> None:
+            with self._locks_lock:
+                self._paused[tip] = future  # type: ignore[assignment]
+        return self._calls.call(f"{tip}: {what}", fn, pause)
+
+    def _list(self, tip: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        """The partition's segment metadata (a read: abandoning it pauses nothing)."""
+        return self._calls.call(f"{tip}: list remote segments",
+                                lambda: list(self.rlmm.list_remote_log_segments(tip)))
+
+    def copy_lag_bytes(self, log_: TieredLog) -> int:
+        """Local bytes of ``log_`` not yet copied to the tier (Kafka's RemoteCopyLagBytes
+        counts the closed segments; this counts the active segment too, as the disk does)."""
+        highest = log_.highest_offset_in_remote
+        return sum(s.size for s in log_.segments.values() if s.base_offset > highest)
+
+    def reader_queue_size(self) -> int:
+        """Remote reads waiting for a reader thread (Kafka's RemoteLogReaderTaskQueueSize)."""
+        return self._reader_pool.queue_size()
 
     def copy_candidates(self, log_: TieredLog) -> list[tuple[LogSegment, int]]:
         """(segment, next segment's base offset) for every closed segment not yet copied whose
@@ -259,6 +369,12 @@ class RemoteLogManager:
     def _copy_segment(self, log_: TieredLog, tip: TopicIdPartition, segment: LogSegment,
                       next_base: int) -> RemoteLogSegmentMetadata:
         epochs = _segment_epochs(log_, segment.base_offset, next_base)
+        # Kafka's copy quota check: wait while exceeded, and count the whole segment before
+        # the copy starts, atomically with the check (no race of several copy threads).
+        if not self.copy_quota.acquire(segment.size, self._closing):
+            raise RemoteStorageError(
+                f"{log_.directory.name}: closed while the copy of segment "
+                f"{segment.base_offset} waited for the copy quota")
         metadata = RemoteLogSegmentMetadata(
             remote_log_segment_id=RemoteLogSegmentId.generate(tip),
             start_offset=segment.base_offset,
@@ -270,7 +386,8 @@ class RemoteLogManager:
             txn_idx_empty=segment.txn_index.is_empty(),
             state=_STARTED,
         )
-        self.rlmm.add_remote_log_segment_metadata(metadata)
+        self._meta(f"add COPY_STARTED of segment {segment.base_offset}", tip,
+                   lambda: self.rlmm.add_remote_log_segment_metadata(metadata))
         with tempfile.TemporaryDirectory(prefix="tierlog-copy-") as scratch:
             snapshot = log_.producer_state.fetch_snapshot(next_base)
             if snapshot is None:
@@ -285,11 +402,20 @@ class RemoteLogManager:
                 leader_epoch_index=_epoch_checkpoint_bytes(log_, next_base),
                 extra_indexes=segment.remote_extra_index_files(),
             )
-            custom = self.rsm.copy_log_segment_data(metadata, data)
-        self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-            remote_log_segment_id=metadata.remote_log_segment_id,
-            event_timestamp_ms=self._time_ms(), state=_FINISHED, custom_metadata=custom,
-        ))
+            segment_id = metadata.remote_log_segment_id
+
+            def abandon(future: Future[bytes | None]) -> None:
+                with self._locks_lock:
+                    self._abandoned[segment_id] = future
+            custom = self._calls.call(
+                f"{log_.directory.name}: copy of segment {segment.base_offset}",
+                lambda: self.rsm.copy_log_segment_data(metadata, data), abandon)
+        self._meta(f"commit COPY_FINISHED of segment {segment.base_offset}", tip,
+                   lambda: self.rlmm.update_remote_log_segment_metadata(
+                       RemoteLogSegmentMetadataUpdate(
+                           remote_log_segment_id=metadata.remote_log_segment_id,
+                           event_timestamp_ms=self._time_ms(), state=_FINISHED,
+                           custom_metadata=custom)))
         log_.update_highest_offset_in_remote(metadata.end_offset)
         log.info("%s: copied segment %d-%d (%d bytes) to the remote tier",
                  log_.directory.name, metadata.start_offset, metadata.end_offset,
@@ -304,13 +430,23 @@ class RemoteLogManager:
         removed = 0
         if self.tail is not None and log_.config[TAIL_MS] >= 0:
             removed += self.tail.remove_orphans(tip)
-        for metadata in self.rlmm.list_remote_log_segments(tip):
+        for metadata in self._list(tip):
+            if self._still_abandoned(metadata):
+                continue  # its upload may still write objects: cleaned once it returns
             if metadata.state is _STARTED:
                 self._update(metadata, _DELETE_STARTED)
             if metadata.state in (_STARTED, _DELETE_STARTED):
                 self._delete_data(log_, metadata)
                 removed += 1
         return removed
+
+    def _still_abandoned(self, metadata: RemoteLogSegmentMetadata) -> bool:
+        with self._locks_lock:
+            future = self._abandoned.get(metadata.remote_log_segment_id)
+            if future is not None and future.done():
+                del self._abandoned[metadata.remote_log_segment_id]
+                future = None
+        return future is not None
 
     # -- remote retention ----------------------------------------------------------------
 
@@ -320,7 +456,7 @@ class RemoteLogManager:
         oldest first, stopping at the first segment that stays."""
         config = log_.config
         now = self._time_ms()
-        segments = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
+        segments = [m for m in self._list(tip) if m.state is _FINISHED]
         lineage = _epoch_lineage(log_)
         retention_ms, retention_bytes = config["retention.ms"], config["retention.bytes"]
         local_only = sum(s.size for s in log_.segments.values()
@@ -351,13 +487,18 @@ class RemoteLogManager:
                      log_.directory.name, len(doomed), log_.log_start_offset)
 
     def _update(self, metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
-        self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-            remote_log_segment_id=metadata.remote_log_segment_id,
-            event_timestamp_ms=self._time_ms(), state=state,
-        ))
+        tip = metadata.remote_log_segment_id.topic_id_partition
+        self._meta(f"mark segment {metadata.start_offset} {state.name}", tip,
+                   lambda: self.rlmm.update_remote_log_segment_metadata(
+                       RemoteLogSegmentMetadataUpdate(
+                           remote_log_segment_id=metadata.remote_log_segment_id,
+                           event_timestamp_ms=self._time_ms(), state=state)))
 
     def _delete_data(self, log_: TieredLog, metadata: RemoteLogSegmentMetadata) -> None:
-        self.rsm.delete_log_segment_data(metadata)
+        # A delete abandoned on a timeout may finish later: harmless, it is repeated while
+        # the metadata stays DELETE_STARTED.
+        self._calls.call(f"{log_.directory.name}: delete of segment {metadata.start_offset}",
+                         lambda: self.rsm.delete_log_segment_data(metadata))
         self.index_cache.remove(metadata)
         self._update(metadata, _DELETE_FINISHED)
         self._emit("tierlog_remote_segment_deleted", log_, metadata)
@@ -384,16 +525,24 @@ class RemoteLogManager:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def submit_read(self, fn: Callable[[], _T]) -> _T:
-        """Run a remote read on the bounded reader pool and wait for it."""
-        return self._reader_pool.submit(fn).result()
+    def submit_read(self, fn: Callable[[], _T], what: str = "remote read") -> _T:
+        """Run a remote read on the bounded reader pool and wait for it at most
+        ``remote.fetch.max.wait.ms``: RemoteReaderBusyError when the queue is full,
+        RemoteFetchTimeoutError naming ``what`` when the read is late (both retriable; the
+        late read's thread finishes on its own, its result dropped)."""
+        future = self._reader_pool.submit(fn)
+        return wait_bounded(future, self.limits.fetch_max_wait_ms / 1000, what,
+                            RemoteFetchTimeoutError)
 
     def close(self) -> None:
         """Stop tiering and reads: queued runs are cancelled, runs already going are given
         ``shutdown_timeout_s`` (one hung on the remote tier is then abandoned, as Kafka
         does), and the tier is closed, so a late remote call fails instead of committing."""
+        self._closing.set()
+        self.copy_quota.close()
         self._copy_pool.shutdown(wait=False, cancel_futures=True)
-        self._reader_pool.shutdown(wait=False, cancel_futures=True)
+        self._reader_pool.close()
+        self._calls.close()
         if self.tail is not None:
             self.tail.close(self.shutdown_timeout_s)
         with self._locks_lock:
