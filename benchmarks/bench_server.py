@@ -22,17 +22,17 @@ from _util import ROOT, report, scratch_dir
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from server_process import start  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from server_process import start
 
-from tierlog import Log, Record  # noqa: E402
-from tierlog.config import LogConfig  # noqa: E402
-from tierlog.manager import LogManager  # noqa: E402
-from tierlog.records import build_batch  # noqa: E402
+from tierlog import Log, Record
+from tierlog.config import LogConfig
+from tierlog.manager import LogManager
+from tierlog.records import build_batch
 
-PRODUCE_RECORDS = int(os.environ.get("TIERLOG_BENCH_SERVER_RECORDS", 1_000_000))
-CONSUME_BYTES = int(os.environ.get("TIERLOG_BENCH_SERVER_BYTES", 1 << 30))
-VALUE = b"v" * int(os.environ.get("TIERLOG_BENCH_SERVER_VALUE", 1000))
+PRODUCE_RECORDS = int(os.environ.get("TIERLOG_BENCH_SERVER_RECORDS", "1000000"))
+CONSUME_BYTES = int(os.environ.get("TIERLOG_BENCH_SERVER_BYTES", str(1 << 30)))
+VALUE = b"v" * int(os.environ.get("TIERLOG_BENCH_SERVER_VALUE", "1000"))
 
 
 def bench_produce(tmp: Path) -> list[tuple[str, str]]:
@@ -64,10 +64,10 @@ def bench_produce(tmp: Path) -> list[tuple[str, str]]:
     size = sum(len(b) for b in raw)
     return [
         ("records / batches", f"{PRODUCE_RECORDS:,} / {len(raw):,} ({size / len(raw):,.0f} B)"),
-        ("server (confluent-kafka, acks=1)", f"{PRODUCE_RECORDS / served:,.0f} rec/s  "
-                                            f"{size / served / 1e6:,.1f} MB/s"),
-        ("engine Log.append, same batches", f"{PRODUCE_RECORDS / direct:,.0f} rec/s  "
-                                            f"{size / direct / 1e6:,.1f} MB/s"),
+        ("server (confluent-kafka, acks=1)", (f"{PRODUCE_RECORDS / served:,.0f} rec/s  "
+                                            f"{size / served / 1e6:,.1f} MB/s")),
+        ("engine Log.append, same batches", (f"{PRODUCE_RECORDS / direct:,.0f} rec/s  "
+                                            f"{size / direct / 1e6:,.1f} MB/s")),
         ("server / engine", f"{direct / served:.0%}"),
     ]
 

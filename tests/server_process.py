@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 #: How long a start or a stop may take before the test fails.
 TIMEOUT_S = 60.0
@@ -109,7 +109,7 @@ class ServerProcess:
             self.terminate()
         return self.start()
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

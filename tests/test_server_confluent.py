@@ -10,8 +10,8 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import (  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -19,8 +19,7 @@ from confluent_kafka.admin import (  # noqa: E402
     NewPartitions,
     NewTopic,
 )
-
-from server_process import ServerProcess, start  # noqa: E402
+from server_process import ServerProcess, start
 
 
 @pytest.fixture(scope="module")

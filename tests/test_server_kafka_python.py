@@ -11,10 +11,9 @@ import pytest
 
 kafka = pytest.importorskip("kafka")
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic  # noqa: E402
-
-from server_process import ServerProcess, start  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+from server_process import ServerProcess, start
 
 CODECS = ["gzip", "snappy", "lz4", "zstd", None]
 

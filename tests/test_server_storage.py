@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from server_process import ServerProcess, start
 
 from tierlog.manager import LogManager
 from tierlog.records.record import Record
 
-from server_process import ServerProcess, start
-
 kafka = pytest.importorskip("kafka")
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
 def list_offsets(server: ServerProcess, topic: str, timestamp: int, version: int = 9) -> int:

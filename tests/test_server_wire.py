@@ -16,6 +16,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import Records as KioRecords
+from server_process import ServerProcess, start
 
 from tierlog import errors
 from tierlog.config import LogConfig
@@ -32,8 +33,6 @@ from tierlog.server.framing import (
     nested,
     new_marker,
 )
-
-from server_process import ServerProcess, start
 
 
 def _fetch_response(version: int, records: list[KioRecords]) -> object:

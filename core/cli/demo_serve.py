@@ -20,7 +20,7 @@ def serve_and_consume(dirs: Sequence[Path], config: dict[str, Any], topic: str,
     ``topic``-0 from offset 0 (served from the remote tier when tiered) with kafka-python,
     stop. False when a record could not be read."""
     try:
-        from kafka import KafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+        from kafka import KafkaConsumer, TopicPartition
     except ImportError:
         echo("\nKafka client step skipped: kafka-python is not installed "
              "(pip install kafka-python), serve the topic with: tierlog serve")

@@ -115,7 +115,7 @@ def install(registry: Registry, services: Services) -> None:
                     else:
                         code, message = (ErrorCode.invalid_request,
                                          f"resource type {rtype} is not supported")
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - an item's own error code
                     code, message = error_code_for(exc), error_message(exc)
                 results.append(make(
                     result_t, error_code=code, error_message=message, resource_type=rtype,
@@ -143,7 +143,7 @@ def install(registry: Registry, services: Services) -> None:
                         raise ConfigError(name, "only topic configs can be altered on a "
                                                 "running tierlog server")
                     alter_topic(manager, name, resource.configs, bool(request.validate_only))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - an item's own error code
                     code, message = error_code_for(exc), error_message(exc)
                 results.append(make(result_t, error_code=code, error_message=message,
                                     resource_type=rtype, resource_name=name))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -29,7 +30,7 @@ _OK: _Result = (ErrorCode.none, None)
 def _attempt(fn: Callable[[], Any]) -> _Result:
     try:
         fn()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an item's own error code
         return error_code_for(exc), error_message(exc)
     return _OK
 
@@ -88,13 +89,13 @@ def install(registry: Registry, services: Services) -> None:
                  else list(request.topic_names))
 
         def run() -> list[_Result]:
-            out = []
+            out: list[_Result] = []
             for name in names:
                 if name is None:
-                    out.append((ErrorCode.unknown_topic_id, "deleting by topic id is not "
-                                                            "supported: name the topic"))
+                    out.append((ErrorCode.unknown_topic_id, ("deleting by topic id is not "
+                                                            "supported: name the topic")))
                 else:
-                    out.append(_attempt(lambda n=name: manager.delete_topic(n)))
+                    out.append(_attempt(partial(manager.delete_topic, name)))
             return out
 
         results = await services.run_blocking(run)
@@ -114,8 +115,8 @@ def install(registry: Registry, services: Services) -> None:
                 return ErrorCode.unknown_topic_or_partition, f"unknown topic {topic.name}"
             if int(topic.count) <= len(current):
                 return (ErrorCode.invalid_partitions,
-                        f"topic {topic.name} has {len(current)} partitions; the new count "
-                        f"{topic.count} must be larger")
+                        (f"topic {topic.name} has {len(current)} partitions; the new count "
+                        f"{topic.count} must be larger"))
             if validate_only:
                 return _OK
             return _attempt(lambda: manager.create_partitions(topic.name, int(topic.count)))
@@ -138,7 +139,7 @@ def install(registry: Registry, services: Services) -> None:
                         if offset == -1:
                             offset = partition_log.high_watermark
                         low = partition_log.delete_records_before(offset)
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - an item's own error code
                         out.append((topic.name, part.partition_index, error_code_for(exc), -1))
                     else:
                         out.append((topic.name, part.partition_index, ErrorCode.none, low))

@@ -75,7 +75,7 @@ def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
             else:
                 data = partition_log.read(state.fetch_offset, max(limit, 1),
                                           isolation=isolation, min_one_message=first)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - an item's own error code
             reads.append(PartitionRead(tp, error_code_for(exc)))
             continue
         read = PartitionRead(tp, ErrorCode.none, high_watermark, lso, start, data)

@@ -105,9 +105,10 @@ class FetchSessionCache:
         if epoch == FINAL_EPOCH:
             self._sessions.pop(session_id, None)
             return FetchContext(listed, 0, False)
-        session = self._sessions.get(session_id)
-        if session is None:
+        found = self._sessions.get(session_id)
+        if found is None:
             raise SessionError(ErrorCode.fetch_session_id_not_found)
+        session = found
         if epoch != session.epoch:
             raise SessionError(ErrorCode.invalid_fetch_session_epoch)
         self._sessions.move_to_end(session_id)

@@ -57,7 +57,7 @@ def decode_header_v1(frame: bytes | memoryview) -> tuple[int, str | None, int]:
     header version shares): enough to answer a request whose version is unsupported."""
     try:
         header, size = entity_reader(RequestHeaderV1)(frame, 0)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - kio, on hostile bytes
         raise BadRequestError(f"undecodable request header: {exc}") from None
     return int(header.correlation_id), header.client_id, size
 
@@ -80,12 +80,12 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
     api_key, api_version = peek_key_version(frame)
     try:
         cls = request_class(api_key, api_version)
-    except Exception:
+    except Exception:  # noqa: BLE001 - kio, on hostile bytes
         raise BadRequestError(f"unknown API key {api_key} version {api_version}") from None
     try:
         header, offset = entity_reader(cls.__header_schema__)(frame, 0)
-        body, size = entity_reader(cls)(frame, offset)
-    except Exception as exc:
+        body, _ = entity_reader(cls)(frame, offset)
+    except Exception as exc:  # noqa: BLE001 - kio, on hostile bytes
         raise BadRequestError(
             f"undecodable {cls.__name__} v{api_version}: {type(exc).__name__}: {exc}") from None
     # Trailing bytes are ignored, as Kafka's parser ignores them (librdkafka's admin client
@@ -168,13 +168,14 @@ def encode_spliced(correlation_id: int, spliced: SplicedResponse) -> list[bytes 
     return parts
 
 
-def field_names(cls: type[Any]) -> frozenset[str]:
-    return _field_names(cls)
+_FIELD_NAMES: dict[type[Any], frozenset[str]] = {}
 
 
-@cache
 def _field_names(cls: type[Any]) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def make(cls: type[Any], **values: Any) -> Any:

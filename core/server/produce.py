@@ -43,7 +43,7 @@ def append_all(manager: LogManager, request: Any) -> list[_Outcome]:
                 continue
             try:
                 info = manager.log(name, index).append(part.records)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - an item's own error code
                 outcomes.append((name, index, error_code_for(exc), error_message(exc)))
             else:
                 outcomes.append((name, index, info, None))

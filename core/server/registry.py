@@ -43,7 +43,7 @@ class Registry:
             try:
                 load_request_schema(api_key, version)
                 load_response_schema(api_key, version)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - kio's loader
                 raise ValueError(f"API key {api_key} version {version} has no message "
                                  f"types: {exc}") from None
         self._entries[api_key] = Registration(api_key, handler, min_version, max_version)

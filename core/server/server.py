@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 import logging
 import struct
@@ -60,8 +61,7 @@ class _FileView:
 
 def install_handlers(registry: Registry, services: Services) -> None:
     """Register every API this server answers: its own and the coordinators'."""
-    from tierlog.server import admin_configs, admin_topics, fetch, list_offsets, metadata
-    from tierlog.server import produce
+    from tierlog.server import admin_configs, admin_topics, fetch, list_offsets, metadata, produce
     metadata.install(registry, services)
     produce.install(registry, services)
     fetch.install(registry, services)
@@ -69,7 +69,7 @@ def install_handlers(registry: Registry, services: Services) -> None:
     admin_topics.install(registry, services)
     admin_configs.install(registry, services)
     try:
-        from tierlog.server import coordinators
+        coordinators = importlib.import_module("tierlog.server.coordinators")
     except ImportError:
         log.warning("tierlog.server.coordinators is missing: consumer groups and "
                     "transactions are not served")
