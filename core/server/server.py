@@ -59,8 +59,9 @@ class _FileView:
         return offset
 
 
-def install_handlers(registry: Registry, services: Services) -> None:
-    """Register every API this server answers: its own and the coordinators'."""
+def install_handlers(registry: Registry, services: Services) -> Any:
+    """Register every API this server answers: its own and the coordinators' (returned, to
+    be started and closed by the server; None when they are missing)."""
     from tierlog.server import admin_configs, admin_topics, fetch, list_offsets, metadata, produce
     metadata.install(registry, services)
     produce.install(registry, services)
@@ -73,8 +74,8 @@ def install_handlers(registry: Registry, services: Services) -> None:
     except ImportError:
         log.warning("tierlog.server.coordinators is missing: consumer groups and "
                     "transactions are not served")
-    else:
-        coordinators.install(registry, services)
+        return None
+    return coordinators.install(registry, services)
 
 
 class Server:
@@ -102,7 +103,9 @@ class Server:
         self.port = int(sockname[1])
         if self.config.advertised is None or self.config.advertised.port == 0:
             self.services.port = self.port
-        install_handlers(self.registry, self.services)
+        self._coordinators = install_handlers(self.registry, self.services)
+        if self._coordinators is not None:
+            await self._coordinators.start()
         log.info("serving Kafka's protocol on %s:%d (advertised %s:%d, node %d)",
                  self.host, self.port, self.services.host, self.services.port,
                  self.config.node_id)
@@ -115,6 +118,8 @@ class Server:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
+        if getattr(self, "_coordinators", None) is not None:
+            await self._coordinators.close()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
