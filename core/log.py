@@ -52,6 +52,7 @@ from tierlog.scheduler import Scheduler
 from tierlog.segment import LogSegment
 from tierlog.segment_appender import PlainAppenderType
 from tierlog.segments import LogSegments
+from tierlog.stats import LogStats, perf_ns
 from tierlog.tier_reads import TierReads
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,8 @@ class Log:
         remote_snapshots: RemoteSnapshots | None = None,
     ) -> None:
         self.directory = directory
+        #: Event counters (appends, flushes, rolls, cleanup, remote traffic) for exporters.
+        self.stats = LogStats()
         host = plugins or get_plugins()
         #: Lifecycle events queued under the lock, delivered to plugins after it is released.
         self._events = EventQueue(host.events)
@@ -388,6 +391,9 @@ class Log:
                 if written is not None:
                     # The Log's bookkeeping, inline (as LogAppends._after_append).
                     size, last, max_ts, count, epoch = written
+                    stats = self.stats
+                    stats.append_bytes += size
+                    stats.append_messages += count
                     local.next_offset = next_offset = last + 1
                     self.producer_state.update_map_end_offset(next_offset)
                     if self._auto_high_watermark:
@@ -541,7 +547,11 @@ class Log:
         move the recovery point there."""
         with self._lock:
             self._check_open()
-            self.local.flush(up_to_offset)
+            local, started = self.local, perf_ns()
+            before = local.recovery_point
+            local.flush(up_to_offset)
+            if local.recovery_point != before:  # as Kafka, only a flush that moved it counts
+                self.stats.record_flush(perf_ns() - started)
 
     @property
     def last_flush_ms(self) -> int:

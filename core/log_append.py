@@ -18,6 +18,7 @@ from tierlog.errors import RecordBatchTooLargeError
 from tierlog.events import SegmentRolled
 from tierlog.producer_state import ProducerBatchRun
 from tierlog.segment import LogSegment
+from tierlog.stats import perf_ns
 
 if TYPE_CHECKING:
     from tierlog.log import Log
@@ -39,6 +40,7 @@ class LogAppends:
         """The general path of :meth:`append`, under the lock: plan (validating every batch,
         walking the records when ``check_records``), roll if due, write, update the state."""
         log = self._log
+        started = perf_ns()
         now = log._time_ms()
         if leader_epoch is None and origin != "replication":
             leader_epoch = log._leader_epoch
@@ -57,6 +59,11 @@ class LogAppends:
         if log._fast_append:
             log._plain_appender = segment.arm_plain_appends(
                 log._segment_bytes, log._segment_ms, log._max_message, log._check_records)
+        stats = log.stats
+        stats.append_bytes += plan.size
+        stats.append_messages += plan.record_count
+        stats.general_appends += 1
+        stats.general_append_time_ns += perf_ns() - started
         return LogAppendInfo(
             plan.first_offset, plan.last_offset, plan.max_timestamp,
             plan.offset_of_max_timestamp, plan.log_append_time, log._log_start_offset,
@@ -122,6 +129,7 @@ class LogAppends:
         active = log.local.segments.active
         segment = log.local.roll(new_base, self._snapshot_producer_state_at)
         if segment is not active:
+            log.stats.rolls += 1
             log._events.post("tierlog_segment_rolled", SegmentRolled(
                 log.topic, log.partition, log.topic_id, active.base_offset,
                 segment.base_offset, active.size, active.max_timestamp_so_far))

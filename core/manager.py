@@ -51,6 +51,7 @@ from tierlog.remote.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
+from tierlog.stats import perf_ns
 
 log = logging.getLogger(__name__)
 
@@ -534,7 +535,9 @@ class LogManager:
             for name in partition_log.config["cleanup.policy"]:
                 if wanted is not None and name not in wanted:
                     continue
+                started = perf_ns()
                 result = registries.cleanup_policy(name).clean(partition_log, now)
+                partition_log.stats.record_cleanup(result, perf_ns() - started)
                 results.setdefault(partition_log.directory.name, []).append(result)
         return results
 

@@ -26,6 +26,7 @@ from tierlog.remote.api import (
     RemoteLogSegmentMetadata,
     RemoteStorageManager,
 )
+from tierlog.stats import CacheStats
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,8 @@ class RemoteIndexCache:
         self._rsm = rsm
         self._lock = threading.RLock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        #: Hits (no remote request), misses (fetched from the tier), evictions; under _lock.
+        self.stats = CacheStats()
         self.directory.mkdir(parents=True, exist_ok=True)
         self._reload()
 
@@ -153,9 +156,13 @@ class RemoteIndexCache:
             self._entries.move_to_end(uuid)
             index = entry.indexes.get(suffix)
             if index is not None:
+                self.stats.hits += 1
                 return index
             path = self._path(metadata, kind)
-            if not path.exists():
+            if path.exists():
+                self.stats.hits += 1  # on disk already (cached by an earlier run)
+            else:
+                self.stats.misses += 1
                 try:
                     data = self._fetch(metadata, kind)
                 except RemoteResourceNotFoundError:
@@ -209,6 +216,7 @@ class RemoteIndexCache:
             for suffix in entry.suffixes:
                 (self.directory / _name(entry.start_offset, uuid, suffix)).unlink(missing_ok=True)
             total -= entry.size
+            self.stats.evictions += 1
             log.debug("evicted the remote indexes of segment %s from the cache", uuid)
 
     def remove(self, metadata: RemoteLogSegmentMetadata) -> None:

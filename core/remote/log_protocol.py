@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tierlog.config import LogConfig
+    from tierlog.stats import LogStats
     from tierlog.leader_epoch import LeaderEpochFileCache
     from tierlog.producer_state import ProducerStateManager
     from tierlog.remote.remote_reader import RemoteLogReader
@@ -43,6 +44,10 @@ class TieredLog(Protocol):
 
     @property
     def config(self) -> LogConfig: ...
+
+    @property
+    def stats(self) -> LogStats:
+        """The log's event counters: the tier counts its copies, fetches and deletes there."""
 
     # -- offsets and contents --------------------------------------------------------------
 

@@ -83,9 +83,10 @@ class RemoteLogReader:
                 f"{self._log.directory.name}: read of offset {offset} from the remote tier "
                 f"refused: over remote.log.manager.fetch.max.bytes.per.second; retry in "
                 f"{throttle:.0f} ms", round(throttle))
-        info = self._rlm.submit_read(lambda: self._read(
-            offset, max_bytes, isolation, upper, min_one_message, local_segments),
-            f"{self._log.directory.name}: read of offset {offset} from the remote tier")
+        with self._log.stats.remote_fetch():
+            info = self._rlm.submit_read(lambda: self._read(
+                offset, max_bytes, isolation, upper, min_one_message, local_segments),
+                f"{self._log.directory.name}: read of offset {offset} from the remote tier")
         quota.record(info.size_in_bytes)
         return info
 
@@ -142,6 +143,7 @@ class RemoteLogReader:
         metadata and (``anchor``) the index entry for ``start``: damage to a base offset lies
         outside the CRC and would renumber or drop records silently."""
         data = _read_range(self._rlm.rsm, metadata, start, end - 1)
+        self._log.stats.remote_fetched(len(data))
         check_batch_offsets(data, f"{self._log.directory.name}: remote segment {name}",
                             first_offset=metadata.start_offset,
                             last_offset=metadata.end_offset, anchor=anchor, position=start)

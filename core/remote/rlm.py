@@ -361,7 +361,8 @@ class RemoteLogManager:
     def _copy_segments(self, log_: TieredLog, tip: TopicIdPartition, result: TierResult,
                        progress: Progress | None) -> None:
         for segment, next_base in self.copy_candidates(log_):
-            metadata = self._copy_segment(log_, tip, segment, next_base)
+            with log_.stats.remote_copy(segment.size):
+                metadata = self._copy_segment(log_, tip, segment, next_base)
             result.copied.append(metadata)
             if progress is not None:
                 progress("copied", metadata)
@@ -497,8 +498,9 @@ class RemoteLogManager:
     def _delete_data(self, log_: TieredLog, metadata: RemoteLogSegmentMetadata) -> None:
         # A delete abandoned on a timeout may finish later: harmless, it is repeated while
         # the metadata stays DELETE_STARTED.
-        self._calls.call(f"{log_.directory.name}: delete of segment {metadata.start_offset}",
-                         lambda: self.rsm.delete_log_segment_data(metadata))
+        with log_.stats.remote_delete():
+            self._calls.call(f"{log_.directory.name}: delete of segment {metadata.start_offset}",
+                             lambda: self.rsm.delete_log_segment_data(metadata))
         self.index_cache.remove(metadata)
         self._update(metadata, _DELETE_FINISHED)
         self._emit("tierlog_remote_segment_deleted", log_, metadata)
