@@ -70,7 +70,7 @@ from tierlog.remote.layout import (
 )
 from tierlog.remote.manifest import read_stored_manifest
 from tierlog.remote.metadata import RemoteLogMetadataManager
-from tierlog.remote.object_store import RemoteTier, translate_errors
+from tierlog.remote.object_store import RemoteTier, modified_ms, translate_errors
 from tierlog.remote.ownership import check_not_owned
 
 log = logging.getLogger(__name__)
@@ -281,19 +281,26 @@ class BackfillCommitter:
         """Delete the staging of jobs (crashed or killed) not modified for ``older_than_ms``,
         but ``keep``'s and that of jobs whose record awaits its roll-forward; returns how
         many went. A running job's staging is younger."""
-        removed = 0
+        stale = self.stale_staging(older_than_ms, keep=keep)
+        for job in stale:
+            self._remove_tree(staging_dir_key(job))
+        return len(stale)
+
+    def stale_staging(self, older_than_ms: int, *, keep: Iterable[str] = ()) -> list[str]:
+        """The job ids whose staging :meth:`sweep_staging` would delete (nothing deleted):
+        not modified for ``older_than_ms``, not in ``keep``, no record awaiting roll-forward."""
         now = self._time_ms()
         keep = set(keep) | {plan.job_id for plan in pending_jobs(self._tier)}
         base = self._tier.path(staging_dir_key())
+        stale = []
         for job in self._tier.list_names(base, dirs=True):
             if job in keep:
                 continue
             newest = self._newest_mtime_ms(f"{base}/{job}")
             if newest is not None and now - newest < older_than_ms:
                 continue
-            self._remove_tree(staging_dir_key(job))
-            removed += 1
-        return removed
+            stale.append(job)
+        return stale
 
     # -- internals ------------------------------------------------------------------------
 
@@ -409,15 +416,6 @@ class BackfillCommitter:
         with translate_errors("list", path):
             self._tier.fs.invalidate_cache(path)
             found: Any = self._tier.fs.find(path, detail=True)
-        times = [_mtime_ms(info) for info in found.values()]
+        times = [modified_ms(info) for info in found.values()]
         known = [t for t in times if t is not None]
         return max(known) if known else None
-
-
-def _mtime_ms(info: Mapping[str, Any]) -> int | None:
-    value = info.get("mtime", info.get("LastModified", info.get("last_modified")))
-    if value is None:
-        return None
-    if hasattr(value, "timestamp"):
-        return int(value.timestamp() * 1000)
-    return int(float(value) * 1000)

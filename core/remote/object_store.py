@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import fsspec
 
@@ -228,6 +228,11 @@ class RemoteTier:
     def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
         """Sorted base names of the files (or, with ``dirs``, subdirectories) in ``directory``;
         empty when it does not exist. Bypasses the filesystem's listing cache."""
+        return [entry.name for entry in self.list_entries(directory, dirs=dirs)]
+
+    def list_entries(self, directory: str, *, dirs: bool = False) -> list[ObjectEntry]:
+        """:meth:`list_names` with each object's size and modification time, from the same
+        one LIST (sorted by name; ``.partial`` objects left out)."""
         with translate_errors("list", directory):
             self.stats.record("lists")
             self.fs.invalidate_cache(directory)
@@ -236,6 +241,28 @@ class RemoteTier:
             except FileNotFoundError:
                 return []
         wanted = "directory" if dirs else "file"
-        names = (str(e["name"]).rstrip("/").rsplit("/", 1)[-1] for e in entries
-                 if e.get("type") == wanted)
-        return sorted(n for n in names if n and not n.endswith(PARTIAL_SUFFIX))
+        found = (ObjectEntry(str(e["name"]).rstrip("/").rsplit("/", 1)[-1],
+                             int(e.get("size") or 0), modified_ms(e))
+                 for e in entries if e.get("type") == wanted)
+        return sorted((f for f in found if f.name and not f.name.endswith(PARTIAL_SUFFIX)),
+                      key=lambda f: f.name)
+
+
+class ObjectEntry(NamedTuple):
+    """One object of a listing: base name, size in bytes, modification time (epoch ms, None
+    when the filesystem gives none)."""
+
+    name: str
+    size: int
+    modified_ms: int | None
+
+
+def modified_ms(info: Mapping[str, Any]) -> int | None:
+    """An fsspec info/listing entry's modification time in epoch ms (local ``mtime``
+    seconds, S3 ``LastModified`` datetimes), None when it has none: the one reading of it."""
+    value = info.get("mtime", info.get("LastModified", info.get("last_modified")))
+    if value is None:
+        return None
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(float(value) * 1000)
