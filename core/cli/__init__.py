@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from tierlog.cli import consume, demo, dump_log, plugins, produce, serve, tier, topics
+from tierlog.cli import consume, demo, dump_log, plugins, produce, scrub, serve, tier, topics
 from tierlog.cli._common import CliError, add_global_options, common_parser, verbosity
 from tierlog.errors import TierlogError
 
@@ -19,7 +19,7 @@ EXIT_ERROR = 1
 #: Exit status on Ctrl-C, as a shell reports SIGINT.
 EXIT_INTERRUPTED = 130
 
-COMMANDS = (produce, consume, topics, tier, dump_log, plugins, demo, serve)
+COMMANDS = (produce, consume, topics, tier, dump_log, plugins, demo, serve, scrub)
 
 
 def build_parser() -> argparse.ArgumentParser:
