@@ -193,6 +193,10 @@ S3_OPTIONS = _specs(
     OptionSpec("use_listings_cache", "bool", "Cache directory listings."),
     OptionSpec("listings_expiry_time", "float", "Seconds a cached listing lives."),
     OptionSpec("skip_instance_cache", "bool", "Build a new filesystem, not fsspec's cached one."),
+    OptionSpec("connect_timeout", "float",
+               "Seconds botocore waits to connect (s3fs's default 5)."),
+    OptionSpec("read_timeout", "float",
+               "Seconds botocore waits for a response's bytes (s3fs's default 15)."),
 )
 #: The ``local`` backend's options.
 LOCAL_OPTIONS = _specs(
@@ -205,6 +209,8 @@ _S3_REQUEST_OPTIONS = {"storage_class": "StorageClass",
                        "sse_kms_key_id": "SSEKMSKeyId"}
 #: Options that are botocore client arguments.
 _S3_CLIENT_OPTIONS = {"region": "region_name", "verify": "verify"}
+#: Options that are botocore Config arguments (s3fs puts them in its config_kwargs).
+_S3_CONFIG_OPTIONS = ("connect_timeout", "read_timeout")
 #: Options that are not filesystem arguments at all (the writer's own settings).
 _S3_WRITER_OPTIONS = ("part_size",)
 
@@ -303,8 +309,13 @@ def s3fs_kwargs(parsed: Mapping[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     client = dict(parsed.get("client_kwargs") or {})
     extra = dict(parsed.get("s3_additional_kwargs") or {})
+    config = dict(parsed.get("config_kwargs") or {})
     for name, value in parsed.items():
-        if name in _S3_CLIENT_OPTIONS:
+        if name in _S3_CONFIG_OPTIONS:
+            config[name] = value
+        elif name == "config_kwargs":
+            continue
+        elif name in _S3_CLIENT_OPTIONS:
             client[_S3_CLIENT_OPTIONS[name]] = value
         elif name in _S3_REQUEST_OPTIONS:
             extra[_S3_REQUEST_OPTIONS[name]] = value
@@ -316,6 +327,8 @@ def s3fs_kwargs(parsed: Mapping[str, Any]) -> dict[str, Any]:
         kwargs["client_kwargs"] = client
     if extra:
         kwargs["s3_additional_kwargs"] = extra
+    if config:
+        kwargs["config_kwargs"] = config
     return kwargs
 
 
