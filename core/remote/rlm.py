@@ -44,6 +44,7 @@ from tierlog.remote.ownership import record_owner, tier_of
 from tierlog.remote.quota import RateQuota
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.tail import TAIL_MS, TailPublisher
+from tierlog.remote.unfinished import roll_back_unfinished
 
 if TYPE_CHECKING:
     from tierlog.segment import LogSegment
@@ -434,10 +435,8 @@ class RemoteLogManager:
         for metadata in self._list(tip):
             if self._still_abandoned(metadata):
                 continue  # its upload may still write objects: cleaned once it returns
-            if metadata.state is _STARTED:
-                self._update(metadata, _DELETE_STARTED)
-            if metadata.state in (_STARTED, _DELETE_STARTED):
-                self._delete_data(log_, metadata)
+            if roll_back_unfinished(metadata, mark=self._update,
+                                    delete=lambda m: self._delete_data(log_, m)):
                 removed += 1
         return removed
 

@@ -72,6 +72,7 @@ from tierlog.remote.ownership import read_owner
 from tierlog.remote.scrub_report import Finding, FindingKind, Repair, ScrubReport
 from tierlog.remote.scrub_segments import SegmentScrubber, named_objects
 from tierlog.remote.tail_manifest import TailManifest, read_tail_manifest
+from tierlog.remote.unfinished import roll_back_unfinished
 
 log = logging.getLogger(__name__)
 
@@ -344,10 +345,15 @@ class _Scrubber:
         """Finish an unfinished segment as the RemoteLogManager cleans one up: a copy is
         abandoned (DELETE_SEGMENT_STARTED), its objects deleted, then DELETE_FINISHED."""
         store = self._metadata_store()
-        if md.state is _STARTED:
-            self._update(store, md, _DELETE_STARTED)
-        self._storage.delete_log_segment_data(md)
-        self._update(store, md, _DELETE_FINISHED)
+
+        def mark(m: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
+            self._update(store, m, state)
+
+        def delete(m: RemoteLogSegmentMetadata) -> None:
+            self._storage.delete_log_segment_data(m)
+            mark(m, _DELETE_FINISHED)
+
+        roll_back_unfinished(md, mark=mark, delete=delete)
         action = ("rolled back the copy: deleted its objects, DELETE_SEGMENT_FINISHED"
                   if md.state is _STARTED else
                   "finished the delete: deleted its objects, DELETE_SEGMENT_FINISHED")
