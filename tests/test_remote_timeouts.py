@@ -1,0 +1,276 @@
+"""Every remote call is bounded: a hung or failing ``faultfs://`` tier never blocks appends,
+local reads or shutdown; a timed-out copy is abandoned (committing nothing, cleaned once its
+thread returns) and retried with backoff; a read of the tier waits at most
+``remote.fetch.max.wait.ms``; the reader's queue is bounded; the copy lag refuses appends
+with a retriable error. The S3 timeouts reach botocore (moto).
+
+No test sleeps to wait: hangs are Events, the clock is the FakeClock, waits are futures with
+timeouts. A step that must not block runs in a helper future with a timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import S3_BUCKET
+from fault_fs import fault_storage
+
+from tierlog import Record
+from tierlog.errors import (
+    CopyLagExceededError,
+    RemoteFetchTimeoutError,
+    RemoteReaderBusyError,
+    RetriableError,
+)
+from tierlog.manager import LogManager
+from tierlog.remote.api import RemoteLogSegmentState
+from tierlog.remote.deadline import BoundedReaderPool
+from tierlog.remote.remote_reader import topic_id_partition
+
+STEP_S = 10
+_FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+_STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+
+
+def _config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {"segment.bytes": 4096, "remote.storage.enable": True,
+            "remote.storage.manager": "fsspec",
+            "remote.storage.url": f"faultfs://{tmp_path}/tier", "local.retention.bytes": 0,
+            "remote.storage.request.timeout.ms": 300, **extra}
+
+
+def _fill(log: Any, batches: int, start: int = 0) -> None:
+    for i in range(start, start + batches):
+        log.append_records([Record(key=b"k%d" % i, value=b"v" * 500)])
+
+
+@pytest.fixture
+def helper():
+    with ThreadPoolExecutor(4) as pool:
+        yield pool
+
+
+def _segments(mgr: LogManager, log: Any) -> list[Any]:
+    return list(mgr._remote.manager().rlmm.list_remote_log_segments(topic_id_partition(log)))
+
+
+def test_a_hung_upload_is_abandoned_retried_with_backoff_and_never_committed(
+        tmp_path, clock, helper) -> None:
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path), time_ms=clock,
+            start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 20)
+        hang = faults.hang("put_file")
+        result = helper.submit(mgr.tier_now).result(STEP_S)["orders-0"]
+        assert hang.wait_entered(0)
+        assert result.errors and "within 300 ms; abandoned" in result.errors[0]
+        assert log.highest_offset_in_remote == -1
+        rlm = mgr._remote.manager()
+        states = [m.state for m in _segments(mgr, log)]
+        assert states == [_STARTED]  # nothing committed: no reader sees the segment
+        # While the upload hangs: appends and local reads go on at once.
+        helper.submit(_fill, log, 5, 20).result(STEP_S)
+        assert helper.submit(log.read, log.local_log_start_offset, 1024).result(STEP_S)
+        # Backoff: the scheduler's next tick does not retry yet (500 ms +/- 20%).
+        puts = faults.calls["put_file"]
+        assert rlm.submit_tiering(mgr._remote.tiered_logs()) == []
+        assert faults.calls["put_file"] == puts
+        # The hung thread returns late: its upload finishes, but commits nothing.
+        abandoned = list(rlm._abandoned.values())
+        faults.heal()
+        for future in abandoned:
+            future.result(STEP_S)
+        assert [m.state for m in _segments(mgr, log)] == [_STARTED]
+        clock.advance(1000)
+        result = helper.submit(mgr.tier_now).result(STEP_S)["orders-0"]
+        assert not result.errors and result.orphans_removed == 1 and result.copied
+        committed = [m for m in _segments(mgr, log) if m.state is _FINISHED]
+        assert committed and log.highest_offset_in_remote == committed[-1].end_offset
+        # Nothing committed points at missing data: every object of a FINISHED segment is there.
+        for metadata in committed:
+            log_object = rlm.rsm.fs.info(rlm.rsm.object_path(metadata, ".log"))
+            assert log_object["size"] == metadata.segment_size_in_bytes
+            for suffix in (".index", ".timeindex", ".snapshot", ".leader_epoch_checkpoint"):
+                rlm.rsm.fs.info(rlm.rsm.object_path(metadata, suffix))  # exists
+        assert rlm.retries.attempts(committed[0].remote_log_segment_id.topic_id_partition) == 0
+
+
+def test_a_failing_store_is_retried_with_exponential_backoff_not_every_tick(
+        tmp_path, clock) -> None:
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path, **{
+                "remote.log.manager.task.retry.jitter": 0}),
+            time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 20)
+        faults.fail("put_file")
+        rlm = mgr._remote.manager()
+        tiered = mgr._remote.tiered_logs()
+        attempts_at = []
+        for _ in range(12):  # ticks 250 ms apart over 3 s
+            if rlm.submit_tiering(tiered):
+                attempts_at.append(clock())
+                assert rlm.await_tiering(STEP_S)
+            clock.advance(250)
+        gaps = [b - a for a, b in zip(attempts_at, attempts_at[1:])]
+        assert gaps == [500, 1000]  # 500 ms, then 1000 ms (the tick granularity is 250 ms)
+        faults.heal()
+        clock.advance(2000)
+        assert rlm.submit_tiering(tiered) and rlm.await_tiering(STEP_S)
+        assert log.highest_offset_in_remote >= 0
+        assert rlm.retries.attempts(topic_id_partition(log)) == 0
+
+
+def test_closing_with_a_hung_store_is_bounded(tmp_path, clock, helper) -> None:
+    with fault_storage() as faults:
+        mgr = LogManager.open(tmp_path / "data", _config(
+            tmp_path, **{"remote.storage.request.timeout.ms": 60_000}), time_ms=clock,
+            start_scheduler=False)
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 20)
+        hang = faults.hang("put_file")
+        rlm = mgr._remote.manager()
+        rlm.shutdown_timeout_s = 0.2
+        rlm.submit_tiering(mgr._remote.tiered_logs())
+        assert hang.wait_entered(STEP_S)
+        helper.submit(_fill, log, 3, 20).result(STEP_S)  # appends while the upload hangs
+        helper.submit(mgr.close).result(STEP_S)  # does not wait for the hung upload
+        hang.release()
+
+
+def test_a_read_of_a_hung_tier_raises_a_retriable_timeout_after_fetch_max_wait(
+        tmp_path, clock, helper) -> None:
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path, **{"remote.fetch.max.wait.ms": 200}),
+            time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 20)
+        mgr.tier_now()
+        assert log.local_log_start_offset > 0
+        hang = faults.hang("cat_file")
+        with pytest.raises(RemoteFetchTimeoutError, match=r"orders-0: read of offset 0.*200 ms"):
+            helper.submit(log.read, 0, 4096).result(STEP_S)
+        assert hang.wait_entered(0)
+        assert isinstance(RemoteFetchTimeoutError("x"), RetriableError)
+        # Local reads are not held up by the hung remote read.
+        assert helper.submit(log.read, log.local_log_start_offset, 1024).result(STEP_S)
+        faults.heal()
+        assert log.read(0, 4096).from_remote
+
+
+def test_the_reader_queue_is_bounded_and_a_full_queue_rejects_at_once() -> None:
+    pool = BoundedReaderPool(threads=1, max_pending=2)
+    gate = threading.Event()
+    started = threading.Event()
+
+    def blocked() -> int:
+        started.set()
+        gate.wait(STEP_S)
+        return 1
+
+    try:
+        running = pool.submit(blocked)
+        assert started.wait(STEP_S)
+        queued = [pool.submit(lambda: 2), pool.submit(lambda: 3)]
+        assert pool.queue_size() == 2 and pool.active() == 1
+        with pytest.raises(RemoteReaderBusyError, match="max.pending.tasks=2"):
+            pool.submit(lambda: 4)
+        gate.set()
+        assert [f.result(STEP_S) for f in (running, *queued)] == [1, 2, 3]
+        assert pool.queue_size() == 0
+    finally:
+        gate.set()
+        pool.close()
+
+
+def test_a_read_rejected_by_a_full_queue_reaches_log_read(tmp_path, clock, helper) -> None:
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path, **{
+                "remote.log.reader.threads": 1, "remote.log.reader.max.pending.tasks": 1,
+                "remote.fetch.max.wait.ms": 5000}),
+            time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 20)
+        mgr.tier_now()
+        rlm = mgr._remote.manager()
+        gate = threading.Event()
+        entered = threading.Event()
+        first: Future[Any] = rlm._reader_pool.submit(lambda: (entered.set(), gate.wait(STEP_S)))
+        assert entered.wait(STEP_S)
+        second = rlm._reader_pool.submit(lambda: None)
+        assert rlm.reader_queue_size() == 1
+        with pytest.raises(RemoteReaderBusyError):
+            log.read(0, 4096)
+        gate.set()
+        first.result(STEP_S), second.result(STEP_S)
+        assert faults.calls is not None and log.read(0, 4096).from_remote
+
+
+def test_copy_lag_over_its_limit_refuses_client_appends_and_warns(tmp_path, clock, helper,
+                                                                  caplog) -> None:
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path, **{"remote.log.copy.lag.max.bytes": 20_000}),
+            time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        faults.fail("put_file")
+        _fill(log, 60)  # ~32 KB not copied
+        with caplog.at_level(logging.WARNING, logger="tierlog.manager_remote"):
+            mgr.tier_now()  # fails, then measures the lag
+        lag = mgr._remote.update_copy_lag()["orders-0"]
+        assert lag > 20_000
+        with pytest.raises(CopyLagExceededError, match=r"orders-0: \d+ local bytes not yet "
+                                                       r"copied.*copy.lag.max.bytes=20000"):
+            log.append_records([Record(value=b"refused")])
+        assert isinstance(log.copy_lag_error, RetriableError)
+        assert any("orders-0" in r.getMessage() and str(lag) in r.getMessage()
+                   for r in caplog.records)
+        # Rate-limited: the next check within a minute does not warn again.
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tierlog.manager_remote"):
+            mgr._remote.update_copy_lag()
+        assert not caplog.records
+        # The remote is back: tiering catches up and appends are accepted again.
+        faults.heal()
+        clock.advance(60_000)
+        mgr.tier_now()
+        assert log.copy_lag_error is None
+        helper.submit(log.append_records, [Record(value=b"accepted")]).result(STEP_S)
+
+
+def test_unlimited_copy_lag_never_refuses(tmp_path, clock) -> None:
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path), time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        faults.fail("put_file")
+        _fill(log, 60)
+        mgr.tier_now()
+        assert mgr._remote.update_copy_lag()["orders-0"] > 20_000
+        log.append_records([Record(value=b"fine")])
+
+
+def test_s3_timeouts_reach_botocore_and_tiering_works_on_moto(tmp_path, clock,
+                                                              s3_options) -> None:
+    options = {f"remote.storage.options.{k}": v for k, v in s3_options.items()}
+    config = {"segment.bytes": 4096, "remote.storage.enable": True,
+              "remote.storage.manager": "s3", "remote.storage.url": f"s3://{S3_BUCKET}/t",
+              "remote.storage.request.timeout.ms": 10_000,
+              "remote.storage.options.connect_timeout": "2",
+              "remote.storage.options.read_timeout": "3",
+              "remote.storage.options.skip_instance_cache": True, **options}
+    with LogManager.open(tmp_path / "data", config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 20)
+        assert not mgr.tier_now()["orders-0"].errors
+        assert log.highest_offset_in_remote >= 0
+        fs = mgr._remote.manager().rsm.fs
+        assert fs.config_kwargs["connect_timeout"] == 2.0
+        assert fs.config_kwargs["read_timeout"] == 3.0
+        client_config = fs.s3.meta.config
+        assert (client_config.connect_timeout, client_config.read_timeout) == (2.0, 3.0)
