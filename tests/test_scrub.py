@@ -300,6 +300,18 @@ def test_an_inconsistent_tail_is_found(tier, tip, clock) -> None:
     assert "tier end" in inconsistent.detail
 
 
+def test_a_damaged_tail_object_is_found(tier, tip, clock) -> None:
+    tail = read_tail_manifest(tier, tip)
+    assert tail is not None
+    obj = tail.objects[-1]
+    path = Path(tier.path(partition_dir_name(tip), "_tail", obj.name))
+    _flip(path, obj.size - 3)  # inside its last batch, which a quick scrub reads
+    for deep in (False, True):
+        (finding,) = scrub(tier, clock, deep=deep).findings
+        assert finding.kind is FindingKind.CORRUPT_DATA and finding.object == str(path)
+        assert finding.offsets == (obj.first_offset, obj.end_offset - 1)
+
+
 def test_a_corrupt_tail_manifest_is_found(tier, tip, clock) -> None:
     tier.put_bytes(b"{not json", tier.path(tail_manifest_key(tip)))
     assert kinds(scrub(tier, clock)) >= {FindingKind.CORRUPT_METADATA}

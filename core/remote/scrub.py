@@ -31,6 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -70,7 +71,7 @@ from tierlog.remote.object_store import ObjectEntry, RemoteTier
 from tierlog.remote.options import backend_for_url
 from tierlog.remote.ownership import read_owner
 from tierlog.remote.scrub_report import Finding, FindingKind, Repair, ScrubReport
-from tierlog.remote.scrub_segments import SegmentScrubber, named_objects
+from tierlog.remote.scrub_segments import SegmentScrubber, named_objects, tail_object_problems
 from tierlog.remote.tail_manifest import TailManifest, read_tail_manifest
 from tierlog.remote.unfinished import roll_back_unfinished
 
@@ -267,7 +268,7 @@ class _Scrubber:
             elif md.end_offset >= log_start:
                 chain.append(md)
         chain.sort(key=lambda m: (m.start_offset, m.end_offset))
-        for prev, nxt in zip(chain, chain[1:], strict=False):
+        for prev, nxt in pairwise(chain):
             if nxt.start_offset > prev.end_offset + 1:
                 self._find(Finding(FindingKind.GAP, name,
                                    f"no committed segment holds these offsets (between "
@@ -302,7 +303,7 @@ class _Scrubber:
             problems.append(f"its first object {live[0].name} starts at {live[0].first_offset}"
                             f", leaving offsets from {max(committed_end, log_start)} in no "
                             f"segment")
-        for prev, nxt in zip(tail.objects, tail.objects[1:], strict=False):
+        for prev, nxt in pairwise(tail.objects):
             if nxt.first_offset != prev.end_offset:
                 problems.append(f"objects {prev.name} and {nxt.name} are not contiguous")
         if tail.objects and tail.high_watermark < tail.objects[-1].end_offset:
@@ -323,6 +324,10 @@ class _Scrubber:
                                    f"the tail object holds {sizes[obj.name]} bytes, the tail "
                                    f"manifest records {obj.size}", object=path,
                                    offsets=offsets))
+            else:
+                for kind, detail in tail_object_problems(self._tier, obj, path,
+                                                         deep=self._deep):
+                    self._find(Finding(kind, name, detail, object=path, offsets=offsets))
 
     def _check_states(self, name: str, manifest: PartitionManifest, *, owned: bool) -> None:
         """Segments stuck in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED past the grace."""

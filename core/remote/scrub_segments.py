@@ -23,7 +23,7 @@ from tierlog.index.entries import (
     check_offset_entries,
     check_time_entries,
 )
-from tierlog.records.batch import LOG_OVERHEAD, walk_headers
+from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, walk_headers
 from tierlog.remote.api import IndexType, RemoteLogSegmentMetadata
 from tierlog.remote.fsspec_storage import extra_index_suffixes
 from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
@@ -36,6 +36,7 @@ from tierlog.remote.layout import (
 )
 from tierlog.remote.object_store import ObjectEntry, RemoteTier
 from tierlog.remote.scrub_report import Finding, FindingKind
+from tierlog.remote.tail_manifest import TailObject
 
 #: Bytes of a ``.log``'s head read without ``deep``: its first batch header, and the first
 #: batches whole when they are small.
@@ -244,3 +245,43 @@ def _entry_problem(data: bytes, anchor: int | None) -> str | None:
     except CorruptRecordError as exc:
         return str(exc)
     return "no batch header there"
+
+
+def tail_object_problems(tier: RemoteTier, obj: TailObject, path: str, *, deep: bool
+                         ) -> list[tuple[FindingKind, str]]:
+    """What is wrong with a tail object whose size is right: its batches must start at its
+    first offset and end, at its end, with the last batch the tail manifest recorded
+    (leader epoch and CRC). Without ``deep`` its first batch header and its last batch are
+    read (two ranged GETs); with ``deep`` all of it, every batch CRC-checked."""
+    last_at = obj.last_batch[0] - obj.position
+    if deep:
+        data, start = tier.get_bytes(path), 0
+    else:
+        head = tier.get_bytes(path, 0, min(obj.size, HEADER_SIZE))
+        first = next((h for _, h in walk_headers(head)), None)
+        if first is None or first[0] != obj.first_offset:
+            return [(FindingKind.OFFSET_MISMATCH, f"{path}: its first batch does not start "
+                                                  f"at offset {obj.first_offset}")]
+        if not 0 <= last_at < obj.size:
+            return [(FindingKind.INCONSISTENT_TAIL, f"{path}: the recorded last batch lies "
+                                                    f"outside the object")]
+        data, start = tier.get_bytes(path, last_at, obj.size), last_at
+    try:
+        validate_fetched_batches(data)
+        check_batch_offsets(data, path, first_offset=obj.first_offset,
+                            last_offset=obj.end_offset - 1, position=start)
+    except CorruptRecordError as exc:
+        return [(FindingKind.CORRUPT_DATA, str(exc))]
+    headers = list(walk_headers(data))
+    if not headers or (deep and headers[0][1][0] != obj.first_offset):
+        return [(FindingKind.OFFSET_MISMATCH, f"{path}: its first batch does not start at "
+                                              f"offset {obj.first_offset}")]
+    at, last = headers[-1]
+    if (last[0] + last[6] != obj.end_offset - 1 or start + at != last_at
+            or (last[2], last[4]) != (obj.last_batch[1], obj.last_batch[2])):
+        return [(FindingKind.INCONSISTENT_TAIL,
+                 f"{path}: its last batch (offsets {last[0]}..{last[0] + last[6]}, epoch "
+                 f"{last[2]}, crc {last[4]}) is not the one the tail manifest records "
+                 f"(ending at {obj.end_offset - 1}, epoch {obj.last_batch[1]}, crc "
+                 f"{obj.last_batch[2]})")]
+    return []
