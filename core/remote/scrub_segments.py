@@ -260,11 +260,11 @@ def tail_object_problems(tier: RemoteTier, obj: TailObject, path: str, *, deep: 
         head = tier.get_bytes(path, 0, min(obj.size, HEADER_SIZE))
         first = next((h for _, h in walk_headers(head)), None)
         if first is None or first[0] != obj.first_offset:
-            return [(FindingKind.OFFSET_MISMATCH, f"{path}: its first batch does not start "
-                                                  f"at offset {obj.first_offset}")]
+            return [(FindingKind.OFFSET_MISMATCH, (f"{path}: its first batch does not start "
+                                                  f"at offset {obj.first_offset}"))]
         if not 0 <= last_at < obj.size:
-            return [(FindingKind.INCONSISTENT_TAIL, f"{path}: the recorded last batch lies "
-                                                    f"outside the object")]
+            return [(FindingKind.INCONSISTENT_TAIL, (f"{path}: the recorded last batch lies "
+                                                    f"outside the object"))]
         data, start = tier.get_bytes(path, last_at, obj.size), last_at
     try:
         validate_fetched_batches(data)
@@ -274,14 +274,14 @@ def tail_object_problems(tier: RemoteTier, obj: TailObject, path: str, *, deep: 
         return [(FindingKind.CORRUPT_DATA, str(exc))]
     headers = list(walk_headers(data))
     if not headers or (deep and headers[0][1][0] != obj.first_offset):
-        return [(FindingKind.OFFSET_MISMATCH, f"{path}: its first batch does not start at "
-                                              f"offset {obj.first_offset}")]
+        return [(FindingKind.OFFSET_MISMATCH, (f"{path}: its first batch does not start at "
+                                              f"offset {obj.first_offset}"))]
     at, last = headers[-1]
     if (last[0] + last[6] != obj.end_offset - 1 or start + at != last_at
             or (last[2], last[4]) != (obj.last_batch[1], obj.last_batch[2])):
         return [(FindingKind.INCONSISTENT_TAIL,
-                 f"{path}: its last batch (offsets {last[0]}..{last[0] + last[6]}, epoch "
+                 (f"{path}: its last batch (offsets {last[0]}..{last[0] + last[6]}, epoch "
                  f"{last[2]}, crc {last[4]}) is not the one the tail manifest records "
                  f"(ending at {obj.end_offset - 1}, epoch {obj.last_batch[1]}, crc "
-                 f"{obj.last_batch[2]})")]
+                 f"{obj.last_batch[2]})"))]
     return []
