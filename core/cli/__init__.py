@@ -10,7 +10,18 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from tierlog.cli import consume, demo, dump_log, plugins, produce, scrub, serve, tier, topics
+from tierlog.cli import (
+    consume,
+    demo,
+    dump_log,
+    metrics,
+    plugins,
+    produce,
+    scrub,
+    serve,
+    tier,
+    topics,
+)
 from tierlog.cli._common import CliError, add_global_options, common_parser, verbosity
 from tierlog.errors import TierlogError
 
@@ -19,7 +30,7 @@ EXIT_ERROR = 1
 #: Exit status on Ctrl-C, as a shell reports SIGINT.
 EXIT_INTERRUPTED = 130
 
-COMMANDS = (produce, consume, topics, tier, dump_log, plugins, demo, serve, scrub)
+COMMANDS = (produce, consume, topics, tier, dump_log, plugins, demo, serve, scrub, metrics)
 
 
 def build_parser() -> argparse.ArgumentParser:

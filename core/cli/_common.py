@@ -157,6 +157,30 @@ def open_manager(st: Settings, *, must_exist: bool = True) -> Iterator[LogManage
         mgr.close()
 
 
+def add_metrics_port(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port``: serve the storage metrics while a long-running command runs."""
+    parser.add_argument("--metrics-port", type=int, metavar="PORT", default=None,
+                        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while "
+                             "the command runs (0: a free port, logged)")
+
+
+@contextmanager
+def metrics_served(mgr: LogManager, port: int | None) -> Iterator[None]:
+    """Serve ``mgr``'s metrics on ``port`` (loopback) for the duration, if a port is given."""
+    if port is None:
+        yield
+        return
+    if not 0 <= port <= 65535:
+        raise CliError(f"--metrics-port must be 0-65535, got {port}")
+    from tierlog.plugins.metrics import serve_metrics
+
+    served = serve_metrics(mgr, port)
+    try:
+        yield
+    finally:
+        served.close()
+
+
 def topic_partitions(mgr: LogManager, topic: str, partition: int | None = None) -> list[int]:
     """The partitions to work on: all of ``topic``'s, or the one asked for (checked)."""
     partitions = mgr.partitions(topic)

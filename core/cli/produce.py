@@ -15,6 +15,8 @@ from typing import Any, BinaryIO
 
 from tierlog.cli._common import (
     CliError,
+    add_metrics_port,
+    metrics_served,
     open_manager,
     parse_assignment,
     plural,
@@ -64,6 +66,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", action="append", metavar="KEY=VALUE",
                         help="a header added to every record (repeatable)")
     parser.add_argument("--file", metavar="FILE", help="read FILE instead of stdin")
+    add_metrics_port(parser)
     parser.add_argument("--batch-size", type=_positive_int, default=1000, metavar="N",
                         help="records per batch at most (default: %(default)s)")
     parser.set_defaults(func=run)
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         topic_partitions(mgr, args.topic, args.partition)
         batcher = Batcher(mgr, args.topic, args.compression, args.batch_size)
         source = "<stdin>" if args.file is None else args.file
-        with _open_input(args.file) as stream:
+        with metrics_served(mgr, args.metrics_port), _open_input(args.file) as stream:
             try:
                 for number, line in _lines(stream):
                     where = f"{source}, line {number}"

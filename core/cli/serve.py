@@ -21,7 +21,8 @@ from typing import Any
 from tierlog.atomic import atomic_write_text
 from tierlog.cli._common import (
     DEFAULT_DATA_DIR,
-    CliError,
+    add_metrics_port,
+    metrics_served,
     parse_assignments,
     read_properties,
 )
@@ -43,8 +44,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--port-file", metavar="PATH",
                         help="write HOST:PORT of the bound listener here once serving "
                              "(useful with port 0, an ephemeral port)")
-    parser.add_argument("--metrics-port", type=int, metavar="PORT", default=None,
-                        help=argparse.SUPPRESS)
+    add_metrics_port(parser)
     parser.set_defaults(func=run)
 
 
@@ -92,13 +92,11 @@ def run(args: argparse.Namespace) -> int:
     config = server_config(args)
     for directory in config.log_dirs:
         directory.mkdir(parents=True, exist_ok=True)
-    if args.metrics_port is not None:
-        # The metrics plugin (tierlog metrics) wires --metrics-port here.
-        raise CliError("--metrics-port needs the metrics plugin, which is not installed")
     manager = LogManager.open(list(config.log_dirs), config.manager)
     try:
-        asyncio.run(serve(config, manager,
-                          port_file=Path(args.port_file) if args.port_file else None))
+        with metrics_served(manager, args.metrics_port):
+            asyncio.run(serve(config, manager,
+                              port_file=Path(args.port_file) if args.port_file else None))
     finally:
         manager.close()
     sys.stderr.flush()

@@ -10,7 +10,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from tierlog.cli._common import CliError, human_bytes, open_manager, plural, settings
+from tierlog.cli._common import (
+    CliError,
+    add_metrics_port,
+    human_bytes,
+    metrics_served,
+    open_manager,
+    plural,
+    settings,
+)
 from tierlog.manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentMetadata
 from tierlog.remote.rlm import TierResult
@@ -24,6 +32,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                     "(remote.storage.manager / remote.storage.url), enforce retention.ms/bytes "
                     "over the whole log, then local.retention.ms/bytes on the local copies.")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_metrics_port(parser)
     parser.set_defaults(func=run)
 
 
@@ -34,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("no topic has remote.storage.enable=true (create one with "
                            "tierlog topics --create --topic T --config remote.storage.enable=true"
                            " and set remote.storage.url)")
-        results = tier_with_progress(mgr, quiet=args.quiet)
+        with metrics_served(mgr, args.metrics_port):
+            results = tier_with_progress(mgr, quiet=args.quiet)
         failed = print_tier_summary(mgr, results)
     return 1 if failed else 0
 

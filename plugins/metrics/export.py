@@ -1,0 +1,76 @@
+"""Getting the metrics out: an HTTP endpoint for Prometheus (``--metrics-port``), the text
+format, and the human table of ``tierlog metrics``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from prometheus_client import generate_latest, start_http_server
+from prometheus_client.registry import CollectorRegistry
+
+from tierlog.plugins.metrics.collector import registry_for
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from tierlog.manager import LogManager
+
+__all__ = ["MetricsServer", "prometheus_text", "serve_metrics", "table"]
+
+log = logging.getLogger(__name__)
+
+
+class MetricsServer:
+    """A running ``/metrics`` endpoint (prometheus_client's HTTP server on its own daemon
+    thread); ``close()`` stops it."""
+
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self.host, self.port = server.server_address[:2]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def serve_metrics(manager: LogManager, port: int, host: str = "127.0.0.1",
+                  registry: CollectorRegistry | None = None) -> MetricsServer:
+    """Serve ``manager``'s metrics (or ``registry``) for Prometheus at
+    ``http://host:port/metrics``; port 0 picks a free port (see ``.port``). Loopback unless
+    ``host`` says otherwise: the metrics name every topic."""
+    server, thread = start_http_server(port, host, registry or registry_for(manager))
+    served = MetricsServer(server, thread)
+    log.warning("tierlog metrics on %s", served.url)
+    return served
+
+
+def prometheus_text(registry: CollectorRegistry) -> str:
+    """The registry in Prometheus' text exposition format."""
+    return generate_latest(registry).decode()
+
+
+def table(registry: CollectorRegistry) -> str:
+    """One line per sample, ``name{labels}  value``, names aligned; counters end in
+    ``_total`` and timers show as ``_count`` / ``_sum`` (seconds)."""
+    rows: list[tuple[str, str]] = []
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            labels = ",".join(f"{k}={v}" for k, v in sample.labels.items())
+            name = f"{sample.name}{{{labels}}}" if labels else sample.name
+            value = sample.value
+            shown = f"{int(value)}" if float(value).is_integer() else f"{value:.6g}"
+            rows.append((name, shown))
+    if not rows:
+        return "no metrics\n"
+    width = max(len(name) for name, _ in rows)
+    return "".join(f"{name:<{width}}  {value}\n" for name, value in rows)
