@@ -135,7 +135,7 @@ def test_without_deep_the_bytes_read_are_bounded(tier: RemoteTier, tip, clock) -
     deep = scrub(tier, clock, deep=True)
     assert deep.requests["bytes"] > log_bytes
     # Per segment: a 16 KiB head, an 8-byte index entry and the last index interval.
-    assert quick.requests["bytes"] < len(segments) * (16 << 10) + 64 << 10
+    assert quick.requests["bytes"] < len(segments) * ((16 << 10) + (8 << 10)) + (64 << 10)
     assert quick.requests["bytes"] < log_bytes / 2
 
 
@@ -253,6 +253,24 @@ def test_an_overlap_is_found(tier, tip, clock) -> None:
     assert finding.kind is FindingKind.OVERLAP
     assert finding.offsets == (md.start_offset, md.end_offset)
     assert {md.segment_id, twin.segment_id} <= set(finding.detail.split())
+
+
+def test_a_segment_off_the_epoch_lineage_is_found(tier, tip, clock) -> None:
+    md = committed(tier, tip)[1]
+    stale = dataclasses.replace(md, segment_leader_epochs={99: md.start_offset})
+    twin = _copy_as_new_segment(tier, stale, clock.now)
+    (finding,) = scrub(tier, clock).findings  # not an overlap: not in the lineage
+    assert finding.kind is FindingKind.OFF_LINEAGE and finding.segment_id == twin.segment_id
+
+
+def test_a_log_start_beyond_the_segments_is_found(tier, tip, clock) -> None:
+    end = max(m.end_offset for m in committed(tier, tip)) + 1
+    store = RemoteLogMetadataManager(tier)
+    store.update_log_start_offset(tip, end + 10)
+    store.close()
+    report = scrub(tier, clock)
+    assert FindingKind.LOG_START in kinds(report)
+    assert str(end + 10) in report.of_kind(FindingKind.LOG_START)[0].detail
 
 
 def test_orphans_are_found_only_past_the_grace_period(tier, tip, clock) -> None:
