@@ -15,6 +15,7 @@ from typing import Any
 
 from tierlog.errors import ConfigError
 from tierlog.manager_config import ManagerConfig
+from tierlog.server.coordinator_config import COORDINATOR_KEYS
 
 #: Kafka's default port, used when a listener names none.
 DEFAULT_PORT = 9092
@@ -91,11 +92,14 @@ class ServerConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     auto_create_topics: bool = True
     manager: Mapping[str, Any] = field(default_factory=dict)
+    #: The group and transaction coordinators' settings (coordinator_config.COORDINATOR_KEYS).
+    coordinator: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> ServerConfig:
         """Split a flat ``server.properties`` dict; ConfigError names any bad key."""
-        manager = {k: v for k, v in values.items() if k not in SERVER_KEYS}
+        manager = {k: v for k, v in values.items()
+                   if k not in SERVER_KEYS and k not in COORDINATOR_KEYS}
         ManagerConfig(manager)  # validate the engine's keys before anything opens
         listener = parse_listener("listeners", str(values.get(
             "listeners", f"PLAINTEXT://127.0.0.1:{DEFAULT_PORT}")))
@@ -114,4 +118,5 @@ class ServerConfig:
             auto_create_topics=_parse_bool("auto.create.topics.enable",
                                            values.get("auto.create.topics.enable", True)),
             manager=manager,
+            coordinator={k: v for k, v in values.items() if k in COORDINATOR_KEYS},
         )
