@@ -3,6 +3,11 @@ coordinators rather than to the engine's ManagerConfig)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from tierlog.errors import ConfigError
+
 COORDINATOR_KEYS = frozenset({
     "offsets.topic.num.partitions", "transaction.state.log.num.partitions",
     "group.min.session.timeout.ms", "group.max.session.timeout.ms",
@@ -10,3 +15,16 @@ COORDINATOR_KEYS = frozenset({
     "transaction.max.timeout.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
 })
+
+
+def setting_int(values: Mapping[str, Any], key: str, default: int, minimum: int = 0) -> int:
+    """The integer setting ``key`` (``default`` when absent); ConfigError naming the key when
+    it is not an integer of at least ``minimum``."""
+    raw = values.get(key, default)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"must be an integer, got {raw!r}") from None
+    if isinstance(raw, bool) or value < minimum:
+        raise ConfigError(key, f"must be an integer >= {minimum}, got {raw!r}")
+    return value

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.errors import ConfigError
 from tierlog.server import groups_api, txn_api
-from tierlog.server.coordinator_config import COORDINATOR_KEYS
+from tierlog.server.coordinator_config import COORDINATOR_KEYS, setting_int
 from tierlog.server.context import BrokerServices, HandlerRegistry, RequestContext
 from tierlog.server.framing import make, nested
 from tierlog.server.groups import GroupCoordinator, GroupSettings
@@ -55,12 +55,12 @@ class Coordinators:
         if unknown:
             raise ConfigError(sorted(unknown)[0], "not a coordinator setting")
         self.groups = GroupCoordinator(
-            services, OffsetsTopic(manager, int(settings.get(
-                "offsets.topic.num.partitions", OFFSETS_PARTITIONS))),
+            services, OffsetsTopic(manager, setting_int(
+                settings, "offsets.topic.num.partitions", OFFSETS_PARTITIONS, 1)),
             GroupSettings.from_properties(settings))
         self.txns = TxnCoordinator(
-            services, TxnStateTopic(manager, int(settings.get(
-                "transaction.state.log.num.partitions", TXN_PARTITIONS))),
+            services, TxnStateTopic(manager, setting_int(
+                settings, "transaction.state.log.num.partitions", TXN_PARTITIONS, 1)),
             ProducerIdBlocks(manager.dirs[0] / BLOCK_FILE, _highest_producer_id(manager) + 1),
             self.groups.complete_txn, TxnSettings.from_properties(settings))
 

@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import BrokerServices
+from tierlog.server.coordinator_config import setting_int
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.offsets_topic import (
     OffsetsTopic,
@@ -60,12 +61,13 @@ class GroupSettings:
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> GroupSettings:
+        d = cls()
         return cls(
-            int(values.get("group.min.session.timeout.ms", cls.min_session_timeout_ms)),
-            int(values.get("group.max.session.timeout.ms", cls.max_session_timeout_ms)),
-            int(values.get("group.initial.rebalance.delay.ms",
-                           cls.initial_rebalance_delay_ms)),
-            int(values.get("offset.metadata.max.bytes", cls.max_metadata_bytes)),
+            setting_int(values, "group.min.session.timeout.ms", d.min_session_timeout_ms, 1),
+            setting_int(values, "group.max.session.timeout.ms", d.max_session_timeout_ms, 1),
+            setting_int(values, "group.initial.rebalance.delay.ms",
+                        d.initial_rebalance_delay_ms),
+            setting_int(values, "offset.metadata.max.bytes", d.max_metadata_bytes),
         )
 
 

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.server.context import BrokerServices
+from tierlog.server.coordinator_config import setting_int
 from tierlog.server.internal_topics import CONSUMER_OFFSETS
 from tierlog.server.txn_log_records import TxnStatus, TxnValue
 from tierlog.server.txn_producer_ids import ProducerIdBlocks
@@ -49,10 +50,11 @@ class TxnSettings:
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> TxnSettings:
-        return cls(int(values.get("transaction.max.timeout.ms", cls.max_timeout_ms)),
-                   int(values.get(
-                       "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                       cls.abort_check_interval_ms)))
+        d = cls()
+        return cls(setting_int(values, "transaction.max.timeout.ms", d.max_timeout_ms, 1),
+                   setting_int(values,
+                               "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                               d.abort_check_interval_ms, 1))
 
 
 @dataclass(slots=True)
