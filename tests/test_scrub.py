@@ -423,3 +423,16 @@ def test_cli_refuses_a_missing_directory(tmp_path) -> None:
     done = tierlog("scrub", str(tmp_path / "nope"), check=False)
     assert done.returncode == 1 and "does not exist" in done.stderr
     assert not (tmp_path / "nope").exists()
+
+
+def test_cli_repairs_an_orphan_then_scrubs_clean(tier, tip) -> None:
+    stray = Path(tier.path(partition_dir_name(tip), "junk.bin"))
+    stray.write_bytes(b"x" * 10)
+    assert tierlog("scrub", tier.root, "--quiet", check=False).returncode == 0  # in its grace
+    repaired = tierlog("scrub", tier.root, "--quiet", "--repair", "--grace-ms", "0")
+    assert f"orphan: {partition_dir_name(tip)}" in repaired.stdout
+    assert "[repaired: deleted the object]" in repaired.stdout and not stray.exists()
+    done = tierlog("scrub", tier.root, "--quiet", "--json", "--grace-ms", "0")
+    assert json.loads(done.stdout)["findings"] == []
+    other = json.loads(tierlog("scrub", tier.root, "--json", "--topic", "other").stdout)
+    assert other["partitions"] == 0
