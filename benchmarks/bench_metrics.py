@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _util import report, scratch_dir
+
 from tierlog import LogManager, Record
 from tierlog.plugins.metrics import prometheus_text, registry_for
 from tierlog.records import build_batch

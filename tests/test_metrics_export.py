@@ -36,10 +36,11 @@ PROMETHEUS_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
     ("kafka.log:type=Log,name=NumLogSegments", "gauge", "kafka_log_log_num_log_segments"),
     ("kafka.log:type=LogCleaner,name=max-clean-time-secs", "gauge",
      "kafka_log_log_cleaner_max_clean_time_secs"),
-    ("org.apache.kafka.storage.internals.log:type=RemoteStorageThreadPool,"
-     "name=RemoteLogReaderTaskQueueSize", "gauge",
-     "org_apache_kafka_storage_internals_log_remote_storage_thread_pool_"
-     "remote_log_reader_task_queue_size"),
+    (("org.apache.kafka.storage.internals.log:type=RemoteStorageThreadPool,"
+     "name=RemoteLogReaderTaskQueueSize"),
+     "gauge",
+     ("org_apache_kafka_storage_internals_log_remote_storage_thread_pool_"
+      "remote_log_reader_task_queue_size")),
     ("tierlog.log.remote:type=RemoteLogManager,name=CopyThrottleTimeMs", "counter",
      "tierlog_log_remote_remote_log_manager_copy_throttle_time_seconds_total"),
 ])

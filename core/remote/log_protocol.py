@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tierlog.config import LogConfig
-    from tierlog.stats import LogStats
     from tierlog.leader_epoch import LeaderEpochFileCache
     from tierlog.producer_state import ProducerStateManager
     from tierlog.remote.remote_reader import RemoteLogReader
     from tierlog.segments import LogSegments
+    from tierlog.stats import LogStats
 
 __all__ = ["TieredLog"]
 

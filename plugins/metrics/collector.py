@@ -76,7 +76,7 @@ def _add(family: Any, metric: catalog.Metric, labels: list[str], value: catalog.
         family.add_metric(labels, float(value))  # type: ignore[arg-type]
 
 
-class StorageCollector(Collector):  # type: ignore[misc]
+class StorageCollector(Collector):
     """Every metric of :data:`catalog.METRICS` for one LogManager, read when scraped."""
 
     def __init__(self, manager: LogManager,
@@ -107,7 +107,7 @@ class StorageCollector(Collector):  # type: ignore[misc]
             yield family
 
 
-class IsolatedCollector(Collector):  # type: ignore[misc]
+class IsolatedCollector(Collector):
     """Wraps any collector so that its failure is logged and yields nothing, instead of
     failing the whole registry's scrape."""
 

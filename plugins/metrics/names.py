@@ -64,8 +64,7 @@ def prometheus_name(mbean: MBean | str, kind: Kind) -> str:
     bean = parse_mbean(mbean) if isinstance(mbean, str) else mbean
     stem, suffix = bean.name, ""
     if kind == "counter":
-        if stem.endswith("PerSec"):
-            stem = stem[: -len("PerSec")]
+        stem = stem.removesuffix("PerSec")
         if stem.endswith("TimeMs"):
             stem, suffix = stem[: -len("Ms")], "_seconds"
         suffix += "_total"

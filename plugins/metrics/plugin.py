@@ -59,7 +59,7 @@ def tierlog_segment_deleted(event: SegmentDeleted) -> None:
     EVENTS.segment_deleted(event)
 
 
-class EventCollector(Collector):  # type: ignore[misc]
+class EventCollector(Collector):
     """The event counts of one LogManager's partitions, labelled topic, partition, reason."""
 
     def __init__(self, manager: LogManager, counts: EventCounts = EVENTS) -> None:
