@@ -1,0 +1,250 @@
+"""The group and transaction coordinators over a real LogManager, driven directly (no
+sockets): the classic state machine, session expiry on the loop's timers, offsets and
+transactions surviving a reload from the internal topics."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tierlog.log import Log
+from tierlog.manager import LogManager
+from tierlog.records.record import Record
+from tierlog.server import offsets_topic_records as rec
+from tierlog.server.coordinators import Coordinators
+from tierlog.server.groups import GroupState
+from tierlog.server.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+
+_T = TypeVar("_T")
+
+SETTINGS = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
+            "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 10}
+
+
+class Services:
+    """A small BrokerServices: the engine and this node, blocking work on a thread."""
+
+    def __init__(self, manager: LogManager) -> None:
+        self.manager = manager
+        self.node_id, self.host, self.port = 1, "127.0.0.1", 9092
+
+    def time_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    async def run_blocking(self, fn: Callable[[], _T]) -> _T:
+        return await asyncio.to_thread(fn)
+
+
+def run(tmp_path: Path, scenario: Callable[[Coordinators, LogManager], Any]) -> Any:
+    async def main() -> Any:
+        manager = LogManager.open(tmp_path / "data")
+        coordinators = Coordinators(Services(manager), SETTINGS)
+        try:
+            await coordinators.start()
+            return await scenario(coordinators, manager)
+        finally:
+            await coordinators.close()
+            manager.close()
+    return asyncio.run(main())
+
+
+def join(c: Coordinators, member_id: str = "", protocols: Any = (("range", b"m"),),
+         session_ms: int = 10_000, rebalance_ms: int = 5_000) -> Any:
+    return c.groups.join("g", member_id, None, "consumer", list(protocols), session_ms,
+                         rebalance_ms, "client", "/127.0.0.1", require_known_member_id=True)
+
+
+def test_join_sync_rebalance_leave(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        first = await join(c)
+        assert first.error is ErrorCode.member_id_required and first.member_id
+        a = await join(c, first.member_id)
+        assert a.error is ErrorCode.none and a.generation_id == 1 and a.leader_id == a.member_id
+        assert [m[0] for m in a.members] == [a.member_id]
+        sync = await c.groups.sync("g", 1, a.member_id, "consumer", "range",
+                                   {a.member_id: b"all"})
+        assert sync.error is ErrorCode.none and sync.assignment == b"all"
+        assert c.groups.groups["g"].state is GroupState.STABLE
+        # A second member joins: the first learns of the rebalance by its heartbeat.
+        second_id = (await join(c)).member_id
+        b_join = asyncio.ensure_future(join(c, second_id))
+        await asyncio.sleep(0)
+        assert c.groups.heartbeat("g", 1, a.member_id) is ErrorCode.rebalance_in_progress
+        a2 = await join(c, a.member_id)
+        b2 = await b_join
+        assert a2.generation_id == b2.generation_id == 2
+        assert a2.leader_id == a.member_id and len(a2.members) == 2 and b2.members == ()
+        b_sync = asyncio.ensure_future(c.groups.sync("g", 2, b2.member_id, None, None, {}))
+        a_sync = await c.groups.sync("g", 2, a.member_id, None, None,
+                                     {a.member_id: b"p0", b2.member_id: b"p1"})
+        assert a_sync.assignment == b"p0" and (await b_sync).assignment == b"p1"
+        # Stale generations are refused.
+        assert c.groups.heartbeat("g", 1, a.member_id) is ErrorCode.illegal_generation
+        error, results = c.groups.leave("g", [(b2.member_id, None)])
+        assert results == [(b2.member_id, None, ErrorCode.none)]
+        assert c.groups.groups["g"].state is GroupState.PREPARING_REBALANCE
+        a3 = await join(c, a.member_id)
+        assert a3.generation_id == 3 and [m[0] for m in a3.members] == [a.member_id]
+    run(tmp_path, scenario)
+
+
+def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        mid = (await join(c, session_ms=50)).member_id
+        a = await join(c, mid, session_ms=50)
+        await c.groups.sync("g", a.generation_id, mid, None, None, {mid: b"x"})
+        group = c.groups.groups["g"]
+        # No heartbeats: the loop's timer expires the session and the group empties.
+        for _ in range(200):
+            if group.state is GroupState.EMPTY:
+                break
+            await asyncio.sleep(0.01)  # waiting on the coordinator's own 50 ms timer
+        assert group.state is GroupState.EMPTY and not group.members
+        assert group.generation == 2
+    run(tmp_path, scenario)
+
+
+def test_inconsistent_protocols_and_unknown_members(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        mid = (await join(c)).member_id
+        await join(c, mid)
+        other = await c.groups.join("g", "", None, "consumer", [("roundrobin", b"")], 10_000,
+                                    5_000, "c", "h", require_known_member_id=True)
+        assert other.error is ErrorCode.inconsistent_group_protocol
+        assert (await join(c, "nobody")).error is ErrorCode.unknown_member_id
+        assert c.groups.heartbeat("g", 1, "nobody") is ErrorCode.unknown_member_id
+        too_short = await join(c, session_ms=1)
+        assert too_short.error is ErrorCode.invalid_session_timeout
+    run(tmp_path, scenario)
+
+
+def test_offsets_and_group_survive_a_reload(tmp_path: Path) -> None:
+    async def first(c: Coordinators, manager: LogManager) -> None:
+        errors = await c.groups.commit_offsets("g", -1, "", {
+            ("t", 0): rec.OffsetValue(5, "m", 1), ("t", 1): rec.OffsetValue(9, "", 1)})
+        assert set(errors.values()) == {ErrorCode.none}
+        errors = await c.groups.commit_offsets("g", -1, "", {("t", 0): rec.OffsetValue(6)})
+        too_big = await c.groups.commit_offsets("g", -1, "", {
+            ("t", 2): rec.OffsetValue(1, "x" * 5000)})
+        assert too_big == {("t", 2): ErrorCode.offset_metadata_too_large}
+        assert await c.groups.commit_offsets("g2", 3, "ghost", {("t", 0): rec.OffsetValue(1)}) \
+            == {("t", 0): ErrorCode.unknown_member_id}
+    run(tmp_path, first)
+
+    async def second(c: Coordinators, manager: LogManager) -> None:
+        error, offsets = c.groups.fetch_offsets("g", None, False)
+        assert {tp: v.offset for tp, (v, _) in offsets.items() if v} == {("t", 0): 6,
+                                                                        ("t", 1): 9}
+        assert c.groups.groups["g"].state is GroupState.EMPTY
+        assert await c.groups.delete_group("g") is ErrorCode.none
+    run(tmp_path, second)
+
+    async def third(c: Coordinators, manager: LogManager) -> None:
+        assert "g" not in c.groups.groups
+    run(tmp_path, third)
+
+
+def test_consumer_offsets_holds_kafka_records(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> int:
+        await c.groups.commit_offsets("grp", -1, "", {("t", 3): rec.OffsetValue(11, "md", 7)})
+        return c.groups.store.partition_of("grp")
+    partition = run(tmp_path, scenario)
+    log = Log.open(tmp_path / "data" / f"{CONSUMER_OFFSETS}-{partition}")
+    try:
+        records = [r for r in log.read(0).data.records()]
+    finally:
+        log.close()
+    assert len(records) == 1
+    assert rec.decode_key(records[0].key) == rec.OffsetKey("grp", "t", 3)
+    assert rec.decode_offset_value(records[0].value).offset == 11
+
+
+def _txn_topic(manager: LogManager) -> Log:
+    if not manager.partitions("data"):
+        manager.create_topic("data", 1)
+    return manager.log("data", 0)
+
+
+def test_transaction_commit_abort_and_offsets(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        data = _txn_topic(manager)
+        error, pid, epoch = await c.txns.init_producer_id("tx", 60_000)
+        assert error is ErrorCode.none and epoch == 0
+        assert await c.txns.add_partitions("tx", pid, epoch, [("data", 0)]) == {
+            ("data", 0): ErrorCode.none}
+        data.append_records([Record(b"k", b"v")], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=0, transactional=True)
+        assert data.last_stable_offset == 0
+        off_part = c.groups.store.partition_of("g")
+        await c.txns.add_partitions("tx", pid, epoch, [(CONSUMER_OFFSETS, off_part)])
+        await c.groups.commit_txn_offsets("g", pid, epoch, -1, "",
+                                          {("data", 0): rec.OffsetValue(1)})
+        assert c.groups.fetch_offsets("g", [("data", 0)], True)[1][("data", 0)][1] \
+            is ErrorCode.unstable_offset_commit
+        assert await c.txns.end_txn("tx", pid, epoch, True) is ErrorCode.none
+        assert data.last_stable_offset == data.log_end_offset
+        value, _ = c.groups.fetch_offsets("g", [("data", 0)], True)[1][("data", 0)]
+        assert value is not None and value.offset == 1
+        # A retried EndTxn is fine, a stale epoch is fenced.
+        assert await c.txns.end_txn("tx", pid, epoch, True) is ErrorCode.none
+        assert await c.txns.end_txn("tx", pid, epoch + 5, True) is ErrorCode.producer_fenced
+        # An aborted transaction's offsets are dropped.
+        await c.txns.add_partitions("tx", pid, epoch, [(CONSUMER_OFFSETS, off_part)])
+        await c.groups.commit_txn_offsets("g", pid, epoch, -1, "",
+                                          {("data", 0): rec.OffsetValue(99)})
+        assert await c.txns.end_txn("tx", pid, epoch, False) is ErrorCode.none
+        value, _ = c.groups.fetch_offsets("g", [("data", 0)], False)[1][("data", 0)]
+        assert value is not None and value.offset == 1
+    run(tmp_path, scenario)
+
+
+def test_ongoing_transaction_is_fenced_by_a_new_producer_and_reloaded(tmp_path: Path) -> None:
+    async def first(c: Coordinators, manager: LogManager) -> tuple[int, int]:
+        data = _txn_topic(manager)
+        _, pid, epoch = await c.txns.init_producer_id("tx", 60_000)
+        await c.txns.add_partitions("tx", pid, epoch, [("data", 0)])
+        data.append_records([Record(b"k", b"v")], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=0, transactional=True)
+        return pid, epoch
+    pid, epoch = run(tmp_path, first)
+
+    async def second(c: Coordinators, manager: LogManager) -> None:
+        data = manager.log("data", 0)
+        meta = c.txns.txns["tx"]
+        assert meta.state.name == "ONGOING" and meta.partitions == {("data", 0)}
+        assert data.last_stable_offset == 0
+        error, pid2, epoch2 = await c.txns.init_producer_id("tx", 60_000)
+        assert error is ErrorCode.none and pid2 == pid and epoch2 == epoch + 2
+        assert data.last_stable_offset == data.log_end_offset  # aborted
+        assert await c.txns.add_partitions("tx", pid, epoch, [("data", 0)]) == {
+            ("data", 0): ErrorCode.producer_fenced}
+        # An idempotent producer never gets the transactional producer's id.
+        _, idem, _ = await c.txns.init_producer_id(None, 0)
+        assert idem != pid
+    run(tmp_path, second)
+
+
+def test_transaction_timeout_aborts_and_fences(tmp_path: Path) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        data = _txn_topic(manager)
+        _, pid, epoch = await c.txns.init_producer_id("tx", 1)
+        await c.txns.add_partitions("tx", pid, epoch, [("data", 0)])
+        data.append_records([Record(b"k", b"v")], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=0, transactional=True)
+        await asyncio.sleep(0.01)  # past the 1 ms timeout on the loop's clock
+        assert await c.txns.abort_timed_out() == ["tx"]
+        assert data.last_stable_offset == data.log_end_offset
+        assert await c.txns.end_txn("tx", pid, epoch, True) is ErrorCode.producer_fenced
+    run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("topic", [TRANSACTION_STATE, CONSUMER_OFFSETS])
+def test_internal_topics_are_compacted(tmp_path: Path, topic: str) -> None:
+    async def scenario(c: Coordinators, manager: LogManager) -> list[str]:
+        return list(manager.topic_config(topic)["cleanup.policy"])
+    assert run(tmp_path, scenario) == ["compact"]
