@@ -85,7 +85,7 @@ def test_join_sync_rebalance_leave(tmp_path: Path) -> None:
         assert a_sync.assignment == b"p0" and (await b_sync).assignment == b"p1"
         # Stale generations are refused.
         assert c.groups.heartbeat("g", 1, a.member_id) is ErrorCode.illegal_generation
-        error, results = c.groups.leave("g", [(b2.member_id, None)])
+        _, results = c.groups.leave("g", [(b2.member_id, None)])
         assert results == [(b2.member_id, None, ErrorCode.none)]
         assert c.groups.groups["g"].state is GroupState.PREPARING_REBALANCE
         a3 = await join(c, a.member_id)
@@ -137,7 +137,7 @@ def test_offsets_and_group_survive_a_reload(tmp_path: Path) -> None:
     run(tmp_path, first)
 
     async def second(c: Coordinators, manager: LogManager) -> None:
-        error, offsets = c.groups.fetch_offsets("g", None, False)
+        _, offsets = c.groups.fetch_offsets("g", None, False)
         assert {tp: v.offset for tp, (v, _) in offsets.items() if v} == {("t", 0): 6,
                                                                         ("t", 1): 9}
         assert c.groups.groups["g"].state is GroupState.EMPTY

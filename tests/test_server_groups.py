@@ -56,9 +56,9 @@ def poll_until(consumers: list[KafkaConsumer], done: object) -> None:
 
 def test_members_join_and_leave_with_rebalances(server: ServerProcess) -> None:
     produce(server.bootstrap, "rb", 4, 40)
-    config = dict(bootstrap_servers=server.bootstrap, group_id="rebalancers",
-                  auto_offset_reset="earliest", enable_auto_commit=False,
-                  heartbeat_interval_ms=200, session_timeout_ms=6000)
+    config = {"bootstrap_servers": server.bootstrap, "group_id": "rebalancers",
+              "auto_offset_reset": "earliest", "enable_auto_commit": False,
+              "heartbeat_interval_ms": 200, "session_timeout_ms": 6000}
     first = KafkaConsumer("rb", **config)
     second = None
     try:
@@ -103,9 +103,7 @@ def test_committed_offsets_survive_a_restart(server: ServerProcess, hard: bool) 
     consumer = KafkaConsumer("keep", bootstrap_servers=server.bootstrap, group_id="keepers",
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              consumer_timeout_ms=5000)
-    seen = 0
-    for _ in consumer:
-        seen += 1
+    for seen, _ in enumerate(consumer, 1):
         if seen == 20:
             break
     consumer.commit()

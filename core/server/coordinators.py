@@ -26,8 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.errors import ConfigError
 from tierlog.server import groups_api, txn_api
-from tierlog.server.coordinator_config import COORDINATOR_KEYS, setting_int
 from tierlog.server.context import BrokerServices, HandlerRegistry, RequestContext
+from tierlog.server.coordinator_config import COORDINATOR_KEYS, setting_int
 from tierlog.server.framing import make, nested
 from tierlog.server.groups import GroupCoordinator, GroupSettings
 from tierlog.server.offsets_topic import DEFAULT_PARTITIONS as OFFSETS_PARTITIONS
@@ -53,7 +53,7 @@ class Coordinators:
         manager = services.manager
         unknown = set(settings) - COORDINATOR_KEYS
         if unknown:
-            raise ConfigError(sorted(unknown)[0], "not a coordinator setting")
+            raise ConfigError(min(unknown), "not a coordinator setting")
         self.groups = GroupCoordinator(
             services, OffsetsTopic(manager, setting_int(
                 settings, "offsets.topic.num.partitions", OFFSETS_PARTITIONS, 1)),

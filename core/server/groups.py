@@ -28,6 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tierlog.errors import TierlogError
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import BrokerServices
 from tierlog.server.coordinator_config import setting_int
@@ -259,9 +260,10 @@ class GroupCoordinator:
             member = Member(member_id, instance_id, client_id, client_host,
                             session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
             return await self._add_and_rebalance(group, member)
-        member = group.members.get(member_id)
-        if member is None:
+        known = group.members.get(member_id)
+        if known is None:
             return JoinResult(ErrorCode.unknown_member_id, member_id)
+        member = known
         same = member.protocols == protocols
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -537,8 +539,9 @@ class GroupCoordinator:
                               group.leader_id, group.state_timestamp, members)
 
     async def _persist_group(self, group: Group) -> ErrorCode:
-        records = [(rec.encode_key(rec.GroupKey(group.group_id)),
-                    rec.encode_group_value(self._group_value(group)))]
+        value = rec.encode_group_value(self._group_value(group))
+        records: list[tuple[bytes, bytes | None]] = [
+            (rec.encode_key(rec.GroupKey(group.group_id)), value)]
         return await self._write(group.group_id, records)
 
     async def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]], *,
@@ -549,7 +552,7 @@ class GroupCoordinator:
                 await self.services.run_blocking(lambda: self.store.write(
                     group_id, records, now, producer_id=producer_id,
                     producer_epoch=producer_epoch))
-            except Exception as exc:
+            except (TierlogError, OSError) as exc:
                 code = error_code_for(exc)
                 if code in (ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced):
                     return ErrorCode.producer_fenced

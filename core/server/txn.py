@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.server.context import BrokerServices
 from tierlog.server.coordinator_config import setting_int
 from tierlog.server.internal_topics import CONSUMER_OFFSETS
@@ -280,7 +280,7 @@ class TxnCoordinator:
                 meta.partitions.update(wanted)
                 try:
                     await self._store(meta)
-                except Exception as exc:
+                except (TierlogError, OSError) as exc:
                     log.warning("storing the transaction of %s failed: %s", transactional_id,
                                 exc)
                     return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)

@@ -49,8 +49,7 @@ class ProducerIdBlocks:
     def raise_floor(self, floor: int) -> None:
         """Never allocate below ``floor`` (an id known to be in use)."""
         with self._lock:
-            if floor > self._next:
-                self._next = floor
+            self._next = max(self._next, floor)
 
     def allocate(self) -> int:
         with self._lock:
