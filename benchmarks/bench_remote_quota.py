@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 
 from _util import ROOT, report, scratch_dir
+
 from tierlog import LogManager, Record
 
 sys.path.insert(0, str(ROOT / "tests"))
-from fault_fs import fault_storage  # noqa: E402 - the test suite's fault-injecting fs
+from fault_fs import fault_storage  # the test suite's fault-injecting fs
 
 X = 512 * 1024  # copy quota, bytes/s
 RUN_S = 25.0
@@ -75,10 +76,10 @@ def copy_rate(base: Path) -> list[tuple[str, str]]:
     worst, least = max(sums) / WINDOW_S, min(sums) / WINDOW_S
     total = sum(b for _, b in copies)
     return [
-        ("quota X", f"{X / 1024:.0f} KiB/s over 11 x 1 s samples, 2 copy threads, "
-                    f"{SEGMENT // 1024} KiB segments, {backlog / 1e6:.1f} MB backlog"),
-        ("run", f"{end:.1f} s wall, {len(copies)} segments, {total / 1e6:.2f} MB copied, "
-                f"throttled {throttled / 1000:.1f} s in all"),
+        ("quota X", (f"{X / 1024:.0f} KiB/s over 11 x 1 s samples, 2 copy threads, "
+                     f"{SEGMENT // 1024} KiB segments, {backlog / 1e6:.1f} MB backlog")),
+        ("run", (f"{end:.1f} s wall, {len(copies)} segments, {total / 1e6:.2f} MB copied, "
+                 f"throttled {throttled / 1000:.1f} s in all")),
         ("worst 10 s window [<= X + 10%]",
          f"{worst / 1024:.1f} KiB/s = {worst / X:.1%} of X"),
         ("least 10 s window", f"{least / 1024:.1f} KiB/s = {least / X:.1%} of X"),
@@ -124,10 +125,10 @@ def hung_appends(base: Path) -> list[tuple[str, str]]:
     rows = []
     for name, xs in (("healthy tier", healthy), ("hung tier", hung)):
         rows.append((f"append latency, {name}",
-                     f"p50 {_pct(xs, 0.5):6.1f} us   p99 {_pct(xs, 0.99):6.1f} us   "
-                     f"mean {statistics.fmean(xs) / 1000:6.1f} us  ({len(xs)} appends)"))
-    rows.append(("hung / healthy", f"p50 {_pct(hung, .5) / _pct(healthy, .5):.2f}x   "
-                                   f"p99 {_pct(hung, .99) / _pct(healthy, .99):.2f}x"))
+                     (f"p50 {_pct(xs, 0.5):6.1f} us   p99 {_pct(xs, 0.99):6.1f} us   "
+                      f"mean {statistics.fmean(xs) / 1000:6.1f} us  ({len(xs)} appends)")))
+    rows.append(("hung / healthy", (f"p50 {_pct(hung, .5) / _pct(healthy, .5):.2f}x   "
+                                    f"p99 {_pct(hung, .99) / _pct(healthy, .99):.2f}x")))
     rows.append(("tier caught up to offset", str(copied)))
     return rows
 

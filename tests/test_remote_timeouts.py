@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,7 @@ def test_a_failing_store_is_retried_with_exponential_backoff_not_every_tick(
                 attempts_at.append(clock())
                 assert rlm.await_tiering(STEP_S)
             clock.advance(250)
-        gaps = [b - a for a, b in zip(attempts_at, attempts_at[1:])]
+        gaps = [b - a for a, b in pairwise(attempts_at)]
         assert gaps == [500, 1000]  # 500 ms, then 1000 ms (the tick granularity is 250 ms)
         faults.heal()
         clock.advance(2000)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tierlog.errors import RemoteReaderBusyError, RemoteStorageError, RemoteTimeoutError
 
@@ -125,7 +125,7 @@ class BoundedReaderPool:
         future.add_done_callback(self._dequeue_if_cancelled)
         return future
 
-    def _dequeue_if_cancelled(self, future: Future[object]) -> None:
+    def _dequeue_if_cancelled(self, future: Future[Any]) -> None:
         if future.cancelled():  # never ran: it leaves the queue here
             with self._lock:
                 self._queued -= 1
