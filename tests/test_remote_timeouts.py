@@ -275,3 +275,31 @@ def test_s3_timeouts_reach_botocore_and_tiering_works_on_moto(tmp_path, clock,
         assert fs.config_kwargs["read_timeout"] == 3.0
         client_config = fs.s3.meta.config
         assert (client_config.connect_timeout, client_config.read_timeout) == (2.0, 3.0)
+
+
+def test_opening_over_a_hung_tier_is_bounded_and_isolates_the_partition(tmp_path, clock,
+                                                                        helper) -> None:
+    config = _config(tmp_path)
+    with fault_storage() as faults:
+        with LogManager.open(tmp_path / "data", config, time_ms=clock,
+                             start_scheduler=False) as mgr:
+            log = mgr.create_topic("orders", 1)[0]
+            _fill(log, 20)
+            mgr.tier_now()
+        hangs = [faults.hang(method) for method in ("cat_file", "ls", "info", "pipe_file")]
+
+        def reopen() -> LogManager:
+            return LogManager.open(tmp_path / "data", config, time_ms=clock,
+                                   start_scheduler=False)
+
+        mgr = helper.submit(reopen).result(STEP_S)
+        try:
+            assert any(h.wait_entered(0) for h in hangs)
+            error = mgr._remote.unavailable_error(("orders", 0))
+            assert error is not None and "abandoned" in str(error)
+            log = mgr.log("orders", 0)
+            assert helper.submit(log.read, log.local_log_start_offset, 1024).result(STEP_S)
+            helper.submit(_fill, log, 3, 20).result(STEP_S)
+        finally:
+            faults.heal()
+            mgr.close()

@@ -181,11 +181,12 @@ class RemoteLogManager:
         """Give a tiered log its remote reader and what the tier already holds of it."""
         tip = topic_id_partition(log_)
         # The metadata first: a tier that refuses us fails here with the store's message.
-        copied = [m for m in self.rlmm.list_remote_log_segments(tip) if m.state is _FINISHED]
+        copied = [m for m in self._list(tip) if m.state is _FINISHED]
         tier = tier_of(self.rlmm) or tier_of(self.rsm)
         if tier is not None:  # a backfill must not write the partition behind our back
-            record_owner(tier, tip, f"LogManager on {socket.gethostname()}:"
-                         f"{log_.directory.parent}", self._time_ms())
+            owner = f"LogManager on {socket.gethostname()}:{log_.directory.parent}"
+            self._calls.call(f"{tip}: record the owner", lambda: record_owner(
+                tier, tip, owner, self._time_ms()))
             self._sweep_backfill_staging(tier)
         highest = max((m.end_offset for m in copied), default=-1)
         log_.attach_remote(RemoteLogReader(self, log_), highest)
@@ -340,6 +341,11 @@ class RemoteLogManager:
         counts the closed segments; this counts the active segment too, as the disk does)."""
         highest = log_.highest_offset_in_remote
         return sum(s.size for s in log_.segments.values() if s.base_offset > highest)
+
+    @property
+    def abandoned_calls_total(self) -> int:
+        """Calls to the tier abandoned on a timeout after they had started (a metric)."""
+        return self._calls.abandoned_total
 
     def reader_queue_size(self) -> int:
         """Remote reads waiting for a reader thread (Kafka's RemoteLogReaderTaskQueueSize)."""
@@ -515,7 +521,7 @@ class RemoteLogManager:
         tip = topic_id_partition(log_)
         count = 0
         with self._lock_for(tip):
-            for metadata in self.rlmm.list_remote_log_segments(tip):
+            for metadata in self._list(tip):
                 if metadata.state in (_STARTED, _FINISHED):
                     self._update(metadata, _DELETE_STARTED)
                 self._delete_data(log_, metadata)
