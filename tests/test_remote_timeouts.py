@@ -26,11 +26,13 @@ from tierlog.errors import (
     CopyLagExceededError,
     RemoteFetchTimeoutError,
     RemoteReaderBusyError,
+    RemoteStorageError,
+    RemoteTimeoutError,
     RetriableError,
 )
 from tierlog.manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentState
-from tierlog.remote.deadline import BoundedReaderPool
+from tierlog.remote.deadline import BoundedReaderPool, RemoteCalls
 from tierlog.remote.remote_reader import topic_id_partition
 
 STEP_S = 10
@@ -163,6 +165,32 @@ def test_a_read_of_a_hung_tier_raises_a_retriable_timeout_after_fetch_max_wait(
         assert helper.submit(log.read, log.local_log_start_offset, 1024).result(STEP_S)
         faults.heal()
         assert log.read(0, 4096).from_remote
+
+
+def test_remote_calls_abandon_a_late_call_and_never_run_a_queued_one() -> None:
+    calls = RemoteCalls(threads=1, timeout_s=0.1)
+    gate = threading.Event()
+    abandoned: list[Future[Any]] = []
+    ran: list[str] = []
+    try:
+        assert calls.call("quick", lambda: 7) == 7
+        with pytest.raises(RemoteTimeoutError, match=r"copy of segment 5: no answer .* 100 ms"):
+            calls.call("copy of segment 5", lambda: gate.wait(STEP_S), abandoned.append)
+        assert len(abandoned) == 1 and not abandoned[0].done()  # its thread is still blocked
+        assert calls.abandoned_total == 1
+        # The one thread is taken: the next call times out in the queue and never runs.
+        with pytest.raises(RemoteTimeoutError):
+            calls.call("queued", lambda: ran.append("queued"), abandoned.append)
+        assert len(abandoned) == 1 and calls.abandoned_total == 1
+        gate.set()
+        assert abandoned[0].result(STEP_S) is True
+        assert calls.call("after", lambda: 8) == 8 and ran == []
+        assert issubclass(RemoteTimeoutError, RetriableError)
+    finally:
+        gate.set()
+        calls.close()
+    with pytest.raises(RemoteStorageError, match="closed"):
+        calls.call("late", lambda: 9)
 
 
 def test_the_reader_queue_is_bounded_and_a_full_queue_rejects_at_once() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
@@ -36,6 +36,8 @@ def wait_bounded(future: Future[_T], timeout_s: float, what: str,
         future.cancel()
         raise error(f"{what}: no answer from the remote tier within "
                     f"{timeout_s * 1000:.0f} ms; abandoned") from None
+    except CancelledError:  # the pool was shut down before the call ran
+        raise RemoteStorageError(f"{what}: cancelled, the remote tier is closing") from None
 
 
 class RemoteCalls:

@@ -8,7 +8,6 @@ start offset and ``offset_for_timestamp`` go through it transparently.
 from __future__ import annotations
 
 import logging
-import socket
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -17,7 +16,7 @@ from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.config import LONG_MAX
@@ -40,7 +39,7 @@ from tierlog.remote.index_cache import RemoteIndexCache
 from tierlog.remote.log_protocol import TieredLog
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.ownership import record_owner, tier_of
+from tierlog.remote.ownership import manager_owner, record_owner, tier_of
 from tierlog.remote.quota import RateQuota
 from tierlog.remote.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.tail import TAIL_MS, TailPublisher
@@ -157,7 +156,7 @@ class RemoteLogManager:
         #: metadata is cleaned only after it returns (it could still write objects).
         self._abandoned: dict[RemoteLogSegmentId, Future[bytes | None]] = {}
         #: Partitions paused by a metadata call abandoned on a timeout, until it returns.
-        self._paused: dict[TopicIdPartition, Future[object]] = {}
+        self._paused: dict[TopicIdPartition, Future[Any]] = {}
         self._closing = threading.Event()
         self._partition_locks: dict[TopicIdPartition, threading.Lock] = {}
         self._locks_lock = threading.Lock()
@@ -184,7 +183,7 @@ class RemoteLogManager:
         copied = [m for m in self._list(tip) if m.state is _FINISHED]
         tier = tier_of(self.rlmm) or tier_of(self.rsm)
         if tier is not None:  # a backfill must not write the partition behind our back
-            owner = f"LogManager on {socket.gethostname()}:{log_.directory.parent}"
+            owner = manager_owner(log_.directory.parent)
             self._calls.call(f"{tip}: record the owner", lambda: record_owner(
                 tier, tip, owner, self._time_ms()))
             self._sweep_backfill_staging(tier)
@@ -328,7 +327,7 @@ class RemoteLogManager:
         until it returns (its write may still land: nothing may run beside it)."""
         def pause(future: Future[_T]) -> None:
             with self._locks_lock:
-                self._paused[tip] = future  # type: ignore[assignment]
+                self._paused[tip] = future
         return self._calls.call(f"{tip}: {what}", fn, pause)
 
     def _list(self, tip: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
