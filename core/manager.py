@@ -46,8 +46,10 @@ from tierlog.manager_remote import ManagerRemote
 from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.properties import read_properties_if_exists, write_properties
-from tierlog.remote.adoption import plan_adoption, seed_log_dir
+from tierlog.remote.adoption import seed_log_dir
+from tierlog.remote.ownership import manager_owner, tier_of
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
+from tierlog.remote.restore import Download, cut_tier, plan_restore, tier_topics
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
@@ -302,10 +304,13 @@ class LogManager:
             return logs
 
     def _create_partitions(self, name: str, partitions: Iterable[int],
-                           open_partition: Callable[[int, Path], Log]) -> list[Log]:
+                           open_partition: Callable[[int, Path], Log], *,
+                           before_attach: Callable[[list[Log]], None] | None = None
+                           ) -> list[Log]:
         """All or nothing, under the manager's lock: a directory per partition (spread over
         the log dirs), its log opened by ``open_partition(partition, directory)`` and
-        registered, then the remote tier attached to the tiered ones. When any step fails
+        registered, then ``before_attach(logs)`` (a restore cuts the tier there), then the
+        remote tier attached to the tiered ones. When any step fails
         (a directory, an open, the tier refusing the attach), every partition made so far is
         closed and removed and the error is raised, so the topic can be made again."""
         logs: list[Log] = []
@@ -318,6 +323,8 @@ class LogManager:
                 partition_log = open_partition(p, directory)
                 self._logs[(name, p)] = partition_log
                 logs.append(partition_log)
+            if before_attach is not None:
+                before_attach(logs)
             self._remote.attach(logs, isolate=False)
         except BaseException:
             self._undo_create(name, logs, made)
@@ -342,16 +349,33 @@ class LogManager:
 
     def adopt_topic(self, name: str, config: Mapping[str, Any] | None = None) -> list[Log]:
         """Take over a topic the remote tier holds and no log owns (one written by Spark's
-        ``df.write.format("tierlog")``) and continue it at its end (tierlog.remote.adoption).
+        ``df.write.format("tierlog")``) and continue it at its end: :meth:`restore_topic`
+        without a cut."""
+        return self.restore_topic(name, config=config)
 
-        Each partition's local log starts empty at the tier's end offset with its log start
-        offset at the tier's start, the tier's leader epochs and producer state; reads below
-        it come from the tier, appends continue at the end, and tiering copies the new
-        segments after the tier's. The topic is tiered (``remote.storage.enable`` is set on
-        top of ``config``) and now owned by this manager: a backfill refuses it. All or
-        nothing, as :meth:`create_topic`. TopicExistsError when the topic is here already,
-        UnknownTopicOrPartitionError when the tier has none, PartitionOwnedError when a log
-        owns a partition of it."""
+    def restore_topic(self, name: str, *, to_offset: int | None = None,
+                      to_timestamp: int | None = None, force_takeover: bool = False,
+                      config: Mapping[str, Any] | None = None,
+                      download: Download | None = None) -> list[Log]:
+        """Rebuild topic ``name`` from the remote tier alone (tierlog.remote.restore), with
+        the tier's topic id, partitions, log start offset, leader epochs and producer state.
+
+        Each partition is restored to the last stable cut (no transaction spans it, on a
+        batch boundary) at or before ``to_offset`` (the first offset not restored) and
+        ``to_timestamp`` (ms), else at or before the tier's end: its local log starts empty
+        at the cut, or holds the bytes below the cut of the tier segment the cut falls in;
+        reads below come from the tier, appends continue at the cut, producers keep
+        deduplicating. The tier's segments holding offsets at or above the cut are deleted
+        from it (marked DELETE_SEGMENT_STARTED first, the highest first). The tier does not
+        record topic configs: ``config`` gives the overrides (``remote.storage.enable`` is
+        set on top). The topic is then owned by this manager: a backfill refuses it.
+        ``download(bytes)`` is called as segment bytes are fetched. All or nothing, as
+        :meth:`create_topic`.
+
+        TopicExistsError when the topic is here already; UnknownTopicOrPartitionError when
+        the tier has none; PartitionOwnedError when another log owns a partition of it
+        (``force_takeover`` takes it over, recording this manager as the owner);
+        OffsetOutOfRangeError when the cut would be below the log start offset."""
         filenames.validate_topic(name)
         overrides = {**dict(config or {}), "remote.storage.enable": True}
         topic_config = self.config.topic_defaults.with_overrides(overrides)
@@ -359,10 +383,14 @@ class LogManager:
         with self._lock:
             self._check_open()
             if self.partitions(name):
-                raise TopicExistsError(f"topic {name!r} already exists")
+                raise TopicExistsError(f"topic {name!r} already exists in "
+                                       f"{', '.join(map(str, self.dirs))}: a restore starts "
+                                       f"from a data dir without it")
             rlm = self._remote.manager()
-            states = {s.tip.partition: s for s in
-                      plan_adoption(rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms)}
+            states = {s.tip.partition: s for s in plan_restore(
+                rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms, to_offset=to_offset,
+                to_timestamp=to_timestamp, owners={manager_owner(d) for d in self.dirs},
+                force_takeover=force_takeover, download=download)}
 
             def open_partition(p: int, directory: Path) -> Log:
                 state = states[p]
@@ -372,18 +400,46 @@ class LogManager:
                              max_index_size=topic_config["segment.index.bytes"])
                 partition_log = Log.open(
                     directory, topic_config, topic_id=state.tip.topic_id,
-                    log_start_offset=state.log_start_offset, recovery_point=state.end_offset,
-                    had_clean_shutdown=True, remote_snapshots=TierProducerSnapshots(
-                        self._remote.manager, self._lock),
+                    log_start_offset=state.log_start_offset,
+                    recovery_point=state.local_log_start,
+                    had_clean_shutdown=not state.local_bytes, remote_snapshots=(
+                        TierProducerSnapshots(self._remote.manager, self._lock)),
                     **self._log_options())
                 partition_log.update_high_watermark(state.end_offset)
                 return partition_log
 
-            logs = self._create_partitions(name, states, open_partition)
+            def cut(_: list[Log]) -> None:
+                for state in states.values():
+                    cut_tier(rlm.rlmm, rlm.rsm, state.dropped, time_ms=self._time_ms)
+
+            logs = self._create_partitions(name, states, open_partition, before_attach=cut)
             for log_dir in {lg.directory.parent for lg in logs}:
                 write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
-            log.info("adopted topic %s (%d partitions) from the remote tier", name, len(logs))
+            log.info("restored topic %s (%d partitions) from the remote tier to offsets %s",
+                     name, len(logs), ", ".join(str(lg.log_end_offset) for lg in logs))
             return logs
+
+    def restore_all(self, *, to_timestamp: int | None = None, force_takeover: bool = False,
+                    config: Mapping[str, Any] | None = None,
+                    download: Download | None = None) -> dict[str, list[Log]]:
+        """:meth:`restore_topic` for every topic the remote tier holds, in name order, each
+        with the same ``to_timestamp``, ``force_takeover`` and ``config``. TopicExistsError
+        naming them, before anything changes, when the data dir holds any of them."""
+        with self._lock:
+            self._check_open()
+            rlm = self._remote.manager()
+            tier = tier_of(rlm.rlmm) or tier_of(rlm.rsm)
+            if tier is None:
+                raise ConfigError("remote.storage.manager", "restoring needs a remote storage "
+                                                            "whose tier tierlog can list")
+            names = tier_topics(tier)
+            present = [n for n in names if self.partitions(n)]
+            if present:
+                raise TopicExistsError(f"topics {', '.join(present)} already exist here: a "
+                                       f"restore starts from a data dir without them")
+            return {n: self.restore_topic(n, to_timestamp=to_timestamp,
+                                          force_takeover=force_takeover, config=config,
+                                          download=download) for n in names}
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.dirs}

@@ -17,6 +17,7 @@ from tierlog.cli import (
     metrics,
     plugins,
     produce,
+    restore,
     scrub,
     serve,
     tier,
@@ -30,7 +31,8 @@ EXIT_ERROR = 1
 #: Exit status on Ctrl-C, as a shell reports SIGINT.
 EXIT_INTERRUPTED = 130
 
-COMMANDS = (produce, consume, topics, tier, dump_log, plugins, demo, serve, scrub, metrics)
+COMMANDS = (produce, consume, topics, tier, restore, dump_log, plugins, demo, serve, scrub,
+            metrics)
 
 
 def build_parser() -> argparse.ArgumentParser:

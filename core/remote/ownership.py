@@ -12,6 +12,8 @@ JSON: ``{"owner": "<who>", "sinceMs": <epoch ms>, "version": 1}``, compact, sort
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 
 from tierlog.errors import CorruptRemoteMetadataError, PartitionOwnedError
@@ -44,6 +46,13 @@ class PartitionOwner:
                 or isinstance(since, bool) or not isinstance(since, int):
             raise CorruptRemoteMetadataError(f"{source} is not a partition owner record")
         return cls(owner, since)
+
+
+def manager_owner(log_dir: str | os.PathLike[str]) -> str:
+    """How a LogManager names itself as the owner of the partitions it tiers from
+    ``log_dir``: ``LogManager on <host>:<log dir>`` (a restore into that same directory
+    takes the partitions back without --force-takeover)."""
+    return f"LogManager on {socket.gethostname()}:{os.fspath(log_dir)}"
 
 
 def read_owner(tier: RemoteTier, tip: TopicIdPartition) -> PartitionOwner | None:

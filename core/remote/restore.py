@@ -1,0 +1,303 @@
+"""Restore (and adopt) a topic from the remote tier alone: plan each partition's restored
+state and cut the tier to it.
+
+The one path of ``LogManager.restore_topic`` (and ``adopt_topic``, a restore without a cut
+of a topic Spark wrote). For each partition of the topic's incarnation in the tier:
+
+- the cut: the restored log's end offset, the last STABLE batch boundary at or before the
+  requested offset or time (``restore_cut``), else at or before the tier's end (a
+  transaction whose marker never reached the tier is dropped: its outcome is unknown);
+- the segments wholly below the cut stay in the tier, the one straddling it is fetched and
+  its bytes below the cut are restored into the local log, and the segments at or above it
+  (the straddling one included) are taken out of the tier (:func:`cut_tier`) the way Kafka
+  removes remote segments beyond a truncated log's end: marked DELETE_SEGMENT_STARTED, the
+  highest first, before any object goes, so the committed segments always form a prefix of
+  the log and none names missing data;
+- the log start offset (``tier_log_start``) and the leader epochs of the checkpoint copied
+  with the segment holding the cut, truncated to the cut. The producer state is not planned
+  here: the log opening on the seeded directory loads the snapshot the tier holds at its
+  local log start and replays the restored bytes (``LogLoader``).
+
+Refused: a topic the tier does not hold (UnknownTopicOrPartitionError), a partition another
+log owns (PartitionOwnedError, unless ``force_takeover``), a cut below the log start offset
+(OffsetOutOfRangeError).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from tierlog.checkpoint import decode_leader_epoch_checkpoint
+from tierlog.errors import (
+    ConfigError,
+    OffsetOutOfRangeError,
+    PartitionOwnedError,
+    RemoteStorageError,
+    UnknownTopicOrPartitionError,
+)
+from tierlog.leader_epoch import EpochEntry
+from tierlog.producer_snapshot import decode_snapshot
+from tierlog.records.batch import iter_batches
+from tierlog.remote.api import (
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemoteStorageManager,
+    TopicIdPartition,
+)
+from tierlog.remote.backfill_commit import BackfillCommitter
+from tierlog.remote.manifest import remote_partitions, tier_log_start
+from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.ownership import read_owner, tier_of
+from tierlog.remote.restore_cut import last_stable_boundary
+from tierlog.remote.topics import topic_partitions
+from tierlog.remote.unfinished import roll_back_unfinished
+
+log = logging.getLogger(__name__)
+
+_FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+_DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+_DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+
+#: download(bytes): called as a restore fetches segment bytes from the tier.
+Download = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRestore:
+    """One partition's restored state, as planned from the tier."""
+
+    tip: TopicIdPartition
+    log_start_offset: int
+    """The tier's start: its first committed offset, or the recorded remote log start."""
+    end_offset: int
+    """The cut: the restored log's end offset (the tier's end when no cut was asked and
+    the end is stable)."""
+    epochs: tuple[EpochEntry, ...]
+    """The leader-epoch cache: the checkpoint copied with the segment holding the cut,
+    truncated to the cut (empty when the tier holds no segment)."""
+    local_bytes: bytes = b""
+    """The straddling segment's batches below the cut, restored as the first local segment
+    (empty when the cut is on a segment boundary)."""
+    local_start: int = -1
+    """The base offset of those bytes' segment (the end offset when there are none)."""
+    dropped: tuple[RemoteLogSegmentMetadata, ...] = field(default=())
+    """The committed segments holding offsets at or above the cut: taken out of the tier."""
+
+    @property
+    def local_log_start(self) -> int:
+        """Where the local log starts: the straddling segment's base, else the cut."""
+        return self.local_start if self.local_bytes else self.end_offset
+
+
+def plan_restore(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager, topic: str, *,
+                 time_ms: Callable[[], int], to_offset: int | None = None,
+                 to_timestamp: int | None = None, owners: Collection[str] = (),
+                 force_takeover: bool = False, download: Download | None = None
+                 ) -> list[PartitionRestore]:
+    """Every partition of ``topic``'s incarnation in the tier (the one readers read), in
+    partition order, restored to the last stable cut at or before ``to_offset`` (the first
+    offset not restored) and ``to_timestamp`` (ms: batches whose maximum timestamp is above
+    it are not restored), else at or before the tier's end. Nothing in the tier changes.
+
+    Rolls forward a backfill commit a crash left first, so the tier's end is final. A
+    partition whose ``_owner.json`` names anyone but ``owners`` (this manager) raises
+    PartitionOwnedError unless ``force_takeover``; UnknownTopicOrPartitionError when the tier
+    has no such topic; OffsetOutOfRangeError when the cut would be below a partition's log
+    start offset; ConfigError when the remote storage exposes no fsspec tier to list (a
+    third-party RemoteStorageManager)."""
+    if to_offset is not None and (isinstance(to_offset, bool) or not isinstance(to_offset, int)
+                                  or to_offset < 0):
+        raise ConfigError("to_offset", f"must be a non-negative integer, got {to_offset!r}")
+    if to_timestamp is not None and (isinstance(to_timestamp, bool)
+                                     or not isinstance(to_timestamp, int)):
+        raise ConfigError("to_timestamp", f"must be an integer (ms), got {to_timestamp!r}")
+    tier = tier_of(rlmm) or tier_of(rsm)
+    if tier is None:
+        raise ConfigError("remote.storage.manager", "restoring a topic needs a remote storage "
+                                                    "whose tier tierlog can list (local or s3)")
+    _roll_forward_backfills(tier, time_ms)
+    found = topic_partitions(tier, topic)
+    if not found:
+        raise UnknownTopicOrPartitionError(f"the remote tier at {tier.root} holds no topic "
+                                           f"{topic!r} to restore")
+    for p in sorted(found):
+        _check_owner(tier, found[p], owners, force_takeover)
+    return [_ProducerCut(rlmm, rsm, found[p], time_ms(), download).plan(to_offset, to_timestamp)
+            for p in sorted(found)]
+
+
+def tier_topics(tier: RemoteTier) -> list[str]:
+    """The names of the topics the tier holds (one LIST of its root)."""
+    return sorted({p.topic for p in remote_partitions(tier)})
+
+
+def _roll_forward_backfills(tier: RemoteTier, time_ms: Callable[[], int]) -> None:
+    committer = BackfillCommitter(tier, time_ms=time_ms)
+    try:
+        committer.recover()
+    finally:
+        committer.close()
+
+
+def _check_owner(tier: RemoteTier, tip: TopicIdPartition, owners: Collection[str],
+                 force_takeover: bool) -> None:
+    current = read_owner(tier, tip)
+    if current is None or current.owner in owners:
+        return
+    if force_takeover:
+        log.warning("%s-%d: taking over from %s (since %d ms), as forced", tip.topic,
+                    tip.partition, current.owner, current.since_ms)
+        return
+    raise PartitionOwnedError(
+        f"{tip.topic}-{tip.partition} (topic id {tip.topic_id}) is owned by {current.owner} "
+        f"(since {current.since_ms} ms): restoring it would fork a partition a live log "
+        f"tiers; stop that log first, or pass force_takeover (--force-takeover) to take it "
+        f"over")
+
+
+class _ProducerCut:
+    """Finds one partition's cut, fetching from the tier only what it must: a segment
+    whose end is the cut and whose producer snapshot shows no open transaction is never
+    downloaded."""
+
+    def __init__(self, rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
+                 tip: TopicIdPartition, now_ms: int, download: Download | None) -> None:
+        self.rsm = rsm
+        self.tip = tip
+        self.now_ms = now_ms
+        self.download = download
+        self.committed = sorted(
+            (m for m in rlmm.list_remote_log_segments(tip) if m.state is _FINISHED),
+            key=lambda m: (m.start_offset, m.end_offset))
+        self.log_start = tier_log_start(self.committed, rlmm.log_start_offset(tip))
+
+    def plan(self, to_offset: int | None, to_timestamp: int | None) -> PartitionRestore:
+        if not self.committed:
+            if to_offset is not None and to_offset < self.log_start:
+                raise self._below_start(to_offset)
+            return PartitionRestore(self.tip, self.log_start, self.log_start, ())
+        tier_end = self.committed[-1].end_offset + 1
+        limit = tier_end if to_offset is None else min(to_offset, tier_end)
+        if limit < self.log_start:
+            raise self._below_start(limit)
+        candidates = [m for m in self.committed if m.start_offset < limit]
+        if to_timestamp is not None:
+            late = next((i for i, m in enumerate(candidates)
+                         if m.max_timestamp_ms > to_timestamp), None)
+            if late is not None:
+                candidates = candidates[:late + 1]
+        for i in range(len(candidates) - 1, -1, -1):
+            segment = candidates[i]
+            previous = candidates[i - 1] if i else None
+            found = self._cut_in(segment, previous, limit, to_timestamp)
+            if found is not None:
+                cut, data = found
+                if cut < self.log_start:
+                    break
+                return self._restore(segment, cut, data)
+            limit = segment.start_offset
+        raise self._below_start(limit, unstable=True)
+
+    def _cut_in(self, segment: RemoteLogSegmentMetadata,
+                previous: RemoteLogSegmentMetadata | None, limit: int,
+                to_timestamp: int | None) -> tuple[int, bytes | None] | None:
+        """(cut, the segment's bytes below it, None when the whole segment stays) for the
+        last stable boundary of ``segment`` at or before ``limit``, or None."""
+        end = segment.end_offset + 1
+        if end <= limit and (to_timestamp is None or segment.max_timestamp_ms <= to_timestamp):
+            if not self._open_transactions(self._snapshot(segment)):
+                return end, None
+        data = self._fetch(segment)
+        before = (self._snapshot(previous)
+                  if previous is not None and previous.end_offset + 1 == segment.start_offset
+                  else None)
+        found = last_stable_boundary(iter_batches(data, strict=True),
+                                     start=segment.start_offset, end=end, snapshot=before,
+                                     stop=limit, stop_after_timestamp=to_timestamp,
+                                     now_ms=self.now_ms)
+        if found is None:
+            return None
+        if found.offset == end:
+            return end, None
+        return found.offset, data[:found.position]
+
+    def _restore(self, segment: RemoteLogSegmentMetadata, cut: int,
+                 data: bytes | None) -> PartitionRestore:
+        source = (f"the leader-epoch checkpoint of {self.tip} segment "
+                  f"{segment.remote_log_segment_id}")
+        with self.rsm.fetch_index(segment, IndexType.LEADER_EPOCH) as stream:
+            epochs = tuple(e for e in decode_leader_epoch_checkpoint(stream.read(), source)
+                           if e.start_offset < cut)
+        dropped = tuple(m for m in self.committed if m.end_offset >= cut)
+        if dropped:
+            log.info("%s: restoring to offset %d; %d segments of the tier hold offsets at or "
+                     "above it", self.tip, cut, len(dropped))
+        return PartitionRestore(self.tip, self.log_start, cut, epochs, data or b"",
+                                segment.start_offset if data else cut, dropped)
+
+    def _snapshot(self, segment: RemoteLogSegmentMetadata) -> bytes:
+        with self.rsm.fetch_index(segment, IndexType.PRODUCER_SNAPSHOT) as stream:
+            data: bytes = stream.read()
+        return data
+
+    def _open_transactions(self, snapshot: bytes) -> bool:
+        source = f"the producer snapshot of {self.tip}"
+        return any(e.current_txn_first_offset >= 0 for e in decode_snapshot(snapshot, source))
+
+    def _fetch(self, segment: RemoteLogSegmentMetadata) -> bytes:
+        with self.rsm.fetch_log_segment(segment, 0) as stream:
+            data: bytes = stream.read()
+        if len(data) != segment.segment_size_in_bytes:
+            raise RemoteStorageError(
+                f"{self.tip} segment {segment.remote_log_segment_id} (offsets "
+                f"{segment.start_offset}-{segment.end_offset}) is {len(data)} bytes in the "
+                f"tier, {segment.segment_size_in_bytes} recorded")
+        if self.download is not None:
+            self.download(len(data))
+        return data
+
+    def _below_start(self, offset: int, *, unstable: bool = False) -> OffsetOutOfRangeError:
+        why = ("no stable offset (outside every transaction) lies between it and"
+               if unstable else "it is below")
+        return OffsetOutOfRangeError(
+            f"{self.tip.topic}-{self.tip.partition}: cannot restore to offset {offset}: {why} "
+            f"the log start offset {self.log_start}")
+
+
+def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
+             dropped: Sequence[RemoteLogSegmentMetadata], *, time_ms: Callable[[], int]) -> None:
+    """Take ``dropped`` (a restore's segments at or above its cut) out of the tier: each is
+    marked DELETE_SEGMENT_STARTED, the highest first (so no reader or tiering run takes it
+    for data and the committed segments stay a prefix of the log), then its objects go and
+    it is marked DELETE_SEGMENT_FINISHED. A failure to delete objects is logged and left
+    DELETE_SEGMENT_STARTED: the partition's next tiering run (or ``tierlog scrub --repair``)
+    finishes it; a failure to mark is raised."""
+    def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
+        rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+            remote_log_segment_id=metadata.remote_log_segment_id,
+            event_timestamp_ms=time_ms(), state=state))
+
+    def delete(metadata: RemoteLogSegmentMetadata) -> None:
+        rsm.delete_log_segment_data(metadata)
+        mark(metadata, _DELETE_FINISHED)
+
+    ordered = sorted(dropped, key=lambda m: m.start_offset, reverse=True)
+    for metadata in ordered:
+        mark(metadata, _DELETE_STARTED)
+    for metadata in ordered:
+        started = dataclasses.replace(metadata, state=_DELETE_STARTED)
+        try:
+            roll_back_unfinished(started, mark=mark, delete=delete)
+        except (RemoteStorageError, OSError) as exc:
+            log.warning("%s: segment %d-%d is out of the restored log but its objects stay "
+                        "until the next tiering run: %s", metadata.remote_log_segment_id.
+                        topic_id_partition, metadata.start_offset, metadata.end_offset, exc)
+
+
+__all__ = ["Download", "PartitionRestore", "cut_tier", "plan_restore", "tier_topics"]
