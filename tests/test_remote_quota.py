@@ -164,7 +164,7 @@ def _manager(tmp_path, clock, **extra):
     config = {"segment.bytes": 4096, "remote.storage.enable": True,
               "remote.storage.manager": "fsspec",
               "remote.storage.url": f"faultfs://{tmp_path}/tier",
-              "local.retention.bytes": 0, **extra}
+              "local.retention.bytes": 0, "remote.fetch.max.wait.ms": 10_000, **extra}
     return LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
 
 
