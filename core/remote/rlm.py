@@ -339,7 +339,9 @@ class RemoteLogManager:
         """Local bytes of ``log_`` not yet copied to the tier (Kafka's RemoteCopyLagBytes
         counts the closed segments; this counts the active segment too, as the disk does)."""
         highest = log_.highest_offset_in_remote
-        return sum(s.size for s in log_.segments.values() if s.base_offset > highest)
+        # values(start) bisects to the first segment not yet copied: cheap enough to run on
+        # every tail check of every partition.
+        return sum(s.size for s in log_.segments.values(highest + 1) if s.base_offset > highest)
 
     @property
     def abandoned_calls_total(self) -> int:
