@@ -88,6 +88,10 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("remote.fetch.max.wait.ms", "int", 500,
                   "How long a read of the remote tier is waited for; then Log.read raises "
                   "the retriable RemoteFetchTimeoutError instead of hanging.", 1),
+        ConfigKey("remote.list.offsets.request.timeout.ms", "long", 30_000,
+                  "How long a lookup of a timestamp in the remote tier (ListOffsets, "
+                  "offset_for_timestamp) is waited for; then it raises the retriable "
+                  "RemoteFetchTimeoutError.", 1),
         ConfigKey("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX,
                   "Bytes per second segments are copied to the remote tier at most, over "
                   "every copy thread (default: unlimited); a copy waits while it is exceeded.",
@@ -105,10 +109,10 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("remote.log.manager.fetch.quota.window.size.seconds", "int", 1,
                   "Time span of each sample of the fetch rate.", 1),
         ConfigKey("remote.log.manager.task.retry.backoff.ms", "long", 500,
-                  "First delay before a failed tiering run of a partition is retried.", 0),
+                  "First delay before a failed tiering run of a partition is retried.", 1),
         ConfigKey("remote.log.manager.task.retry.backoff.max.ms", "long", 30_000,
                   "Largest delay between retries of a failing partition's tiering (the delay "
-                  "doubles per failure).", 0),
+                  "doubles per failure).", 1),
         ConfigKey("remote.log.manager.task.retry.jitter", "double", 0.2,
                   "Random fraction (+/-) applied to each retry delay.", 0, 0.5),
         ConfigKey("remote.storage.request.timeout.ms", "long", 30_000,

@@ -75,4 +75,5 @@ def remote_limits(config: ManagerConfig) -> RemoteLimits:
         request_timeout_ms=config["remote.storage.request.timeout.ms"],
         fetch_max_wait_ms=config["remote.fetch.max.wait.ms"],
         reader_max_pending=config["remote.log.reader.max.pending.tasks"],
+        list_offsets_timeout_ms=config["remote.list.offsets.request.timeout.ms"],
     )

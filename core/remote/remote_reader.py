@@ -196,7 +196,8 @@ class RemoteLogReader:
     def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         return self._rlm.submit_read(
             lambda: self._find_timestamp(timestamp, start_offset),
-            f"{self._log.directory.name}: remote lookup of timestamp {timestamp}")
+            f"{self._log.directory.name}: remote lookup of timestamp {timestamp}",
+            self._rlm.limits.list_offsets_timeout_ms)
 
     def _find_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         rlmm, cache = self._rlm.rlmm, self._rlm.index_cache

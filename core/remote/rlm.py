@@ -85,6 +85,8 @@ class RemoteLimits:
     fetch_max_wait_ms: int = 500
     #: remote.log.reader.max.pending.tasks.
     reader_max_pending: int = 100
+    #: remote.list.offsets.request.timeout.ms: one timestamp lookup in the tier.
+    list_offsets_timeout_ms: int = 30_000
 
 
 @dataclass(slots=True)
@@ -533,13 +535,17 @@ class RemoteLogManager:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def submit_read(self, fn: Callable[[], _T], what: str = "remote read") -> _T:
+    def submit_read(self, fn: Callable[[], _T], what: str = "remote read",
+                    timeout_ms: int | None = None) -> _T:
         """Run a remote read on the bounded reader pool and wait for it at most
-        ``remote.fetch.max.wait.ms``: RemoteReaderBusyError when the queue is full,
+        ``timeout_ms`` (default ``remote.fetch.max.wait.ms``): RemoteReaderBusyError when
+        the queue is full,
         RemoteFetchTimeoutError naming ``what`` when the read is late (both retriable; the
         late read's thread finishes on its own, its result dropped)."""
         future = self._reader_pool.submit(fn)
-        return wait_bounded(future, self.limits.fetch_max_wait_ms / 1000, what,
+        if timeout_ms is None:
+            timeout_ms = self.limits.fetch_max_wait_ms
+        return wait_bounded(future, timeout_ms / 1000, what,
                             RemoteFetchTimeoutError)
 
     def close(self) -> None:
