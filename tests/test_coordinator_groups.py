@@ -1,6 +1,7 @@
 """The group and transaction coordinators over a real LogManager, driven directly (no
-sockets): the classic state machine, session expiry on the loop's timers, offsets and
-transactions surviving a reload from the internal topics."""
+sockets): the classic state machine, session expiry and transaction timeouts driven by
+virtual time (:class:`ManualTimers`, no sleeps), offsets and transactions surviving a reload
+from the internal topics."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.records.record import Record
 from tierlog.server import offsets_topic_records as rec
+from tierlog.server.coordinator_timers import ManualTimers
 from tierlog.server.coordinators import Coordinators
 from tierlog.server.groups import GroupState
 from tierlog.server.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -27,14 +29,16 @@ SETTINGS = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partit
 
 
 class Services:
-    """A small BrokerServices: the engine and this node, blocking work on a thread."""
+    """A small BrokerServices: the engine and this node, blocking work on a thread; its
+    time is the virtual time of the coordinators' :class:`ManualTimers`."""
 
-    def __init__(self, manager: LogManager) -> None:
+    def __init__(self, manager: LogManager, timers: ManualTimers) -> None:
         self.manager = manager
+        self.timers = timers
         self.node_id, self.host, self.port = 1, "127.0.0.1", 9092
 
     def time_ms(self) -> int:
-        return int(asyncio.get_running_loop().time() * 1000)
+        return 1_700_000_000_000 + self.timers.now_ms
 
     async def run_blocking(self, fn: Callable[[], _T]) -> _T:
         return await asyncio.to_thread(fn)
@@ -43,7 +47,8 @@ class Services:
 def run(tmp_path: Path, scenario: Callable[[Coordinators, LogManager], Any]) -> Any:
     async def main() -> Any:
         manager = LogManager.open(tmp_path / "data")
-        coordinators = Coordinators(Services(manager), SETTINGS)
+        timers = ManualTimers()
+        coordinators = Coordinators(Services(manager, timers), SETTINGS, timers)
         try:
             await coordinators.start()
             return await scenario(coordinators, manager)
@@ -51,6 +56,12 @@ def run(tmp_path: Path, scenario: Callable[[Coordinators, LogManager], Any]) -> 
             await coordinators.close()
             manager.close()
     return asyncio.run(main())
+
+
+def timers_of(c: Coordinators) -> ManualTimers:
+    """The virtual time driving ``c``'s timers."""
+    assert isinstance(c.groups.timers, ManualTimers)
+    return c.groups.timers
 
 
 def join(c: Coordinators, member_id: str = "", protocols: Any = (("range", b"m"),),
@@ -99,11 +110,14 @@ def test_session_timeout_removes_a_silent_member(tmp_path: Path) -> None:
         a = await join(c, mid, session_ms=50)
         await c.groups.sync("g", a.generation_id, mid, None, None, {mid: b"x"})
         group = c.groups.groups["g"]
-        # No heartbeats: the loop's timer expires the session and the group empties.
-        for _ in range(200):
-            if group.state is GroupState.EMPTY:
-                break
-            await asyncio.sleep(0.01)  # waiting on the coordinator's own 50 ms timer
+        clock = timers_of(c)
+        # A heartbeat just before the deadline keeps the member for another full session.
+        clock.advance(49)
+        assert c.groups.heartbeat("g", a.generation_id, mid) is ErrorCode.none
+        clock.advance(49)
+        assert group.state is GroupState.STABLE and mid in group.members
+        # No more heartbeats: the session timer fires and the group empties.
+        clock.advance(1)
         assert group.state is GroupState.EMPTY and not group.members
         assert group.generation == 2
     run(tmp_path, scenario)
@@ -236,7 +250,8 @@ def test_transaction_timeout_aborts_and_fences(tmp_path: Path) -> None:
         await c.txns.add_partitions("tx", pid, epoch, [("data", 0)])
         data.append_records([Record(b"k", b"v")], producer_id=pid, producer_epoch=epoch,
                             base_sequence=0, transactional=True)
-        await asyncio.sleep(0.01)  # past the 1 ms timeout on the loop's clock
+        assert await c.txns.abort_timed_out() == []  # not yet past the 1 ms timeout
+        timers_of(c).advance(1)
         assert await c.txns.abort_timed_out() == ["tx"]
         assert data.last_stable_offset == data.log_end_offset
         assert await c.txns.end_txn("tx", pid, epoch, True) is ErrorCode.producer_fenced

@@ -28,6 +28,7 @@ from tierlog.errors import ConfigError
 from tierlog.server import groups_api, txn_api
 from tierlog.server.context import BrokerServices, HandlerRegistry, RequestContext
 from tierlog.server.coordinator_config import COORDINATOR_KEYS, setting_int
+from tierlog.server.coordinator_timers import Timers
 from tierlog.server.framing import make, nested
 from tierlog.server.groups import GroupCoordinator, GroupSettings
 from tierlog.server.offsets_topic import DEFAULT_PARTITIONS as OFFSETS_PARTITIONS
@@ -48,7 +49,8 @@ _KEY_TYPES = (0, 1)  # group, transaction
 class Coordinators:
     """The group and transaction coordinators of one server."""
 
-    def __init__(self, services: BrokerServices, settings: Mapping[str, Any]) -> None:
+    def __init__(self, services: BrokerServices, settings: Mapping[str, Any],
+                 timers: Timers | None = None) -> None:
         self.services = services
         manager = services.manager
         unknown = set(settings) - COORDINATOR_KEYS
@@ -57,7 +59,7 @@ class Coordinators:
         self.groups = GroupCoordinator(
             services, OffsetsTopic(manager, setting_int(
                 settings, "offsets.topic.num.partitions", OFFSETS_PARTITIONS, 1)),
-            GroupSettings.from_properties(settings))
+            GroupSettings.from_properties(settings), timers)
         self.txns = TxnCoordinator(
             services, TxnStateTopic(manager, setting_int(
                 settings, "transaction.state.log.num.partitions", TXN_PARTITIONS, 1)),

@@ -32,6 +32,7 @@ from tierlog.errors import TierlogError
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import BrokerServices
 from tierlog.server.coordinator_config import setting_int
+from tierlog.server.coordinator_timers import LoopTimers, TimerHandle, Timers
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.offsets_topic import (
     OffsetsTopic,
@@ -105,7 +106,7 @@ class Member:
     assignment: bytes = b""
     join_future: asyncio.Future[JoinResult] | None = None
     sync_future: asyncio.Future[SyncResult] | None = None
-    timer: asyncio.TimerHandle | None = None
+    timer: TimerHandle | None = None
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, data in self.protocols:
@@ -124,12 +125,12 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     #: Member ids handed out with MEMBER_ID_REQUIRED, not yet joined (with their timers).
-    pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    pending: dict[str, TimerHandle] = field(default_factory=dict)
     offsets: dict[TopicPartitionKey, rec.OffsetValue] = field(default_factory=dict)
     #: producer id -> offsets of its open transaction.
     pending_txn: dict[int, dict[TopicPartitionKey, rec.OffsetValue]] = field(
         default_factory=dict)
-    rebalance_timer: asyncio.TimerHandle | None = None
+    rebalance_timer: TimerHandle | None = None
     initial_delay: bool = False
     state_timestamp: int = -1
 
@@ -167,8 +168,11 @@ class GroupCoordinator:
     """Every consumer group of this node, in memory and in ``__consumer_offsets``."""
 
     def __init__(self, services: BrokerServices, store: OffsetsTopic,
-                 settings: GroupSettings | None = None) -> None:
+                 settings: GroupSettings | None = None, timers: Timers | None = None) -> None:
         self.services = services
+        #: Sessions, rebalance deadlines and pending members run on these timers (the
+        #: event loop's unless a test drives them).
+        self.timers: Timers = timers or LoopTimers()
         self.store = store
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
@@ -248,8 +252,7 @@ class GroupCoordinator:
         if not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id:
-                loop = asyncio.get_running_loop()
-                group.pending[new_id] = loop.call_later(
+                group.pending[new_id] = self.timers.call_later(
                     session_timeout_ms / 1000, self._expire_pending, group, new_id)
                 return JoinResult(ErrorCode.member_id_required, new_id)
             member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
@@ -319,18 +322,17 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = b""
                 self._finish_sync(m, SyncResult(ErrorCode.rebalance_in_progress))
-        loop = asyncio.get_running_loop()
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
         delay = self.settings.initial_rebalance_delay_ms
         if group.state is GroupState.EMPTY and delay > 0:
             group.initial_delay = True
             timeout_ms = min(delay, self._rebalance_timeout_ms(group))
-            group.rebalance_timer = loop.call_later(
+            group.rebalance_timer = self.timers.call_later(
                 timeout_ms / 1000, self._end_initial_delay, group, group.generation)
         else:
             group.initial_delay = False
-            group.rebalance_timer = loop.call_later(
+            group.rebalance_timer = self.timers.call_later(
                 self._rebalance_timeout_ms(group) / 1000, self._rebalance_expired, group,
                 group.generation)
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id,
@@ -346,7 +348,7 @@ class GroupCoordinator:
         if group.state is not GroupState.PREPARING_REBALANCE or group.generation != generation:
             return
         group.initial_delay = False
-        group.rebalance_timer = asyncio.get_running_loop().call_later(
+        group.rebalance_timer = self.timers.call_later(
             self._rebalance_timeout_ms(group) / 1000, self._rebalance_expired, group,
             generation)
         self._try_complete_join(group)
@@ -510,7 +512,7 @@ class GroupCoordinator:
     def _schedule_session(self, group: Group, member: Member) -> None:
         if member.timer is not None:
             member.timer.cancel()
-        member.timer = asyncio.get_running_loop().call_later(
+        member.timer = self.timers.call_later(
             member.session_timeout_ms / 1000, self._expire_session, group, member)
 
     def _expire_session(self, group: Group, member: Member) -> None:
