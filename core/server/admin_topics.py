@@ -18,6 +18,7 @@ from tierlog.manager import LogManager
 from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import make, nested
+from tierlog.server.internal_topics import AdminChange, refusal
 from tierlog.server.metadata import topic_uuid
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
@@ -94,6 +95,8 @@ def install(registry: Registry, services: Services) -> None:
                 if name is None:
                     out.append((ErrorCode.unknown_topic_id, ("deleting by topic id is not "
                                                             "supported: name the topic")))
+                elif (refused := refusal(name, AdminChange.DELETE_TOPIC)) is not None:
+                    out.append(refused)
                 else:
                     out.append(_attempt(partial(manager.delete_topic, name)))
             return out
@@ -110,6 +113,8 @@ def install(registry: Registry, services: Services) -> None:
         validate_only = bool(request.validate_only)
 
         def one(topic: Any) -> _Result:
+            if (refused := refusal(topic.name, AdminChange.CREATE_PARTITIONS)) is not None:
+                return refused
             current = manager.partitions(topic.name)
             if not current:
                 return ErrorCode.unknown_topic_or_partition, f"unknown topic {topic.name}"
@@ -133,6 +138,9 @@ def install(registry: Registry, services: Services) -> None:
             out = []
             for topic in request.topics:
                 for part in topic.partitions:
+                    if (refused := refusal(topic.name, AdminChange.DELETE_RECORDS)):
+                        out.append((topic.name, part.partition_index, refused[0], -1))
+                        continue
                     try:
                         partition_log = manager.log(topic.name, part.partition_index)
                         offset = int(part.offset)

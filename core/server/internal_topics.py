@@ -3,6 +3,9 @@ coordinator records and replaying a partition on load (the one home of each).
 
 Both ``__consumer_offsets`` and ``__transaction_state`` are ordinary compacted topics of the
 LogManager, so the cleaner compacts them and a restart reopens them like any other topic.
+Clients may read them (Metadata marks them ``is_internal``) but not remove them or change
+their partition count, which the coordinators' key-to-partition mapping depends on
+(:func:`refusal`).
 Coordinator records are appended with ``origin="coordinator"`` (no client sequence checks);
 replay reads every batch from the log start to the log end, control batches included, so a
 loader can follow transaction markers.
@@ -13,6 +16,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from enum import Enum
+
+from kio.schema.errors import ErrorCode
 
 from tierlog.append_plan import LogAppendInfo
 from tierlog.errors import TopicExistsError
@@ -26,6 +32,9 @@ log = logging.getLogger(__name__)
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
+
+#: The topics only the coordinators write (Kafka's ``Topic.isInternal``).
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 
 #: The settings Kafka gives its internal topics (compacted; 100 MiB segments).
 INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 100 * 1024 * 1024}
@@ -46,6 +55,36 @@ def ensure_topic(manager: LogManager, name: str, partitions: int) -> int:
     else:
         log.info("created the internal topic %s with %d partitions", name, partitions)
     return len(manager.partitions(name))
+
+
+def is_internal(topic: str | None) -> bool:
+    """Whether ``topic`` is one of the coordinators' internal topics."""
+    return topic in INTERNAL_TOPICS
+
+
+class AdminChange(Enum):
+    """The admin requests that would destroy or remap an internal topic's data."""
+
+    DELETE_TOPIC = "delete topic"
+    CREATE_PARTITIONS = "add partitions to"
+    DELETE_RECORDS = "delete records of"
+
+
+#: Kafka's answer to each: DeleteRecords is refused with INVALID_TOPIC_EXCEPTION as Kafka's
+#: ReplicaManager refuses it; a Kafka broker relies on ACLs (and kafka-topics refuses) for the
+#: other two, which a node without ACLs answers INVALID_REQUEST.
+_REFUSAL_CODES = {AdminChange.DELETE_TOPIC: ErrorCode.invalid_request,
+                  AdminChange.CREATE_PARTITIONS: ErrorCode.invalid_request,
+                  AdminChange.DELETE_RECORDS: ErrorCode.invalid_topic_exception}
+
+
+def refusal(topic: str | None, change: AdminChange) -> tuple[ErrorCode, str] | None:
+    """The error code and message refusing ``change`` on ``topic``; None when ``topic`` is not
+    internal (the change may go ahead)."""
+    if not is_internal(topic):
+        return None
+    return (_REFUSAL_CODES[change],
+            f"cannot {change.value} the internal topic {topic}: its coordinator owns it")
 
 
 def append_records(log_: Log, records: Sequence[tuple[bytes, bytes | None]], now_ms: int, *,

@@ -15,6 +15,7 @@ from tierlog.partition_metadata import topic_id_to_bytes
 from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import make, nested
+from tierlog.server.internal_topics import is_internal
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
 
@@ -24,7 +25,6 @@ API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 12
 #: The cluster id a single tierlog node reports.
 CLUSTER_ID = "tierlog"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -88,7 +88,7 @@ def install(registry: Registry, services: Services) -> None:
                           for p in partitions)
             topic_id = manager.log(name, partitions[0]).topic_id if partitions else None
             topics.append(make(topic_t, error_code=error, name=name,
-                               topic_id=topic_uuid(topic_id), is_internal=name in INTERNAL_TOPICS,
+                               topic_id=topic_uuid(topic_id), is_internal=is_internal(name),
                                partitions=parts, topic_authorized_operations=-2147483648))
         broker = make(broker_t, node_id=services.node_id, host=services.host,
                       port=services.port, rack=None)
