@@ -263,3 +263,67 @@ def test_internal_topics_are_compacted(tmp_path: Path, topic: str) -> None:
     async def scenario(c: Coordinators, manager: LogManager) -> list[str]:
         return list(manager.topic_config(topic)["cleanup.policy"])
     assert run(tmp_path, scenario) == ["compact"]
+
+
+def static_join(c: Coordinators, instance: str, member_id: str = "",
+                protocols: Any = (("range", b"m"),)) -> Any:
+    return c.groups.join("g", member_id, instance, "consumer", list(protocols), 10_000, 5_000,
+                         "client", "/127.0.0.1", require_known_member_id=True)
+
+
+def test_static_members_rejoin_without_a_rebalance_and_fence_old_ids(tmp_path: Path) -> None:
+    async def first(c: Coordinators, manager: LogManager) -> dict[str, str]:
+        # A static member joins at once: no MEMBER_ID_REQUIRED round trip (KIP-345).
+        a = await static_join(c, "inst-a")
+        assert a.error is ErrorCode.none and a.generation_id == 1 and a.leader_id == a.member_id
+        await c.groups.sync("g", 1, a.member_id, None, None, {a.member_id: b"A"})
+        b_join = asyncio.ensure_future(static_join(c, "inst-b"))
+        await asyncio.sleep(0)  # let the join reach the coordinator (no time passes)
+        a2 = await static_join(c, "inst-a", a.member_id)
+        b = await b_join
+        assert a2.generation_id == b.generation_id == 2
+        assert sorted(i for _, i, _ in a2.members) == ["inst-a", "inst-b"]
+        b_sync = asyncio.ensure_future(c.groups.sync("g", 2, b.member_id, None, None, {}))
+        await c.groups.sync("g", 2, a.member_id, None, None,
+                            {a.member_id: b"A", b.member_id: b"B"})
+        assert (await b_sync).assignment == b"B"
+        group = c.groups.groups["g"]
+        # inst-b restarts without its member id: it takes the old member's place at once.
+        b_new = await static_join(c, "inst-b")
+        assert b_new.error is ErrorCode.none and b_new.member_id != b.member_id
+        assert b_new.generation_id == 2 and not b_new.skip_assignment and b_new.members == ()
+        assert group.state is GroupState.STABLE and group.generation == 2
+        assert (await c.groups.sync("g", 2, b_new.member_id, None, None, {}, "inst-b")
+                ).assignment == b"B"
+        # The old member id is fenced everywhere it could still be used.
+        old = b.member_id
+        assert c.groups.heartbeat("g", 2, old, "inst-b") is ErrorCode.fenced_instance_id
+        assert (await c.groups.sync("g", 2, old, None, None, {}, "inst-b")).error \
+            is ErrorCode.fenced_instance_id
+        assert (await static_join(c, "inst-b", old)).error is ErrorCode.fenced_instance_id
+        assert await c.groups.commit_offsets("g", 2, old, {("t", 0): rec.OffsetValue(1)},
+                                             instance_id="inst-b") == {
+            ("t", 0): ErrorCode.fenced_instance_id}
+        assert c.groups.leave("g", [(old, "inst-b")])[1] == [
+            (old, "inst-b", ErrorCode.fenced_instance_id)]
+        assert c.groups.heartbeat("g", 2, b_new.member_id, "inst-b") is ErrorCode.none
+        # The static leader restarts: it keeps leadership and is told not to reassign.
+        a_new = await static_join(c, "inst-a")
+        assert a_new.skip_assignment and a_new.leader_id == a_new.member_id
+        assert a_new.generation_id == 2 and len(a_new.members) == 2
+        assert group.state is GroupState.STABLE and group.leader_id == a_new.member_id
+        return {"a": a_new.member_id, "b": b_new.member_id}
+    ids = run(tmp_path, first)
+
+    async def second(c: Coordinators, manager: LogManager) -> None:
+        group = c.groups.groups["g"]
+        assert {m.member_id: m.instance_id for m in group.members.values()} == {
+            ids["a"]: "inst-a", ids["b"]: "inst-b"}
+        assert group.leader_id == ids["a"] and group.generation == 2
+        # A static member leaving by its instance id alone starts a rebalance.
+        _, results = c.groups.leave("g", [("", "inst-b")])
+        assert results == [(ids["b"], "inst-b", ErrorCode.none)]
+        assert group.state is GroupState.PREPARING_REBALANCE
+        a = await static_join(c, "inst-a", ids["a"])
+        assert a.generation_id == 3 and [i for _, i, _ in a.members] == ["inst-a"]
+    run(tmp_path, second)

@@ -5,7 +5,10 @@ A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable (and 
 PreparingRebalance when a member joins, leaves or times out; Dead once deleted). A rebalance
 completes when every known member has rejoined, or when the longest rebalance timeout of the
 members expires (members that did not rejoin are removed). New members without an id are
-given one and told MEMBER_ID_REQUIRED (KIP-394) from JoinGroup v4. Each member's session is
+given one and told MEMBER_ID_REQUIRED (KIP-394) from JoinGroup v4. Static members (KIP-345,
+``group.instance.id``) join at once; one rejoining without its member id takes its old
+member's place under a new id, keeping its assignment without a rebalance when the group is
+Stable, and the old member id is then FENCED_INSTANCE_ID wherever it is used. Each member's session is
 an asyncio timer on the server's loop, reset by its heartbeats, joins and syncs; a member
 waiting in a join or a sync does not expire. Group metadata (at each completed sync and
 when a group empties) and committed offsets are written to ``__consumer_offsets`` before a
@@ -83,6 +86,8 @@ class JoinResult:
     leader_id: str = ""
     #: (member id, group instance id, metadata) of every member: for the leader only.
     members: tuple[tuple[str, str | None, bytes], ...] = ()
+    #: A static leader rejoined a Stable group: it must not compute a new assignment.
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,18 @@ class Group:
     rebalance_timer: TimerHandle | None = None
     initial_delay: bool = False
     state_timestamp: int = -1
+
+    def static_member(self, instance_id: str | None) -> Member | None:
+        """The member holding group instance id ``instance_id`` (None: none or dynamic)."""
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """Whether ``member_id`` is a stale id of static member ``instance_id`` (KIP-345:
+        FENCED_INSTANCE_ID), i.e. the instance id now belongs to another member id."""
+        current = self.static_member(instance_id)
+        return current is not None and current.member_id != member_id
 
     def all_joined(self) -> bool:
         return not self.pending and all(m.join_future is not None
@@ -249,9 +266,16 @@ class GroupCoordinator:
         if not group.supports(protocol_type, protocols):
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
         protocols = [(n, bytes(m)) for n, m in protocols]
+        if member_id and group.fenced(member_id, instance_id):
+            return JoinResult(ErrorCode.fenced_instance_id, member_id)
         if not member_id:
-            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if require_known_member_id:
+            new_id = f"{instance_id or client_id or 'member'}-{uuid.uuid4()}"
+            old = group.static_member(instance_id)
+            if old is not None:
+                member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
+                                rebalance_timeout_ms, protocol_type, protocols, old.assignment)
+                return await self._replace_static(group, old, member)
+            if require_known_member_id and instance_id is None:
                 group.pending[new_id] = self.timers.call_later(
                     session_timeout_ms / 1000, self._expire_pending, group, new_id)
                 return JoinResult(ErrorCode.member_id_required, new_id)
@@ -282,6 +306,38 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"member {member_id} rejoined")
         else:
             self._try_complete_join(group)
+        return await future
+
+    async def _replace_static(self, group: Group, old: Member, member: Member) -> JoinResult:
+        """A static member rejoined without its member id: ``member`` takes ``old``'s place
+        (and leadership); ``old``'s waiting requests are fenced. A Stable group with the same
+        protocols keeps its generation and assignment (no rebalance); otherwise it rebalances."""
+        log.info("group %s: static member %s replaces member %s", group.group_id,
+                 member.instance_id, old.member_id)
+        group.members.pop(old.member_id, None)
+        if old.timer is not None:
+            old.timer.cancel()
+        if old.join_future is not None and not old.join_future.done():
+            old.join_future.set_result(JoinResult(ErrorCode.fenced_instance_id, old.member_id))
+        self._finish_sync(old, SyncResult(ErrorCode.fenced_instance_id))
+        group.members[member.member_id] = member
+        was_leader = group.leader_id == old.member_id
+        if was_leader:
+            group.leader_id = member.member_id
+        self._schedule_session(group, member)
+        if group.state is GroupState.STABLE and old.protocols == member.protocols:
+            error = await self._persist_group(group)
+            if error is not ErrorCode.none:
+                return JoinResult(error, member.member_id)
+            result = self._join_result(group, member)
+            return JoinResult(result.error, result.member_id, result.generation_id,
+                              result.protocol_type, result.protocol_name, result.leader_id,
+                              result.members, skip_assignment=was_leader)
+        future = self._await_join(member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"static member {member.instance_id} rejoined")
         return await future
 
     def _await_join(self, member: Member) -> asyncio.Future[JoinResult]:
@@ -399,10 +455,13 @@ class GroupCoordinator:
 
     async def sync(self, group_id: str, generation: int, member_id: str,
                    protocol_type: str | None, protocol_name: str | None,
-                   assignments: Mapping[str, bytes]) -> SyncResult:
+                   assignments: Mapping[str, bytes],
+                   instance_id: str | None = None) -> SyncResult:
         if not self.loaded:
             return SyncResult(ErrorCode.coordinator_load_in_progress)
         group = self.groups.get(group_id)
+        if group is not None and group.fenced(member_id, instance_id):
+            return SyncResult(ErrorCode.fenced_instance_id)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None or group.state in (GroupState.EMPTY,
                                                                GroupState.DEAD):
@@ -448,10 +507,13 @@ class GroupCoordinator:
 
     # -- Heartbeat and LeaveGroup ----------------------------------------------------
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  instance_id: str | None = None) -> ErrorCode:
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress
         group = self.groups.get(group_id)
+        if group is not None and group.fenced(member_id, instance_id):
+            return ErrorCode.fenced_instance_id
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None or group.state in (GroupState.EMPTY,
                                                                GroupState.DEAD):
@@ -479,10 +541,10 @@ class GroupCoordinator:
                 results.append((member_id, instance_id, ErrorCode.none))
                 self._try_complete_join(group)
                 continue
-            member = group.members.get(member_id)
-            if member is None and instance_id is not None:
-                member = next((m for m in group.members.values()
-                               if m.instance_id == instance_id), None)
+            if member_id and group.fenced(member_id, instance_id):
+                results.append((member_id, instance_id, ErrorCode.fenced_instance_id))
+                continue
+            member = group.members.get(member_id) or group.static_member(instance_id)
             if member is None:
                 results.append((member_id, instance_id, ErrorCode.unknown_member_id))
                 continue
@@ -569,8 +631,10 @@ class GroupCoordinator:
 
     # -- offsets ---------------------------------------------------------------------
 
-    def _check_commit(self, group: Group | None, generation: int, member_id: str
-                      ) -> ErrorCode:
+    def _check_commit(self, group: Group | None, generation: int, member_id: str,
+                      instance_id: str | None = None) -> ErrorCode:
+        if group is not None and group.fenced(member_id, instance_id):
+            return ErrorCode.fenced_instance_id
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.none if generation < 0 else ErrorCode.unknown_member_id
         if generation < 0 and group.state is GroupState.EMPTY:
@@ -595,7 +659,8 @@ class GroupCoordinator:
         return ok, errors
 
     async def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                             offsets: Mapping[TopicPartitionKey, rec.OffsetValue]
+                             offsets: Mapping[TopicPartitionKey, rec.OffsetValue], *,
+                             instance_id: str | None = None
                              ) -> dict[TopicPartitionKey, ErrorCode]:
         """OffsetCommit: an error per partition (all the same unless a metadata is too big)."""
         if not self.loaded:
@@ -603,7 +668,7 @@ class GroupCoordinator:
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
-        error = self._check_commit(group, generation, member_id)
+        error = self._check_commit(group, generation, member_id, instance_id)
         if error is not ErrorCode.none:
             return dict.fromkeys(offsets, error)
         if group is None or group.state is GroupState.DEAD:
@@ -619,7 +684,8 @@ class GroupCoordinator:
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation: int, member_id: str,
-                                 offsets: Mapping[TopicPartitionKey, rec.OffsetValue]
+                                 offsets: Mapping[TopicPartitionKey, rec.OffsetValue], *,
+                                 instance_id: str | None = None
                                  ) -> dict[TopicPartitionKey, ErrorCode]:
         """TxnOffsetCommit: written as the producer's transactional records, pending until
         its transaction's marker (:meth:`complete_txn`)."""
@@ -627,7 +693,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, ErrorCode.coordinator_load_in_progress)
         group = self.groups.get(group_id)
         if generation >= 0 or member_id:
-            error = self._check_commit(group, generation, member_id)
+            error = self._check_commit(group, generation, member_id, instance_id)
             if error is not ErrorCode.none:
                 return dict.fromkeys(offsets, error)
         if group is None or group.state is GroupState.DEAD:

@@ -75,7 +75,8 @@ def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
                     generation_id=result.generation_id, protocol_type=result.protocol_type,
                     protocol_name=(result.protocol_name or "") if ctx.api_version < 7
                     else result.protocol_name,
-                    leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
+                    leader=result.leader_id, skip_assignment=result.skip_assignment,
+                    member_id=result.member_id,
                     members=tuple(make(member_t, member_id=m, group_instance_id=i, metadata=d)
                                   for m, i, d in result.members))
 
@@ -83,13 +84,15 @@ def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
         result = await groups.sync(
             req.group_id, req.generation_id, req.member_id,
             getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
-            {a.member_id: a.assignment for a in req.assignments})
+            {a.member_id: a.assignment for a in req.assignments},
+            getattr(req, "group_instance_id", None))
         return make(ctx.response_type, throttle_time=_NO_THROTTLE, error_code=result.error,
                     protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                     assignment=result.assignment)
 
     async def heartbeat(ctx: RequestContext, req: Any) -> Any:
-        error = groups.heartbeat(req.group_id, req.generation_id, req.member_id)
+        error = groups.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                 getattr(req, "group_instance_id", None))
         return make(ctx.response_type, throttle_time=_NO_THROTTLE, error_code=error)
 
     async def leave_group(ctx: RequestContext, req: Any) -> Any:
@@ -114,7 +117,8 @@ def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
             getattr(p, "committed_leader_epoch", -1))
             for t in req.topics for p in t.partitions}
         errors = await groups.commit_offsets(req.group_id, req.generation_id_or_member_epoch,
-                                             req.member_id, offsets)
+                                             req.member_id, offsets,
+                                             instance_id=getattr(req, "group_instance_id", None))
         return _partition_errors(cls, "OffsetCommitResponseTopic",
                                  "OffsetCommitResponsePartition", errors,
                                  throttle_time=_NO_THROTTLE)

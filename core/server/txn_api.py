@@ -100,7 +100,7 @@ def install(registry: HandlerRegistry, txns: TxnCoordinator, groups: GroupCoordi
             errors = await groups.commit_txn_offsets(
                 req.group_id, req.producer_id, req.producer_epoch,
                 int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
-                offsets)
+                offsets, instance_id=getattr(req, "group_instance_id", None))
         else:
             errors = dict.fromkeys(offsets, error)
         topic_t = nested(cls, "TxnOffsetCommitResponseTopic")
