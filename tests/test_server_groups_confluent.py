@@ -18,6 +18,10 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 from server_process import ServerProcess, start
 
+from tierlog.log import Log
+from tierlog.server import offsets_topic_records as rec
+from tierlog.server.coordinator_wire import partition_for
+
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 1}
 TOPIC, GROUP, PARTITIONS = "cg", "confluent-group", 4
@@ -117,3 +121,43 @@ def test_two_confluent_members_rebalance_and_consume_each_record_once(
     assert {tp.partition: tp.offset for tp in listed.topic_partitions} == dict.fromkeys(
         range(PARTITIONS), 15)
     assert all(tp.error is None for tp in listed.topic_partitions)
+
+
+def test_a_static_member_restarts_without_a_rebalance(server: ServerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for future in admin.create_topics([NewTopic("static", 2, 1)]).values():
+        future.result(DEADLINE_S)
+
+    def member() -> Consumer:
+        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "statics",
+                             "group.instance.id": "worker-1", "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 200, "enable.auto.commit": False})
+        consumer.subscribe(["static"])
+        deadline = time.monotonic() + DEADLINE_S
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "the static member got no assignment"
+            consumer.poll(0.1)
+        return consumer
+
+    member().close()  # a static member's close() sends no LeaveGroup (KIP-345)
+    again = member()
+    try:
+        described = admin.describe_consumer_groups(["statics"])["statics"].result(DEADLINE_S)
+        assert [m.group_instance_id for m in described.members] == ["worker-1"]
+    finally:
+        again.close()
+    # The group's metadata in __consumer_offsets: the restarted member replaced the first
+    # under a new member id in the same generation (no rebalance).
+    server.terminate()
+    partition = partition_for("statics", CONFIG["offsets.topic.num.partitions"])
+    log = Log.open(server.data_dir / f"__consumer_offsets-{partition}")
+    try:
+        values = [rec.decode_group_value(r.value) for r in log.read(0, 1 << 20).data.records()
+                  if r.key is not None and r.value is not None
+                  and rec.decode_key(r.key) == rec.GroupKey("statics")]
+    finally:
+        log.close()
+    stable = [v for v in values if v.members]
+    assert {v.generation for v in stable} == {1}
+    assert [m.group_instance_id for v in stable for m in v.members] == ["worker-1"] * len(stable)
+    assert len({v.members[0].member_id for v in stable}) == 2
