@@ -50,9 +50,9 @@ class PartitionOwner:
 
 def manager_owner(log_dir: str | os.PathLike[str]) -> str:
     """How a LogManager names itself as the owner of the partitions it tiers from
-    ``log_dir``: ``LogManager on <host>:<log dir>`` (a restore into that same directory
-    takes the partitions back without --force-takeover)."""
-    return f"LogManager on {socket.gethostname()}:{os.fspath(log_dir)}"
+    ``log_dir``: ``LogManager on <host>:<absolute log dir>`` (a restore into that same
+    directory takes the partitions back without --force-takeover)."""
+    return f"LogManager on {socket.gethostname()}:{os.path.abspath(log_dir)}"
 
 
 def read_owner(tier: RemoteTier, tip: TopicIdPartition) -> PartitionOwner | None:
