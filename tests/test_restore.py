@@ -169,7 +169,7 @@ def lose_disks_after(tmp_path: Path, config: dict[str, Any], clock: Any,
         start = log.log_start_offset
         source = Source(data, config, log.topic_id, end, w.marks, raw_batches(log, start, end),
                         at_each_offset(log, start, end), consumer_view(log, start, end),
-                        w.last_idem, log.leader_epoch_cache.entries())
+                        w.last_idem or ([], -1), log.leader_epoch_cache.entries())
     shutil.rmtree(data)
     return source
 
@@ -308,16 +308,16 @@ def test_refusals_name_the_problem(tmp_path, clock, request, kind):
         with pytest.raises(PartitionOwnedError, match=r"orders-0 .*--force-takeover"):
             mgr.restore_topic("orders")
         assert mgr.partitions("orders") == [] and not list(other.glob("orders-*"))
-        (log,) = mgr.restore_topic("orders", force_takeover=True)
+        mgr.restore_topic("orders", force_takeover=True)
         tip = topic_partitions(_tier(mgr), "orders")[0]
         assert read_owner(_tier(mgr), tip).owner == manager_owner(other)
         with pytest.raises(TopicExistsError, match="'orders' already exists"):
             mgr.restore_topic("orders")
     # The original data dir is no longer the owner: it must force the takeover back.
     with LogManager.open(source.data, source.config, time_ms=clock,
-                         start_scheduler=False) as mgr:
-        with pytest.raises(PartitionOwnedError, match="other"):
-            mgr.restore_topic("orders")
+                         start_scheduler=False) as mgr, \
+            pytest.raises(PartitionOwnedError, match="other"):
+        mgr.restore_topic("orders")
 
 
 def test_a_cut_below_the_log_start_is_refused(tmp_path, clock, request):

@@ -94,7 +94,8 @@ def snapshot_with_early_txn(start: int) -> bytes:
 
 @settings(max_examples=150, deadline=None)
 @given(segments(), st.integers(0, 60), st.one_of(st.none(), st.integers(-1, 26)))
-def test_the_cut_is_the_last_stable_boundary_at_or_before_the_stop(segment, stop, ts, ):
+def test_the_cut_is_the_last_stable_boundary_at_or_before_the_stop(
+        segment: tuple[list[Op], bool], stop: int, ts: int | None) -> None:
     ops, early_open = segment
     start = 100
     data, boundaries, end = encode(ops, start)

@@ -84,15 +84,18 @@ def run(args: argparse.Namespace) -> int:
     with tqdm(unit="B", unit_scale=True, desc="restore", disable=args.quiet,
               file=sys.stderr) as bar, \
             LogManager.open(st.data_dirs, config, start_scheduler=False) as mgr:
+        def fetched(size: int) -> None:
+            bar.update(size)
+
         if args.all:
             restored = mgr.restore_all(to_timestamp=to_timestamp,
                                        force_takeover=args.force_takeover,
-                                       config=topic_config, download=bar.update)
+                                       config=topic_config, download=fetched)
         else:
             restored = {args.topic: mgr.restore_topic(
                 args.topic, to_offset=args.to_offset, to_timestamp=to_timestamp,
                 force_takeover=args.force_takeover, config=topic_config,
-                download=bar.update)}
+                download=fetched)}
         bar.close()
         for logs in restored.values():
             for partition_log in logs:

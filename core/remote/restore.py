@@ -210,9 +210,9 @@ class _ProducerCut:
         """(cut, the segment's bytes below it, None when the whole segment stays) for the
         last stable boundary of ``segment`` at or before ``limit``, or None."""
         end = segment.end_offset + 1
-        if end <= limit and (to_timestamp is None or segment.max_timestamp_ms <= to_timestamp):
-            if not self._open_transactions(self._snapshot(segment)):
-                return end, None
+        if end <= limit and (to_timestamp is None or segment.max_timestamp_ms <= to_timestamp) \
+                and not self._open_transactions(self._snapshot(segment)):
+            return end, None
         data = self._fetch(segment)
         before = (self._snapshot(previous)
                   if previous is not None and previous.end_offset + 1 == segment.start_offset
