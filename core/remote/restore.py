@@ -39,6 +39,7 @@ from tierlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.leader_epoch import EpochEntry
+from tierlog.producer_append import ProducerStateEntry
 from tierlog.producer_snapshot import decode_snapshot
 from tierlog.records.batch import iter_batches
 from tierlog.remote.api import (
@@ -248,7 +249,8 @@ class _ProducerCut:
 
     def _open_transactions(self, snapshot: bytes) -> bool:
         source = f"the producer snapshot of {self.tip}"
-        return any(e.current_txn_first_offset >= 0 for e in decode_snapshot(snapshot, source))
+        return any(ProducerStateEntry.from_snapshot_entry(e).current_txn_first_offset is not None
+                   for e in decode_snapshot(snapshot, source))
 
     def _fetch(self, segment: RemoteLogSegmentMetadata) -> bytes:
         with self.rsm.fetch_log_segment(segment, 0) as stream:
