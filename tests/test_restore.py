@@ -15,6 +15,7 @@ import pytest
 from conftest import S3_BUCKET
 
 from tierlog.errors import (
+    ConfigError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     PartitionOwnedError,
@@ -304,6 +305,8 @@ def test_refusals_name_the_problem(tmp_path, clock, request, kind):
     with LogManager.open(other, source.config, time_ms=clock, start_scheduler=False) as mgr:
         with pytest.raises(UnknownTopicOrPartitionError, match="'missing'"):
             mgr.restore_topic("missing")
+        with pytest.raises(ConfigError, match="to_offset"):
+            mgr.restore_topic("orders", to_offset=-1)
         # Another data dir owned the partitions: refused unless taken over explicitly.
         with pytest.raises(PartitionOwnedError, match=r"orders-0 .*--force-takeover"):
             mgr.restore_topic("orders")
