@@ -409,8 +409,7 @@ class LogManager:
                 return partition_log
 
             def cut(_: list[Log]) -> None:
-                for state in states.values():
-                    cut_tier(rlm.rlmm, rlm.rsm, state.dropped, time_ms=self._time_ms)
+                cut_tier(rlm.rlmm, rlm.rsm, list(states.values()), time_ms=self._time_ms)
 
             logs = self._create_partitions(name, states, open_partition, before_attach=cut)
             for log_dir in {lg.directory.parent for lg in logs}:

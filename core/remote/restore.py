@@ -273,13 +273,17 @@ class _ProducerCut:
 
 
 def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
-             dropped: Sequence[RemoteLogSegmentMetadata], *, time_ms: Callable[[], int]) -> None:
-    """Take ``dropped`` (a restore's segments at or above its cut) out of the tier: each is
-    marked DELETE_SEGMENT_STARTED, the highest first (so no reader or tiering run takes it
-    for data and the committed segments stay a prefix of the log), then its objects go and
-    it is marked DELETE_SEGMENT_FINISHED. A failure to delete objects is logged and left
-    DELETE_SEGMENT_STARTED: the partition's next tiering run (or ``tierlog scrub --repair``)
-    finishes it; a failure to mark is raised."""
+             restores: Sequence[PartitionRestore], *, time_ms: Callable[[], int]) -> None:
+    """Take each restore's ``dropped`` segments (those at or above its cut) out of the tier.
+
+    Each is marked DELETE_SEGMENT_STARTED (no reader or tiering run takes it for data), the
+    highest first so a partition's committed segments stay a prefix of its log; the
+    segments the cuts fall in, whose records below the cut then live only in the restored
+    local logs, are marked last, after every other partition's segments, so a tier failing
+    on the way loses no record below a cut unless it fails between those last marks. Then
+    the objects go and each is marked DELETE_SEGMENT_FINISHED; a delete that fails is
+    logged and left DELETE_SEGMENT_STARTED for the partition's next tiering run (or
+    ``tierlog scrub --repair``). A failure to mark is raised."""
     def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
         rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             remote_log_segment_id=metadata.remote_log_segment_id,
@@ -289,10 +293,15 @@ def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
         rsm.delete_log_segment_data(metadata)
         mark(metadata, _DELETE_FINISHED)
 
-    ordered = sorted(dropped, key=lambda m: m.start_offset, reverse=True)
-    for metadata in ordered:
+    above: list[RemoteLogSegmentMetadata] = []
+    straddling: list[RemoteLogSegmentMetadata] = []
+    for restore in restores:
+        for metadata in sorted(restore.dropped, key=lambda m: m.start_offset, reverse=True):
+            holds_restored = metadata.start_offset < restore.end_offset
+            (straddling if holds_restored else above).append(metadata)
+    for metadata in (*above, *straddling):
         mark(metadata, _DELETE_STARTED)
-    for metadata in ordered:
+    for metadata in (*above, *straddling):
         started = dataclasses.replace(metadata, state=_DELETE_STARTED)
         try:
             roll_back_unfinished(started, mark=mark, delete=delete)
