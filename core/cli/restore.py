@@ -112,5 +112,4 @@ def describe(partition_log: Log) -> str:
     local = partition_log.local_log_start_offset
     held = f"offsets {start}-{end - 1}" if end > start else "no offsets"
     return (f"{partition_log.topic}-{partition_log.partition}: {held} (log start {start}, "
-            f"end {end}; in the tier below {local}, local from {local}), topic id "
-            f"{partition_log.topic_id}")
+            f"end {end}; below {local} in the tier), topic id {partition_log.topic_id}")
