@@ -4,36 +4,43 @@ idempotent and transactional producers); errors come back per partition with Kaf
 One node is the whole in-sync replica set: the high watermark follows the append (the flush
 policy's fsync, ``flush.messages=1``, happens inside it), so acks=1 and acks=-1 are answered
 once the append returned, and acks=0 gets no response at all.
+
+Appends that only write to the page cache run on the event loop (see
+:mod:`~tierlog.server.inline_appends`); the others, an fsync or a roll due, run on the worker
+pool.
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.append_plan import LogAppendInfo
+from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.manager import LogManager
 from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for, error_message
-from tierlog.server.framing import make, nested
+from tierlog.server.framing import EncodedResponse
+from tierlog.server.inline_appends import append_is_nonblocking
+from tierlog.server.produce_wire import (
+    MAX_VERSION,
+    MIN_VERSION,
+    Outcome,
+    encode_produce_response_body,
+)
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
 
 log = logging.getLogger(__name__)
 
 API_KEY = 0
-MIN_VERSION, MAX_VERSION = 3, 9
 
-#: One partition's outcome: (topic, partition, info or error code, error message).
-_Outcome = tuple[str, int, LogAppendInfo | ErrorCode, str | None]
-
-
-def append_all(manager: LogManager, request: Any) -> list[_Outcome]:
-    """Append every partition's records (on a worker thread); one outcome per partition."""
-    outcomes: list[_Outcome] = []
+def append_all(manager: LogManager, request: Any) -> list[Outcome]:
+    """Append every partition's records (inline or on a worker thread, see
+    :func:`appends_inline`); one outcome per partition."""
+    outcomes: list[Outcome] = []
     for topic in request.topic_data:
         for part in topic.partition_data:
             name, index = topic.name, part.index
@@ -50,40 +57,42 @@ def append_all(manager: LogManager, request: Any) -> list[_Outcome]:
     return outcomes
 
 
+def appends_inline(manager: LogManager, request: Any, now_ms: int,
+                   time_ms: Callable[[], int]) -> bool:
+    """Whether every partition's append of ``request`` may run on the event loop (unknown
+    partitions fail at once, so they do not stop it)."""
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if not records:
+                continue
+            try:
+                partition_log = manager.log(topic.name, part.index)
+            except UnknownTopicOrPartitionError:
+                continue
+            if not append_is_nonblocking(partition_log, len(records), now_ms, time_ms):
+                return False
+    return True
+
+
 def install(registry: Registry, services: Services) -> None:
     manager = services.manager
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         acks = int(request.acks)
         if acks not in (0, 1, -1):
-            outcomes: list[_Outcome] = [(t.name, p.index, ErrorCode.invalid_required_acks,
+            outcomes: list[Outcome] = [(t.name, p.index, ErrorCode.invalid_required_acks,
                                          f"acks must be 0, 1 or -1, got {acks}")
                                         for t in request.topic_data for p in t.partition_data]
         else:
-            outcomes = await services.run_blocking(lambda: append_all(manager, request))
+            if appends_inline(manager, request, services.time_ms(), services.time_ms):
+                outcomes = append_all(manager, request)
+            else:
+                outcomes = await services.run_blocking(lambda: append_all(manager, request))
             services.appended()
         if acks == 0:
             return None
-        cls = ctx.response_type
-        topic_t, part_t = (nested(cls, "TopicProduceResponse"),
-                           nested(cls, "PartitionProduceResponse"))
-        by_topic: dict[str, list[Any]] = {}
-        for name, index, result, message in outcomes:
-            if isinstance(result, ErrorCode):
-                part = make(part_t, index=index, error_code=result, base_offset=-1,
-                            log_append_time=None, log_start_offset=-1, record_errors=(),
-                            error_message=message)
-            else:
-                append_time = (None if result.log_append_time < 0 else
-                               datetime.datetime.fromtimestamp(result.log_append_time / 1000,
-                                                               datetime.UTC))
-                part = make(part_t, index=index, error_code=ErrorCode.none,
-                            base_offset=result.first_offset, log_append_time=append_time,
-                            log_start_offset=result.log_start_offset, record_errors=(),
-                            error_message=None)
-            by_topic.setdefault(name, []).append(part)
-        return make(cls, responses=tuple(make(topic_t, name=n, partition_responses=tuple(ps))
-                                         for n, ps in by_topic.items()),
-                    throttle_time=datetime.timedelta(0))
+        return EncodedResponse(ctx.response_type,
+                               encode_produce_response_body(ctx.api_version, outcomes))
 
     registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)
