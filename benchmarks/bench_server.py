@@ -33,43 +33,83 @@ from tierlog.records import build_batch
 PRODUCE_RECORDS = int(os.environ.get("TIERLOG_BENCH_SERVER_RECORDS", "1000000"))
 CONSUME_BYTES = int(os.environ.get("TIERLOG_BENCH_SERVER_BYTES", str(1 << 30)))
 VALUE = b"v" * int(os.environ.get("TIERLOG_BENCH_SERVER_VALUE", "1000"))
+PRODUCE_PARTITIONS = int(os.environ.get("TIERLOG_BENCH_SERVER_PARTITIONS", "8"))
 
 
-def bench_produce(tmp: Path) -> list[tuple[str, str]]:
-    with start(tmp / "p") as server:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_pid(server: object) -> int:
+    proc = getattr(server, "proc", None)
+    assert proc is not None
+    return int(proc.pid)
+
+
+def _produce_run(tmp: Path, partitions: int) -> list[tuple[str, str]]:
+    """PRODUCE_RECORDS records round-robin over ``partitions`` partitions of one topic
+    (librdkafka sends one request per broker carrying a batch per partition), against the
+    engine appending the same batches to as many partitions."""
+    with start(tmp / f"p{partitions}", {"num.partitions": partitions}) as server:
         producer = Producer({"bootstrap.servers": server.bootstrap, "acks": 1,
                              "batch.size": 16384, "linger.ms": 5,
                              "compression.type": "none", "enable.idempotence": False,
                              "queue.buffering.max.messages": 2_000_000})
         producer.produce("warm", value=VALUE)
         producer.flush(30)
+        producer.produce("bench", value=VALUE, partition=0)  # creates the topic
+        producer.flush(30)
+        cpu_before = _cpu_s(_server_pid(server))
         started = time.perf_counter()
         for i in range(PRODUCE_RECORDS):
             while True:
                 try:
-                    producer.produce("bench", value=VALUE)
+                    producer.produce("bench", VALUE, partition=i % partitions)
                     break
                 except BufferError:
                     producer.poll(0.01)
+        looped = time.perf_counter() - started
         assert producer.flush(120) == 0
         served = time.perf_counter() - started
+        server_cpu = _cpu_s(_server_pid(server)) - cpu_before
         server.terminate()
-        with Log.open(server.data_dir / "bench-0", LogConfig({})) as log:
-            raw = [bytes(b.view()) for b in log.read(0, 1 << 31 - 1).batches()]
-    with Log.open(tmp / "direct" / "bench-0", LogConfig({})) as log:
-        started = time.perf_counter()
-        for data in raw:
-            log.append(data)
-        direct = time.perf_counter() - started
-    size = sum(len(b) for b in raw)
+        raw: list[list[bytes]] = []
+        for p in range(partitions):
+            with Log.open(server.data_dir / f"bench-{p}", LogConfig({})) as log:
+                raw.append([bytes(b.view()) for b in log.read(0, (1 << 31) - 1).batches()])
+        raw[0] = raw[0][1:]  # the topic-creating record is not part of the run
+    logs = [Log.open(tmp / f"direct{partitions}" / f"bench-{p}", LogConfig({}))
+            for p in range(partitions)]
+    # Interleaved over the partitions, as the requests carried them.
+    batches = [(logs[p], raw[p][i]) for i in range(max(len(r) for r in raw))
+               for p in range(partitions) if i < len(raw[p])]
+    started = time.perf_counter()
+    for log, data in batches:
+        log.append(data)
+    direct = time.perf_counter() - started
+    for log in logs:
+        log.close()
+    size = sum(len(b) for _, b in batches)
+    label = f"{partitions} partition{'s' if partitions > 1 else ''}"
     return [
-        ("records / batches", f"{PRODUCE_RECORDS:,} / {len(raw):,} ({size / len(raw):,.0f} B)"),
-        ("server (confluent-kafka, acks=1)", (f"{PRODUCE_RECORDS / served:,.0f} rec/s  "
-                                            f"{size / served / 1e6:,.1f} MB/s")),
-        ("engine Log.append, same batches", (f"{PRODUCE_RECORDS / direct:,.0f} rec/s  "
-                                            f"{size / direct / 1e6:,.1f} MB/s")),
-        ("server / engine", f"{direct / served:.0%}"),
+        (f"{label}: records / batches",
+         f"{PRODUCE_RECORDS:,} / {len(batches):,} ({size / len(batches):,.0f} B)"),
+        (f"{label}: server (confluent-kafka, acks=1)",
+         f"{PRODUCE_RECORDS / served:,.0f} rec/s  {size / served / 1e6:,.1f} MB/s"),
+        (f"{label}: engine Log.append, same batches",
+         f"{PRODUCE_RECORDS / direct:,.0f} rec/s  {size / direct / 1e6:,.1f} MB/s"),
+        (f"{label}: server / engine", f"{direct / served:.0%}"),
+        (f"{label}: where the time goes",
+         f"client produce() loop {looped:.2f} s of {served:.2f} s; "
+         f"server CPU {server_cpu:.2f} s"),
     ]
+
+
+def bench_produce(tmp: Path) -> list[tuple[str, str]]:
+    return _produce_run(tmp, 1) + _produce_run(tmp, PRODUCE_PARTITIONS)
 
 
 def _drain(sock: socket.socket, total: int) -> None:
@@ -110,23 +150,35 @@ def bench_consume(tmp: Path) -> list[tuple[str, str]]:
     for s in (sender, receiver, server_sock):
         s.close()
     with start(tmp, data_dir=data) as server:
+        # A throughput consumer's settings: 50 MiB responses (Kafka's default fetch.max.bytes)
+        # of up to 8 MiB per partition, and no pause when librdkafka's prefetch queue
+        # passes queued.min.messages (fetch.queue.backoff.ms defaults to 1 s).
         consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "bench",
                              "enable.auto.commit": False, "fetch.max.bytes": 52428800,
-                             "max.partition.fetch.bytes": 8 << 20})
+                             "max.partition.fetch.bytes": 8 << 20,
+                             "fetch.queue.backoff.ms": 0})
         consumer.assign([TopicPartition("big", 0, 0)])
+        cpu_before = _cpu_s(_server_pid(server))
+        client_before = sum(os.times()[:2])
         started = time.perf_counter()
         seen = 0
         while seen < records:
-            for message in consumer.consume(10000, 1.0):
+            # Never ask for more than is left: consume() waits its whole timeout for a count
+            # it cannot reach, which timed the benchmark's own wait, not the server.
+            for message in consumer.consume(min(10000, records - seen), 1.0):
                 assert message.error() is None, message.error()
                 seen += 1
         served = time.perf_counter() - started
+        server_cpu = _cpu_s(_server_pid(server)) - cpu_before
+        client_cpu = sum(os.times()[:2]) - client_before
         consumer.close()
     return [
         ("local data", f"{size / 2**20:,.0f} MiB, {records:,} records"),
         ("server (confluent-kafka consumer)", f"{size / served / 1e6:,.0f} MB/s"),
         ("raw os.sendfile over loopback", f"{size / raw / 1e6:,.0f} MB/s"),
         ("server / raw", f"{raw / served:.0%}"),
+        ("where the time goes", f"{served:.2f} s: server CPU {server_cpu:.2f} s, "
+                                f"client (librdkafka + consume()) CPU {client_cpu:.2f} s"),
     ]
 
 
