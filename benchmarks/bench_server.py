@@ -103,8 +103,8 @@ def _produce_run(tmp: Path, partitions: int) -> list[tuple[str, str]]:
          f"{PRODUCE_RECORDS / direct:,.0f} rec/s  {size / direct / 1e6:,.1f} MB/s"),
         (f"{label}: server / engine", f"{direct / served:.0%}"),
         (f"{label}: where the time goes",
-         f"client produce() loop {looped:.2f} s of {served:.2f} s; "
-         f"server CPU {server_cpu:.2f} s"),
+         (f"client produce() loop {looped:.2f} s of {served:.2f} s; "
+          f"server CPU {server_cpu:.2f} s")),
     ]
 
 
@@ -177,8 +177,8 @@ def bench_consume(tmp: Path) -> list[tuple[str, str]]:
         ("server (confluent-kafka consumer)", f"{size / served / 1e6:,.0f} MB/s"),
         ("raw os.sendfile over loopback", f"{size / raw / 1e6:,.0f} MB/s"),
         ("server / raw", f"{raw / served:.0%}"),
-        ("where the time goes", f"{served:.2f} s: server CPU {server_cpu:.2f} s, "
-                                f"client (librdkafka + consume()) CPU {client_cpu:.2f} s"),
+        ("where the time goes", (f"{served:.2f} s: server CPU {server_cpu:.2f} s, "
+                                 f"client (librdkafka + consume()) CPU {client_cpu:.2f} s")),
     ]
 
 

@@ -1,8 +1,10 @@
 """Server: Kafka's wire protocol on one asyncio event loop over a LogManager.
 
 Each connection is served as Kafka's muted channel serves it: one request decoded, handled
-and answered before the next is read (so responses go out in request order), at most
-``socket.request.max.bytes`` buffered per request. A request that cannot be served (too
+and answered before the next is taken (so responses go out in request order), at most
+``socket.request.max.bytes`` buffered per request (see
+:class:`~tierlog.server.connection.FramedConnection`: requests that arrived together are
+served without a trip through the event loop and answered in one write). A request that cannot be served (too
 large, an unknown API key or version, an undecodable body) is logged and its connection
 closed; nothing a client sends can stop the server. Blocking engine calls run on the worker
 pool of :class:`~tierlog.server.services.Services`.
@@ -15,7 +17,6 @@ import contextlib
 import importlib
 import itertools
 import logging
-import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,6 +25,7 @@ from tierlog.manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
 from tierlog.server import api_versions
 from tierlog.server.config import ServerConfig
+from tierlog.server.connection import FramedConnection, FrameTooLargeError
 from tierlog.server.context import RequestContext
 from tierlog.server.framing import (
     BadRequestError,
@@ -40,7 +42,6 @@ from tierlog.server.services import Services
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 
 
@@ -96,9 +97,9 @@ class Server:
     async def start(self) -> None:
         """Bind the listener (port 0: an ephemeral port, then advertised) and register the
         handlers."""
-        self._server = await asyncio.start_server(
-            self._accept, self.config.listener.host, self.config.listener.port,
-            limit=1 << 16)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self.config.listener.host, self.config.listener.port)
         sockname = self._server.sockets[0].getsockname()
         self.port = int(sockname[1])
         if self.config.advertised is None or self.config.advertised.port == 0:
@@ -125,34 +126,34 @@ class Server:
                 await self._server.wait_closed()
         self.services.close()
 
-    async def _accept(self, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _new_connection(self) -> FramedConnection:
+        """A protocol for an accepted socket, and the task that serves it."""
+        connection = FramedConnection(self.config.max_request_bytes)
+        task = asyncio.get_running_loop().create_task(self._serve_connection(connection))
         self._connections.add(task)
-        try:
-            await self._serve_connection(reader, writer)
-        finally:
-            self._connections.discard(task)
+        task.add_done_callback(self._connections.discard)
+        return connection
 
-    async def _serve_connection(self, reader: asyncio.StreamReader,
-                                writer: asyncio.StreamWriter) -> None:
+    async def _serve_connection(self, connection: FramedConnection) -> None:
         connection_id = next(self._ids)
-        peer = writer.get_extra_info("peername")
+        try:
+            await connection.made
+        except ConnectionError:
+            return
+        transport = connection.transport
+        assert transport is not None
+        peer = transport.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else "unknown"
-        limit = self.config.max_request_bytes
         try:
             while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                if size < 0 or size > limit:
-                    log.warning("closing connection %d from %s: a request of %d bytes is over "
-                                "socket.request.max.bytes (%d)", connection_id, host, size,
-                                limit)
-                    return
-                frame = await reader.readexactly(size)
+                if not connection.has_frame():
+                    await connection.flush()  # answer everything before waiting
+                frame = await connection.next_frame()
                 out = await self._handle(frame, connection_id, host)
                 if out is not None:
-                    await self._write(writer, out)
+                    await self._write(connection, out)
+        except FrameTooLargeError as exc:
+            log.warning("closing connection %d from %s: %s", connection_id, host, exc)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except BadRequestError as exc:
@@ -163,9 +164,9 @@ class Server:
             log.exception("closing connection %d from %s after an unexpected error",
                           connection_id, host)
         finally:
-            writer.close()
             with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                await connection.flush()
+            transport.close()
 
     async def _handle(self, frame: bytes, connection_id: int,
                       host: str) -> bytes | list[bytes | Records] | None:
@@ -190,22 +191,23 @@ class Server:
             return encode_spliced(request.correlation_id, response)
         return encode_response(request.correlation_id, response)
 
-    async def _write(self, writer: asyncio.StreamWriter,
+    async def _write(self, connection: FramedConnection,
                      out: bytes | list[bytes | Records]) -> None:
         if isinstance(out, bytes):
-            writer.write(out)
-            await writer.drain()
+            connection.write(out)  # sent with the next flush: before waiting or sendfile
             return
         loop = asyncio.get_running_loop()
         for part in out:
             if isinstance(part, bytes):
-                writer.write(part)
+                connection.write(part)
             elif isinstance(part, FileSlice) and part.size > 0:
-                await writer.drain()
-                sent = await loop.sendfile(writer.transport, _FileView(part.fileno()),  # type: ignore[arg-type]
+                await connection.flush()
+                transport = connection.transport
+                assert transport is not None
+                sent = await loop.sendfile(transport, _FileView(part.fileno()),  # type: ignore[arg-type]
                                            part.position, part.size, fallback=False)
                 if sent != part.size:
                     raise ConnectionError(f"{part} shrank while it was sent")
             else:
-                writer.write(part.to_bytes())
-        await writer.drain()
+                connection.write(part.to_bytes())
+        await connection.flush()
