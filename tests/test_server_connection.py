@@ -177,3 +177,61 @@ def test_flush_waits_while_the_transport_is_full_over_a_real_socket() -> None:
             theirs.close()
 
     asyncio.run(run())
+
+
+def _request(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    import io
+
+    from kio.serial import entity_writer
+    from kio.static.primitive import i16, i32
+    header_type = type(body).__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_type)(buffer, header_type(
+        request_api_key=i16(api_key), request_api_version=i16(version),
+        correlation_id=i32(correlation_id), client_id="test"))
+    entity_writer(type(body))(buffer, body)
+    return _framed(buffer.getvalue())
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+def test_a_response_is_not_held_behind_a_long_poll(tmp_path: Any) -> None:
+    """ApiVersions and a Fetch that long-polls 8 s arrive in one write: the ApiVersions
+    answer comes at once, not after the poll."""
+    import datetime
+    import sys
+
+    from kio.index import load_request_schema
+    from kio.static.primitive import i8, i32, i64
+    from server_process import start
+
+    from tierlog.manager import LogManager
+
+    fetch_t = load_request_schema(1, 4)
+    module = sys.modules[fetch_t.__module__]
+    fetch = fetch_t(replica_id=i32(-1), max_wait=datetime.timedelta(seconds=8),
+                    min_bytes=i32(1 << 20), max_bytes=i32(1 << 20), isolation_level=i8(0),
+                    topics=(module.FetchTopic(topic="t", partitions=(module.FetchPartition(
+                        partition=i32(0), fetch_offset=i64(0),
+                        partition_max_bytes=i32(1 << 20)),)),))
+    versions = load_request_schema(18, 0)()
+    with LogManager.open(tmp_path / "data", {}, start_scheduler=False) as manager:
+        manager.create_topic("t", 1)  # empty: the fetch waits its whole max_wait
+    with start(tmp_path, data_dir=tmp_path / "data") as server, \
+            socket.create_connection((server.host, server.port), timeout=60) as sock:
+        sock.sendall(_request(18, 0, 1, versions) + _request(1, 4, 2, fetch))
+        sock.settimeout(4)  # below the 8 s poll
+        first = _read_frame(sock)
+        assert struct.unpack_from(">i", first)[0] == 1  # ApiVersions' correlation id
+        sock.settimeout(60)
+        second = _read_frame(sock)
+        assert struct.unpack_from(">i", second)[0] == 2  # the fetch, after its poll

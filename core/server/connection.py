@@ -6,7 +6,8 @@ with its own ``send``, which cost about half of a small produce request's time o
 server. Here ``data_received`` cuts every complete frame out of what arrived at once, the
 task takes them without suspending while any are queued, and responses to pipelined
 requests leave in one write (:meth:`FramedConnection.write` buffers until
-:meth:`FramedConnection.flush`).
+:meth:`FramedConnection.flush`; the server holds only produce responses that way, while the
+next request is a produce request, so no response waits behind a long poll).
 
 Memory stays bounded per connection: a frame announcing more than ``max_request_bytes``
 fails the connection (:class:`FrameTooLargeError`) before its body is buffered, and reading
@@ -140,6 +141,10 @@ class FramedConnection(asyncio.Protocol):
             if not self.transport.is_closing():
                 self.transport.resume_reading()
         return frame
+
+    def has_pending(self) -> bool:
+        """Whether responses wait in the write buffer for the next :meth:`flush`."""
+        return bool(self._pending)
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` for the socket (sent by :meth:`flush`, or now once enough is

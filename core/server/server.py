@@ -43,6 +43,7 @@ from tierlog.server.services import Services
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 
 
 class _FileView:
@@ -149,6 +150,10 @@ class Server:
                 if not connection.has_frame():
                     await connection.flush()  # answer everything before waiting
                 frame = await connection.next_frame()
+                if connection.has_pending() and peek_key_version(frame)[0] != PRODUCE_KEY:
+                    # Only produce responses wait for the next request's: other handlers
+                    # may long-poll (Fetch) or wait for a group, and must not hold them.
+                    await connection.flush()
                 out = await self._handle(frame, connection_id, host)
                 if out is not None:
                     await self._write(connection, out)
