@@ -11,6 +11,7 @@ response for every version.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 
@@ -29,7 +30,13 @@ _I64 = struct.Struct(">q")
 Outcome = tuple[str, int, LogAppendInfo | ErrorCode, str | None]
 
 
+#: Unsigned varints below 128 are one byte: the lengths of nearly every field here.
+_SMALL_UVARINTS = tuple(bytes([value]) for value in range(128))
+
+
 def _uvarint(value: int) -> bytes:
+    if value < 128:
+        return _SMALL_UVARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -38,7 +45,9 @@ def _uvarint(value: int) -> bytes:
     return bytes(out)
 
 
+@functools.lru_cache(maxsize=1024)
 def _string(value: str, flexible: bool) -> bytes:
+    """A topic name or error message as kio writes it (cached: the same few recur)."""
     raw = value.encode()
     return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
