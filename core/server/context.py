@@ -3,9 +3,13 @@
 A handler is ``async def handler(ctx: RequestContext, request) -> response``: ``request`` is a
 decoded kio request object of version ``ctx.api_version``; the handler returns a kio response
 object of ``ctx.response_type`` (the same API and version), or None when Kafka sends no
-response (Produce with acks=0). Handlers never touch sockets. Blocking engine work (appends,
-fsyncs, reads from the tier) runs through :meth:`BrokerServices.run_blocking`, never directly on
-the event loop.
+response (Produce with acks=0); on a hot path it may instead return a
+:class:`~tierlog.server.framing.SplicedResponse` (record data sent with sendfile) or an
+:class:`~tierlog.server.framing.EncodedResponse` (a body it serialized itself). Handlers never
+touch sockets. Engine work that may block (fsyncs, segment rolls, reads from the tier, a lock
+another thread holds) runs through :meth:`BrokerServices.run_blocking`, never directly on the
+event loop; an append that can only write to the page cache may run inline
+(:mod:`tierlog.server.inline_appends`).
 """
 
 from __future__ import annotations
