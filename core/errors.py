@@ -219,3 +219,35 @@ class CopyLagExceededError(RetriableError, OSError):
     """An append to a tiered partition whose local bytes not yet copied to the remote tier
     exceed ``remote.log.copy.lag.max.bytes`` (the tier is out or slow): refused instead of
     filling the disk; names the partition and the lag. Retry once tiering catches up."""
+
+
+# --- the Kafka protocol server (tierlog.server) -------------------------------------------
+
+
+class ProtocolError(TierlogError):
+    """A Kafka protocol request that cannot be served as sent."""
+
+
+class BadRequestError(ProtocolError, ValueError):
+    """A request frame that cannot be decoded (too short, an unknown API key or version, a
+    truncated or malformed body): the connection that sent it is closed, as Kafka does."""
+
+
+class FrameTooLargeError(BadRequestError):
+    """A request frame whose size prefix is negative or over ``socket.request.max.bytes``:
+    refused before its body is buffered, and the connection closed."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a request of {size} bytes is over socket.request.max.bytes "
+                         f"({limit})")
+        self.size = size
+
+
+class FetchSessionError(ProtocolError):
+    """A fetch naming an incremental fetch session (KIP-227) that is gone, or an epoch out of
+    step: ``code`` (Kafka's error code number) goes in the response's top level and the
+    client starts a new session."""
+
+    def __init__(self, code: int, name: str) -> None:
+        super().__init__(name)
+        self.code = code

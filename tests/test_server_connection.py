@@ -14,11 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierlog.server.connection import (
-    QUEUED_BYTES_LIMIT,
-    FramedConnection,
-    FrameTooLargeError,
-)
+from tierlog.errors import FrameTooLargeError
+from tierlog.server.connection import QUEUED_BYTES_LIMIT, FramedConnection
 
 
 class _Transport(asyncio.Transport):

@@ -12,11 +12,24 @@ import pytest
 
 kafka = pytest.importorskip("kafka")
 
+from datetime import timedelta
+
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import InvalidTopicError
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9.request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta
 from server_process import ServerProcess, start
 
+from tierlog import Record
+from tierlog.manager import LogManager
+from tierlog.records import build_batch
 from tierlog.server.internal_topics import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
@@ -25,6 +38,7 @@ from tierlog.server.internal_topics import (
     is_internal,
     refusal,
 )
+from tierlog.server.produce import append_all
 
 CONFIG = {"offsets.topic.num.partitions": 2, "transaction.state.log.num.partitions": 2}
 INVALID_REQUEST = 42
@@ -38,8 +52,9 @@ def test_refusal_names_only_internal_topics(topic: str | None, change: AdminChan
     assert is_internal(topic) is (topic in INTERNAL_TOPICS)
     if topic in (CONSUMER_OFFSETS, TRANSACTION_STATE):
         assert refused is not None and topic in refused[1] and change.value in refused[1]
-        assert int(refused[0]) == (17 if change is AdminChange.DELETE_RECORDS
-                                   else INVALID_REQUEST)
+        assert int(refused[0]) == (
+            17 if change in (AdminChange.DELETE_RECORDS, AdminChange.PRODUCE)
+            else INVALID_REQUEST)
     else:
         assert refused is None
 
@@ -89,3 +104,24 @@ def test_internal_topics_are_marked_and_protected(server: ServerProcess) -> None
         assert consumer.committed(TopicPartition("plain", 0)) == 0
     finally:
         consumer.close()
+
+
+def test_a_client_cannot_append_to_an_internal_topic(tmp_path: Path) -> None:
+    """Coordinator records come only from the coordinators: a Produce to an internal topic is
+    refused per partition (Kafka: "Cannot append to internal topic"), and nothing is written,
+    while the same request's other topics are appended."""
+    batch = build_batch([Record(key=b"forged", value=b"x")])
+    request = ProduceRequest(acks=i16(1), timeout=i32Timedelta.parse(timedelta(seconds=30)),
+                             topic_data=tuple(
+        TopicProduceData(name=TopicName(name), partition_data=(
+            PartitionProduceData(index=i32(0), records=batch),))
+        for name in (CONSUMER_OFFSETS, "orders")))
+    with LogManager.open(tmp_path / "data", {}, start_scheduler=False) as manager:
+        manager.create_topic(CONSUMER_OFFSETS, 1, {"cleanup.policy": "compact"})
+        manager.create_topic("orders", 1)
+        outcomes = append_all(manager, request)
+        assert [(name, code) for name, _, code, _ in outcomes[:1]] == [
+            (CONSUMER_OFFSETS, ErrorCode.invalid_topic_exception)]
+        assert outcomes[1][2] is not None and outcomes[1][3] is None  # appended
+        assert manager.log(CONSUMER_OFFSETS, 0).log_end_offset == 0
+        assert manager.log("orders", 0).log_end_offset == 1

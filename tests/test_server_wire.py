@@ -20,10 +20,11 @@ from server_process import ServerProcess, start
 
 from tierlog import errors
 from tierlog.config import LogConfig
+from tierlog.errors import FetchSessionError
 from tierlog.log import Log
 from tierlog.records.record import Record
 from tierlog.server.error_codes import ERROR_CODES, error_code_for
-from tierlog.server.fetch_sessions import FetchSessionCache, SessionError
+from tierlog.server.fetch_sessions import FetchSessionCache
 from tierlog.server.framing import (
     SplicedResponse,
     encode_response,
@@ -104,10 +105,10 @@ def test_fetch_sessions_follow_kip_227() -> None:
     inc = cache.context(full.session_id, 1, [(("t", 1), 9, 100)], [("t", 0)])
     assert inc.incremental and [(tp, s.fetch_offset) for tp, s in inc.partitions] == [
         (("t", 1), 9)]
-    with pytest.raises(SessionError) as stale:
+    with pytest.raises(FetchSessionError) as stale:
         cache.context(full.session_id, 1, [], [])
     assert stale.value.code == ErrorCode.invalid_fetch_session_epoch
-    with pytest.raises(SessionError) as unknown:
+    with pytest.raises(FetchSessionError) as unknown:
         cache.context(12345, 1, [], [])
     assert unknown.value.code == ErrorCode.fetch_session_id_not_found
     closed = cache.context(full.session_id, -1, [(("t", 0), 1, 10)], [])

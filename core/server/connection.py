@@ -21,20 +21,13 @@ import asyncio
 import collections
 import struct
 
+from tierlog.errors import FrameTooLargeError
+
 _SIZE = struct.Struct(">i")
 #: Reading pauses while complete, unserved frames hold more than this.
 QUEUED_BYTES_LIMIT = 1 << 20
 #: Buffered responses are written once they reach this many bytes.
 WRITE_BATCH_BYTES = 1 << 16
-
-
-class FrameTooLargeError(Exception):
-    """A frame whose size prefix is negative or over ``socket.request.max.bytes``."""
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"a request of {size} bytes is over socket.request.max.bytes "
-                         f"({limit})")
-        self.size = size
 
 
 class FramedConnection(asyncio.Protocol):

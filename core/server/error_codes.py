@@ -45,6 +45,12 @@ ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
     e.CorruptCheckpointError: ErrorCode.kafka_storage_error,
     e.LogCleaningAbortedError: ErrorCode.kafka_storage_error,
     e.PartitionOwnedError: ErrorCode.not_leader_or_follower,
+    # A tiered partition whose local bytes not yet copied exceed remote.log.copy.lag.max.bytes:
+    # the write is refused until tiering catches up, as a disk that cannot take it now.
+    e.CopyLagExceededError: ErrorCode.kafka_storage_error,
+    e.RemoteTimeoutError: ErrorCode.request_timed_out,
+    e.RemoteFetchQuotaExceededError: ErrorCode.throttling_quota_exceeded,
+    e.RetriableError: ErrorCode.kafka_storage_error,
 })
 
 

@@ -16,6 +16,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records as KioRecords
 
+from tierlog.errors import (
+    FetchSessionError,
+    RemoteFetchQuotaExceededError,
+    RemoteFetchTimeoutError,
+    RemoteReaderBusyError,
+)
 from tierlog.fetch import FetchDataInfo
 from tierlog.manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
@@ -24,7 +30,6 @@ from tierlog.server.error_codes import error_code_for
 from tierlog.server.fetch_sessions import (
     FetchContext,
     FetchSessionCache,
-    SessionError,
     TopicPartition,
     must_answer,
 )
@@ -55,6 +60,10 @@ class PartitionRead:
         return 0 if self.data is None else self.data.size_in_bytes
 
 
+#: Remote reads that may succeed on the next fetch, answered as an empty partition.
+_REMOTE_NOT_NOW = (RemoteFetchTimeoutError, RemoteReaderBusyError, RemoteFetchQuotaExceededError)
+
+
 def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
                     max_bytes: int) -> list[PartitionRead]:
     """Read every partition of the fetch (on a worker thread) within the response's byte
@@ -73,8 +82,13 @@ def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
             if limit <= 0 and not first:
                 data = FetchDataInfo.empty(state.fetch_offset, high_watermark, isolation)
             else:
-                data = partition_log.read(state.fetch_offset, max(limit, 1),
-                                          isolation=isolation, min_one_message=first)
+                try:
+                    data = partition_log.read(state.fetch_offset, max(limit, 1),
+                                              isolation=isolation, min_one_message=first)
+                except _REMOTE_NOT_NOW:
+                    # As Kafka answers a remote read that timed out (remote.fetch.max.wait.ms)
+                    # or is over the fetch quota: no data and no error; the client fetches again.
+                    data = FetchDataInfo.empty(state.fetch_offset, high_watermark, isolation)
         except Exception as exc:  # noqa: BLE001 - an item's own error code
             reads.append(PartitionRead(tp, error_code_for(exc)))
             continue
@@ -146,9 +160,9 @@ def install(registry: Registry, services: Services) -> None:
             fetch = sessions.context(int(getattr(request, "session_id", 0)),
                                      int(getattr(request, "session_epoch", -1)),
                                      wanted, forgotten)
-        except SessionError as exc:
+        except FetchSessionError as exc:
             empty = FetchContext([], 0, False)
-            return build_response(ctx.response_type, empty, [], exc.code).response
+            return build_response(ctx.response_type, empty, [], ErrorCode(exc.code)).response
         max_bytes = int(request.max_bytes) if int(request.max_bytes) > 0 else 1
         min_bytes = int(request.min_bytes)
         max_wait_s = max(request.max_wait.total_seconds(), 0.0)

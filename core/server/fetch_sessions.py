@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from tierlog.errors import FetchSessionError
+
 #: Epochs of Kafka's FetchMetadata.
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -44,13 +46,8 @@ class FetchSession:
     partitions: OrderedDict[TopicPartition, PartitionState] = field(default_factory=OrderedDict)
 
 
-class SessionError(Exception):
-    """A fetch naming a session that is gone or an epoch out of step: the response carries
-    ``code`` at its top level and the client starts a new session."""
-
-    def __init__(self, code: ErrorCode) -> None:
-        super().__init__(code.name)
-        self.code = code
+def _session_error(code: ErrorCode) -> FetchSessionError:
+    return FetchSessionError(int(code), code.name)
 
 
 @dataclass(slots=True)
@@ -89,14 +86,14 @@ class FetchSessionCache:
                 wanted: Iterable[tuple[TopicPartition, int, int]],
                 forgotten: Iterable[TopicPartition]) -> FetchContext:
         """Resolve one request's session fields; ``wanted`` holds (partition, fetch offset,
-        max bytes) of each partition the request lists. SessionError for a session that is
+        max bytes) of each partition the request lists. FetchSessionError for a session that is
         unknown or an epoch that is not the next one."""
         listed = [(tp, PartitionState(offset, max_bytes)) for tp, offset, max_bytes in wanted]
         if session_id == 0:
             if epoch == FINAL_EPOCH:
                 return FetchContext(listed, 0, False)
             if epoch != INITIAL_EPOCH:
-                raise SessionError(ErrorCode.invalid_fetch_session_epoch)
+                raise _session_error(ErrorCode.invalid_fetch_session_epoch)
             session = FetchSession(self._new_id(), 1, OrderedDict(listed))
             self._sessions[session.id] = session
             while len(self._sessions) > self._max:
@@ -107,10 +104,10 @@ class FetchSessionCache:
             return FetchContext(listed, 0, False)
         found = self._sessions.get(session_id)
         if found is None:
-            raise SessionError(ErrorCode.fetch_session_id_not_found)
+            raise _session_error(ErrorCode.fetch_session_id_not_found)
         session = found
         if epoch != session.epoch:
-            raise SessionError(ErrorCode.invalid_fetch_session_epoch)
+            raise _session_error(ErrorCode.invalid_fetch_session_epoch)
         self._sessions.move_to_end(session_id)
         for tp in forgotten:
             session.partitions.pop(tp, None)

@@ -23,16 +23,13 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records as KioRecords
 
+from tierlog.errors import BadRequestError
 from tierlog.records.file_records import Records
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 #: Length of the placeholder a spliced response carries in place of each file slice.
 MARKER_SIZE = 16
-
-
-class BadRequestError(Exception):
-    """A request that cannot be decoded: the connection that sent it is closed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,11 +63,12 @@ def is_internal(topic: str | None) -> bool:
 
 
 class AdminChange(Enum):
-    """The admin requests that would destroy or remap an internal topic's data."""
+    """The client requests that would destroy, remap or forge an internal topic's data."""
 
     DELETE_TOPIC = "delete topic"
     CREATE_PARTITIONS = "add partitions to"
     DELETE_RECORDS = "delete records of"
+    PRODUCE = "append to"
 
 
 #: Kafka's answer to each: DeleteRecords is refused with INVALID_TOPIC_EXCEPTION as Kafka's
@@ -75,7 +76,9 @@ class AdminChange(Enum):
 #: other two, which a node without ACLs answers INVALID_REQUEST.
 _REFUSAL_CODES = {AdminChange.DELETE_TOPIC: ErrorCode.invalid_request,
                   AdminChange.CREATE_PARTITIONS: ErrorCode.invalid_request,
-                  AdminChange.DELETE_RECORDS: ErrorCode.invalid_topic_exception}
+                  AdminChange.DELETE_RECORDS: ErrorCode.invalid_topic_exception,
+                  # Kafka's ReplicaManager: "Cannot append to internal topic".
+                  AdminChange.PRODUCE: ErrorCode.invalid_topic_exception}
 
 
 def refusal(topic: str | None, change: AdminChange) -> tuple[ErrorCode, str] | None:

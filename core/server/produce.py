@@ -24,6 +24,7 @@ from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import EncodedResponse
 from tierlog.server.inline_appends import append_is_nonblocking
+from tierlog.server.internal_topics import AdminChange, refusal
 from tierlog.server.produce_wire import (
     MAX_VERSION,
     MIN_VERSION,
@@ -42,8 +43,12 @@ def append_all(manager: LogManager, request: Any) -> list[Outcome]:
     :func:`appends_inline`); one outcome per partition."""
     outcomes: list[Outcome] = []
     for topic in request.topic_data:
+        refused = refusal(topic.name, AdminChange.PRODUCE)
         for part in topic.partition_data:
             name, index = topic.name, part.index
+            if refused is not None:
+                outcomes.append((name, index, *refused))
+                continue
             if part.records is None or len(part.records) == 0:
                 outcomes.append((name, index, ErrorCode.corrupt_message,
                                  f"no records for {name}-{index}"))

@@ -21,14 +21,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tierlog.errors import BadRequestError
 from tierlog.manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
 from tierlog.server import api_versions
 from tierlog.server.config import ServerConfig
-from tierlog.server.connection import FramedConnection, FrameTooLargeError
+from tierlog.server.connection import FramedConnection
 from tierlog.server.context import RequestContext
 from tierlog.server.framing import (
-    BadRequestError,
     SplicedResponse,
     decode_header_v1,
     decode_request,
@@ -157,11 +157,9 @@ class Server:
                 out = await self._handle(frame, connection_id, host)
                 if out is not None:
                     await self._write(connection, out)
-        except FrameTooLargeError as exc:
-            log.warning("closing connection %d from %s: %s", connection_id, host, exc)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
-        except BadRequestError as exc:
+        except BadRequestError as exc:  # FrameTooLargeError too
             log.warning("closing connection %d from %s: %s", connection_id, host, exc)
         except asyncio.CancelledError:
             pass
