@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
         ROOT / "examples" / "plugin-key-index" / "README.md"]
-FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
+FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 #: Shell blocks that are not run here, and why (matched by their first line).
 NOT_RUN = {
     # The README's opening commands: CI runs `make test` itself, and `make demo` is the
@@ -30,6 +30,10 @@ NOT_RUN = {
     # Installing into the test environment would add the plugin to every other test; the
     # same directory is pip-installed by tests/test_plugin_key_index.py.
     "pip install ./examples/plugin-key-index": "installed by test_plugin_key_index.py",
+    # A server runs until stopped; the README's next example runs the same server in-process
+    # (BackgroundServer), and tests/test_server_*.py run `tierlog serve` as a subprocess.
+    "tierlog serve --data-dir ./data --set listeners=PLAINTEXT://127.0.0.1:9092":
+        "long-running; the in-process example and the server tests run it",
 }
 
 

@@ -3,15 +3,11 @@ with a Kafka client (kafka-python, a dev dependency: skipped with a note when mi
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tierlog.manager import LogManager
-from tierlog.server.config import ServerConfig
-from tierlog.server.server import Server
+from tierlog.server.background import BackgroundServer
 
 
 def serve_and_consume(dirs: Sequence[Path], config: dict[str, Any], topic: str,
@@ -25,24 +21,10 @@ def serve_and_consume(dirs: Sequence[Path], config: dict[str, Any], topic: str,
         echo("\nKafka client step skipped: kafka-python is not installed "
              "(pip install kafka-python), serve the topic with: tierlog serve")
         return True
-    server_config = ServerConfig.from_properties(
-        {**config, "listeners": "PLAINTEXT://127.0.0.1:0"})
-    manager = LogManager.open(list(dirs), server_config.manager)
-    loop = asyncio.new_event_loop()
-    server = Server(server_config, manager)
-    ready = threading.Event()
-
-    def run_loop() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(server.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run_loop, name="tierlog-demo-server", daemon=True)
-    thread.start()
-    ready.wait(30)
-    try:
-        bootstrap = f"127.0.0.1:{server.port}"
+    server = BackgroundServer({**config, "log.dirs": ",".join(str(d) for d in dirs),
+                               "listeners": "PLAINTEXT://127.0.0.1:0"})
+    with server:
+        bootstrap = server.bootstrap
         echo(f"\nServing {topic!r} with Kafka's protocol on {bootstrap} (tierlog serve); "
              f"a kafka-python consumer reads partition 0 from offset 0:")
         consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
@@ -58,9 +40,3 @@ def serve_and_consume(dirs: Sequence[Path], config: dict[str, Any], topic: str,
                 break
         consumer.close()
         return got >= count
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
-        manager.close()
