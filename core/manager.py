@@ -263,16 +263,20 @@ class LogManager:
             topic_id = new_topic_id()
 
             def open_partition(_: int, directory: Path) -> Log:
-                if overrides:
-                    # Only the topic's own overrides: broker defaults may change later.
-                    write_properties(directory / TOPIC_CONFIG_FILE,
-                                     LogConfig(overrides).overrides)
-                return Log.open(directory, topic_config, topic_id=topic_id,
-                                had_clean_shutdown=True, **self._log_options())
+                return self._open_new_partition(directory, topic_config, topic_id, overrides)
 
             logs = self._create_partitions(name, range(count), open_partition)
             log.info("created topic %s with %d partitions", name, count)
             return logs
+
+    def _open_new_partition(self, directory: Path, topic_config: LogConfig,
+                            topic_id: str | None, overrides: Mapping[str, Any]) -> Log:
+        """Open an empty partition of a new (or growing) topic, writing the topic's own
+        overrides beside it (only those: broker defaults may change later)."""
+        if overrides:
+            write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
+        return Log.open(directory, topic_config, topic_id=topic_id, had_clean_shutdown=True,
+                        **self._log_options())
 
     def create_partitions(self, name: str, count: int) -> list[Log]:
         """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions): the new
@@ -293,11 +297,7 @@ class LogManager:
             topic_config, topic_id = first.config, first.topic_id
 
             def open_partition(_: int, directory: Path) -> Log:
-                if overrides:
-                    write_properties(directory / TOPIC_CONFIG_FILE,
-                                     LogConfig(overrides).overrides)
-                return Log.open(directory, topic_config, topic_id=topic_id,
-                                had_clean_shutdown=True, **self._log_options())
+                return self._open_new_partition(directory, topic_config, topic_id, overrides)
 
             logs = self._create_partitions(name, range(max(current) + 1, count), open_partition)
             log.info("topic %s grown to %d partitions", name, count)
