@@ -49,7 +49,13 @@ from tierlog.properties import read_properties_if_exists, write_properties
 from tierlog.remote.adoption import seed_log_dir
 from tierlog.remote.ownership import manager_owner, tier_of
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
-from tierlog.remote.restore import Download, cut_tier, plan_restore, tier_topics
+from tierlog.remote.restore import (
+    Download,
+    commit_cut_prefix,
+    cut_tier,
+    plan_restore,
+    tier_topics,
+)
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
@@ -365,8 +371,11 @@ class LogManager:
         ``to_timestamp`` (ms), else at or before the tier's end: its local log starts empty
         at the cut, or holds the bytes below the cut of the tier segment the cut falls in;
         reads below come from the tier, appends continue at the cut, producers keep
-        deduplicating. The tier's segments holding offsets at or above the cut are deleted
-        from it (marked DELETE_SEGMENT_STARTED first, the highest first). The tier does not
+        deduplicating. The records below the cut of the segment the cut falls in are first
+        uploaded to the tier as a segment of their own, then the tier's segments holding
+        offsets at or above the cut are deleted from it (marked DELETE_SEGMENT_STARTED
+        first, the highest first): a restore failing at any step loses no record below the
+        cut, and running it again lands on the same cut. The tier does not
         record topic configs: ``config`` gives the overrides (``remote.storage.enable`` is
         set on top). The topic is then owned by this manager: a backfill refuses it.
         ``download(bytes)`` is called as segment bytes are fetched. All or nothing, as
@@ -408,7 +417,14 @@ class LogManager:
                 partition_log.update_high_watermark(state.end_offset)
                 return partition_log
 
-            def cut(_: list[Log]) -> None:
+            def cut(logs: list[Log]) -> None:
+                # The records below each cut go to the tier as a segment of their own before
+                # the segment they came from is deleted: the tier never lacks one.
+                for partition_log in logs:
+                    state = states[partition_log.partition]
+                    if state.local_bytes:
+                        partition_log.roll()  # the prefix closed at the cut, snapshot there
+                    commit_cut_prefix(rlm, partition_log, state)
                 cut_tier(rlm.rlmm, rlm.rsm, list(states.values()), time_ms=self._time_ms)
 
             logs = self._create_partitions(name, states, open_partition, before_attach=cut)

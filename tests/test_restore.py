@@ -231,14 +231,17 @@ def test_a_cut_mid_segment_restores_its_bytes_below_the_cut_locally(source, cloc
         tier = _tier(mgr)
         tip = topic_partitions(tier, "orders")[0]
         manifest, _ = load_partition(tier, tip)
-        assert max(m.end_offset for m in manifest.committed) == log.local_log_start_offset - 1
+        # The bytes below the cut went to the tier as a segment of their own before the
+        # segment they came from was deleted: the tier alone holds every record below it.
+        prefix = max(manifest.committed, key=lambda m: m.end_offset)
+        assert (prefix.start_offset, prefix.end_offset) == (log.local_log_start_offset, cut - 1)
         assert {m.state for m in manifest.segments} == {RemoteLogSegmentState.COPY_SEGMENT_FINISHED}
-        assert log.highest_offset_in_remote == log.local_log_start_offset - 1
+        assert log.highest_offset_in_remote == cut - 1
         # The producer state is the one at the cut: the idempotent batch just above it is new.
         records, seq = source.last_idem
         info = log.append_records(records, producer_id=IDEM, producer_epoch=0, base_sequence=seq)
         assert not info.duplicate and info.first_offset == cut
-        # Tiering copies the restored local bytes after the tier's segments: one chain.
+        # Tiering copies the appends after the tier's segments: one chain.
         log.roll()
         log.update_high_watermark(log.log_end_offset)
         mgr.tier_now()

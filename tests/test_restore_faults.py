@@ -1,54 +1,127 @@
-"""A restore whose tier fails while it is being cut (a real ``faultfs://`` tier that refuses
-writes): the restore is undone locally, the tier keeps every segment committed, and the same
-restore run again once the tier heals gives the same cut."""
+"""A point-in-time restore whose tier fails part way (a real ``faultfs://`` tier that goes
+down at its N-th write, for every N the restore makes): no record below the cut ever leaves
+the tier, the restore is undone locally, and the same restore run again once the tier heals
+lands on the same cut with the same bytes and producer state."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import fsspec
 import pytest
-from fault_fs import fault_storage
-from test_restore import lose_disks_after, raw_batches
+from fault_fs import Faults, fault_storage
+from test_restore import IDEM, Source, lose_disks_after, raw_batches
 
 from tierlog.errors import TierlogError
 from tierlog.manager import LogManager
-from tierlog.remote.api import RemoteLogSegmentState
+from tierlog.remote.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from tierlog.remote.manifest import list_remote_partitions, read_partition_manifest
 
+#: The FaultFS methods that write to (or remove from) the tier.
+WRITES = ("pipe_file", "put_file", "rm_file", "_rm", "mv")
 
-def committed(url: str) -> list[tuple[int, int]]:
-    """The tier's committed segments of orders-0, read with nothing but fsspec."""
-    fs, root = fsspec.core.url_to_fs(url)
+
+def segments(tier: Path) -> list[RemoteLogSegmentMetadata]:
+    """Every segment of orders-0 the tier records, read with nothing but fsspec."""
+    fs, root = fsspec.core.url_to_fs(f"file://{tier}")
     (tip,) = [p for p in list_remote_partitions(fs, root) if p.topic == "orders"]
-    manifest = read_partition_manifest(fs, root, tip)
-    assert {m.state for m in manifest.segments} == {RemoteLogSegmentState.COPY_SEGMENT_FINISHED}
-    return [(m.start_offset, m.end_offset) for m in manifest.committed]
+    return list(read_partition_manifest(fs, root, tip).segments)
 
 
-def test_a_tier_failing_during_the_cut_undoes_the_restore(tmp_path: Path, clock: Any) -> None:
-    url = f"faultfs://{tmp_path}/tier"
+def covered(tier: Path) -> int:
+    """One past the last offset the tier's committed segments hold without a gap from 0."""
+    offset = 0
+    for m in sorted((m for m in segments(tier)
+                     if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
+                    key=lambda m: m.start_offset):
+        if m.start_offset > offset:
+            break
+        offset = max(offset, m.end_offset + 1)
+    return offset
+
+
+def down_from_write(faults: Faults, n: int, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From its ``n``-th write on (1-based), every write to the tier fails; returns a list
+    holding the count of writes attempted so far."""
+    count = [0]
+    before: Callable[[str], None] = faults.before
+
+    def counting(method: str) -> None:
+        if method in WRITES:
+            count[0] += 1
+            if count[0] == n:
+                for name in WRITES:
+                    faults.fail(name)
+        before(method)
+
+    monkeypatch.setattr(faults, "before", counting)
+    return count
+
+
+@pytest.fixture
+def base(tmp_path: Path, clock: Any) -> tuple[Source, Path]:
+    """orders tiered to ``tmp_path/base`` (a plain directory under faultfs) and its disks
+    lost."""
+    url = f"faultfs://{tmp_path}/base"
     config = {"segment.bytes": 1 << 20, "local.retention.bytes": 0,
-              "remote.storage.manager": "fsspec",
-              "remote.storage.url": url}
-    with fault_storage() as faults:
-        source = lose_disks_after(tmp_path, config, clock)
-        cut = source.marks["after-marker"]
-        with LogManager.open(source.data, config, time_ms=clock,
-                             start_scheduler=False) as mgr:
-            before = committed(url)
-            for method in ("pipe_file", "put_file"):  # every write to the tier fails
-                faults.fail(method)
-            with pytest.raises((TierlogError, OSError)) as failed:
+              "remote.storage.manager": "fsspec", "remote.storage.url": url}
+    with fault_storage():
+        return lose_disks_after(tmp_path, config, clock), tmp_path / "base"
+
+
+def test_a_tier_failing_at_any_write_loses_no_record_below_the_cut(
+        base: tuple[Source, Path], tmp_path: Path, clock: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source, base_tier = base
+    cut = source.marks["after-marker"]  # inside a tier segment: its prefix is uploaded
+    below = [b for b in source.batches if int.from_bytes(b[:8], "big") < cut]
+    failed_after_prefix = failed_after_marks = failures = 0
+    n = 0
+    while True:
+        n += 1
+        tier = tmp_path / f"tier-{n}"
+        shutil.copytree(base_tier, tier)
+        config = {**source.config, "remote.storage.url": f"faultfs://{tier}"}
+        with fault_storage() as faults, LogManager.open(
+                source.data, config, time_ms=clock, start_scheduler=False) as mgr:
+            writes = down_from_write(faults, n, monkeypatch)
+            try:
                 mgr.restore_topic("orders", to_offset=cut)
-            assert any(entry.name == "cut_tier" for entry in failed.traceback)
+            except (TierlogError, OSError):
+                failures += 1
+                assert mgr.partitions("orders") == []  # undone locally
+                assert not list(source.data.glob("orders-*"))
+            finished = writes[0] < n  # the tier never went down: every step ran
             faults.heal()
-            assert mgr.partitions("orders") == []
-            assert not list(source.data.glob("orders-*"))
-            assert committed(url) == before  # nothing taken out of the tier
-            (log,) = mgr.restore_topic("orders", to_offset=cut)
-            assert log.log_end_offset == cut
-            assert raw_batches(log, 0, cut) == [b for b in source.batches
-                                                if int.from_bytes(b[:8], "big") < cut]
-            assert max(end for _, end in committed(url)) < cut
+            monkeypatch.undo()
+            # The tier alone holds every record below the cut, whatever step failed.
+            assert covered(tier) >= cut, f"write {n}"
+            states = segments(tier)
+            if any(m.end_offset == cut - 1 and m.state is RemoteLogSegmentState.
+                   COPY_SEGMENT_FINISHED for m in states) and any(
+                       m.start_offset < cut <= m.end_offset and m.state is
+                       RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in states):
+                failed_after_prefix += 1  # the prefix committed, its source not yet marked
+            if any(m.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED for m in states):
+                failed_after_marks += 1
+            if not mgr.partitions("orders"):  # the retry, on the healed tier
+                mgr.restore_topic("orders", to_offset=cut)
+            log = mgr.log("orders", 0)
+            assert log.log_end_offset == cut, f"write {n}"
+            assert raw_batches(log, 0, cut) == below, f"write {n}"
+            records, seq = source.last_idem  # the producer state is the one at the cut
+            info = log.append_records(records, producer_id=IDEM, producer_epoch=0,
+                                      base_sequence=seq)
+            assert not info.duplicate and info.first_offset == cut
+            assert covered(tier) == cut  # nothing above the cut is left committed
+        shutil.rmtree(source.data)
+        if finished:
+            break
+    # Every write the restore makes was failed once: those up to the marks undo the
+    # restore; a failed object delete only leaves its segment DELETE_STARTED for the next
+    # tiering run (the restore itself succeeds).
+    assert failures >= 5 and n - 1 > failures
+    assert failed_after_prefix and failed_after_marks

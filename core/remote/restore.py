@@ -8,11 +8,20 @@ of a topic Spark wrote). For each partition of the topic's incarnation in the ti
   requested offset or time (``restore_cut``), else at or before the tier's end (a
   transaction whose marker never reached the tier is dropped: its outcome is unknown);
 - the segments wholly below the cut stay in the tier, the one straddling it is fetched and
-  its bytes below the cut are restored into the local log, and the segments at or above it
-  (the straddling one included) are taken out of the tier (:func:`cut_tier`) the way Kafka
-  removes remote segments beyond a truncated log's end: marked DELETE_SEGMENT_STARTED, the
-  highest first, before any object goes, so the committed segments always form a prefix of
-  the log and none names missing data;
+  its bytes below the cut are restored into the local log;
+- before anything leaves the tier, those bytes are committed to the tier as a segment of
+  their own (:func:`commit_cut_prefix`, through the RemoteLogManager's copy path: its
+  indexes, the producer snapshot at the cut, the epoch checkpoint truncated at the cut, its
+  transaction index), so the tier alone holds every record below the cut from then on;
+- then the segments at or above the cut (the straddling one included) are taken out of the
+  tier (:func:`cut_tier`) the way Kafka removes remote segments beyond a truncated log's
+  end: marked DELETE_SEGMENT_STARTED, the highest first, before any object goes, so the
+  committed segments always form a prefix of the log and none names missing data.
+
+A restore that fails at any step is undone locally and leaves the tier holding every
+record below the cut: the same restore run again plans the same cut (the uploaded prefix,
+found committed, is not uploaded twice; with the straddling segment already gone, the cut
+falls on the prefix's end and the local log starts empty there).
 - the log start offset (``tier_log_start``) and the leader epochs of the checkpoint copied
   with the segment holding the cut, truncated to the cut. The producer state is not planned
   here: the log opening on the seeded directory loads the snapshot the tier holds at its
@@ -29,6 +38,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tierlog.checkpoint import decode_leader_epoch_checkpoint
 from tierlog.errors import (
@@ -58,6 +68,10 @@ from tierlog.remote.ownership import read_owner, tier_of
 from tierlog.remote.restore_cut import last_stable_boundary
 from tierlog.remote.topics import topic_partitions
 from tierlog.remote.unfinished import roll_back_unfinished
+
+if TYPE_CHECKING:
+    from tierlog.remote.log_protocol import TieredLog
+    from tierlog.remote.rlm import RemoteLogManager
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +103,15 @@ class PartitionRestore:
     """The base offset of those bytes' segment (the end offset when there are none)."""
     dropped: tuple[RemoteLogSegmentMetadata, ...] = field(default=())
     """The committed segments holding offsets at or above the cut: taken out of the tier."""
+    prefix_in_tier: bool = False
+    """Whether the tier already holds ``local_bytes`` as a committed segment of its own (an
+    earlier restore to this cut uploaded it, then failed)."""
+
+    @property
+    def uploads_prefix(self) -> bool:
+        """Whether :func:`commit_cut_prefix` must upload the restored bytes below the cut
+        before :func:`cut_tier` may delete the segment they came from."""
+        return bool(self.local_bytes) and not self.prefix_in_tier
 
     @property
     def local_log_start(self) -> int:
@@ -195,8 +218,7 @@ class _ProducerCut:
                 candidates = candidates[:late + 1]
         for i in range(len(candidates) - 1, -1, -1):
             segment = candidates[i]
-            previous = candidates[i - 1] if i else None
-            found = self._cut_in(segment, previous, limit, to_timestamp)
+            found = self._cut_in(segment, self._ending_before(segment), limit, to_timestamp)
             if found is not None:
                 cut, data = found
                 if cut < self.log_start:
@@ -204,6 +226,14 @@ class _ProducerCut:
                 return self._restore(segment, cut, data)
             limit = segment.start_offset
         raise self._below_start(limit, unstable=True)
+
+    def _ending_before(self, segment: RemoteLogSegmentMetadata
+                       ) -> RemoteLogSegmentMetadata | None:
+        """The committed segment ending just below ``segment`` (its producer snapshot is the
+        state at ``segment``'s start), or None. Found by offset, not by position: the prefix
+        an earlier restore uploaded starts where the segment it came from starts."""
+        return next((m for m in reversed(self.committed)
+                     if m.end_offset + 1 == segment.start_offset), None)
 
     def _cut_in(self, segment: RemoteLogSegmentMetadata,
                 previous: RemoteLogSegmentMetadata | None, limit: int,
@@ -215,9 +245,7 @@ class _ProducerCut:
                 and not self._open_transactions(self._snapshot(segment)):
             return end, None
         data = self._fetch(segment)
-        before = (self._snapshot(previous)
-                  if previous is not None and previous.end_offset + 1 == segment.start_offset
-                  else None)
+        before = self._snapshot(previous) if previous is not None else None
         found = last_stable_boundary(iter_batches(data, strict=True),
                                      start=segment.start_offset, end=end, snapshot=before,
                                      stop=limit, stop_after_timestamp=to_timestamp,
@@ -239,8 +267,11 @@ class _ProducerCut:
         if dropped:
             log.info("%s: restoring to offset %d; %d segments of the tier hold offsets at or "
                      "above it", self.tip, cut, len(dropped))
+        prefix_in_tier = any(m.start_offset == segment.start_offset and m.end_offset == cut - 1
+                             for m in self.committed)
         return PartitionRestore(self.tip, self.log_start, cut, epochs, data or b"",
-                                segment.start_offset if data else cut, dropped)
+                                segment.start_offset if data else cut, dropped,
+                                bool(data) and prefix_in_tier)
 
     def _snapshot(self, segment: RemoteLogSegmentMetadata) -> bytes:
         with self.rsm.fetch_index(segment, IndexType.PRODUCER_SNAPSHOT) as stream:
@@ -272,18 +303,39 @@ class _ProducerCut:
             f"the log start offset {self.log_start}")
 
 
+def commit_cut_prefix(rlm: RemoteLogManager, log_: TieredLog,
+                      state: PartitionRestore) -> RemoteLogSegmentMetadata | None:
+    """Upload the restored bytes below the cut (``log_``'s first local segment, closed at
+    the cut) to the tier as a new segment, through the RemoteLogManager's copy path, when
+    :attr:`PartitionRestore.uploads_prefix`; returns its metadata (None: nothing to do).
+    Must be committed before :func:`cut_tier` runs: it is the only copy of those records
+    in the tier once the segment they came from is deleted."""
+    if not state.uploads_prefix:
+        return None
+    prefix = log_.segments.get(state.local_start)
+    if prefix is None or log_.log_end_offset != state.end_offset \
+            or log_.segments.get(state.end_offset) is None:
+        raise RemoteStorageError(
+            f"{state.tip}: the restored log must hold offsets {state.local_start}-"
+            f"{state.end_offset - 1} in a segment closed at the cut {state.end_offset} "
+            f"before its prefix is uploaded")
+    metadata = rlm.copy_segment(log_, prefix, state.end_offset)
+    log.info("%s: uploaded offsets %d-%d below the cut as segment %s", state.tip,
+             metadata.start_offset, metadata.end_offset, metadata.remote_log_segment_id.id)
+    return metadata
+
+
 def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
              restores: Sequence[PartitionRestore], *, time_ms: Callable[[], int]) -> None:
-    """Take each restore's ``dropped`` segments (those at or above its cut) out of the tier.
+    """Take each restore's ``dropped`` segments (those at or above its cut) out of the tier,
+    once :func:`commit_cut_prefix` has committed the records below each cut that the
+    segment the cut falls in held: no record below a cut is lost whichever step fails.
 
     Each is marked DELETE_SEGMENT_STARTED (no reader or tiering run takes it for data), the
-    highest first so a partition's committed segments stay a prefix of its log; the
-    segments the cuts fall in, whose records below the cut then live only in the restored
-    local logs, are marked last, after every other partition's segments, so a tier failing
-    on the way loses no record below a cut unless it fails between those last marks. Then
-    the objects go and each is marked DELETE_SEGMENT_FINISHED; a delete that fails is
-    logged and left DELETE_SEGMENT_STARTED for the partition's next tiering run (or
-    ``tierlog scrub --repair``). A failure to mark is raised."""
+    highest first so a partition's committed segments stay a prefix of its log. Then the
+    objects go and each is marked DELETE_SEGMENT_FINISHED; a delete that fails is logged
+    and left DELETE_SEGMENT_STARTED for the partition's next tiering run (or ``tierlog
+    scrub --repair``). A failure to mark is raised."""
     def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
         rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             remote_log_segment_id=metadata.remote_log_segment_id,
@@ -293,15 +345,11 @@ def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
         rsm.delete_log_segment_data(metadata)
         mark(metadata, _DELETE_FINISHED)
 
-    above: list[RemoteLogSegmentMetadata] = []
-    straddling: list[RemoteLogSegmentMetadata] = []
-    for restore in restores:
-        for metadata in sorted(restore.dropped, key=lambda m: m.start_offset, reverse=True):
-            holds_restored = metadata.start_offset < restore.end_offset
-            (straddling if holds_restored else above).append(metadata)
-    for metadata in (*above, *straddling):
+    doomed = [m for restore in restores
+              for m in sorted(restore.dropped, key=lambda m: m.start_offset, reverse=True)]
+    for metadata in doomed:
         mark(metadata, _DELETE_STARTED)
-    for metadata in (*above, *straddling):
+    for metadata in doomed:
         started = dataclasses.replace(metadata, state=_DELETE_STARTED)
         try:
             roll_back_unfinished(started, mark=mark, delete=delete)
@@ -311,4 +359,5 @@ def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
                         topic_id_partition, metadata.start_offset, metadata.end_offset, exc)
 
 
-__all__ = ["Download", "PartitionRestore", "cut_tier", "plan_restore", "tier_topics"]
+__all__ = ["Download", "PartitionRestore", "commit_cut_prefix", "cut_tier", "plan_restore",
+           "tier_topics"]

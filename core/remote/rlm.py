@@ -368,11 +368,26 @@ class RemoteLogManager:
                 out.append((segment, nxt.base_offset))
         return out
 
+    def copy_segment(self, log_: TieredLog, segment: LogSegment,
+                     next_base: int) -> RemoteLogSegmentMetadata:
+        """Copy one closed segment of ``log_`` (offsets below ``next_base``) to the tier now,
+        under the partition's lock, through the very path a tiering run copies with
+        (COPY_SEGMENT_STARTED, its objects, COPY_SEGMENT_FINISHED). For a caller that must
+        have one segment committed before it goes on: a point-in-time restore uploads the
+        prefix of the segment its cut falls in before deleting that segment."""
+        tip = topic_id_partition(log_)
+        with self._lock_for(tip):
+            return self._copy_counted(log_, tip, segment, next_base)
+
+    def _copy_counted(self, log_: TieredLog, tip: TopicIdPartition, segment: LogSegment,
+                      next_base: int) -> RemoteLogSegmentMetadata:
+        with log_.stats.remote_copy(segment.size):
+            return self._copy_segment(log_, tip, segment, next_base)
+
     def _copy_segments(self, log_: TieredLog, tip: TopicIdPartition, result: TierResult,
                        progress: Progress | None) -> None:
         for segment, next_base in self.copy_candidates(log_):
-            with log_.stats.remote_copy(segment.size):
-                metadata = self._copy_segment(log_, tip, segment, next_base)
+            metadata = self._copy_counted(log_, tip, segment, next_base)
             result.copied.append(metadata)
             if progress is not None:
                 progress("copied", metadata)
