@@ -25,7 +25,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LogRemovals"]
+__all__ = ["LogRemovals", "last_offset_off_local"]
+
+
+def last_offset_off_local(highest_offset_in_remote: int, log_start_offset: int) -> int:
+    """The last offset a tiered log's local segments no longer hold for the remote tier:
+    one the tier holds (copied), or one below the log start offset (deleted records: never
+    copied, as Kafka copies from the local log start, and removable locally uncopied, as
+    Kafka's ``deletableSegments`` allows once the log start passed a segment). The one rule
+    of both the RemoteLogManager's copy candidates (it copies only segments above this) and
+    local retention (it removes only segments at or below this)."""
+    return max(highest_offset_in_remote, log_start_offset - 1)
 
 
 class LogRemovals:
@@ -170,7 +180,8 @@ class LogRemovals:
             tiered = log.remote_storage_enabled
             deletable = local.deletable_segments(
                 predicate, log._high_watermark,
-                log._highest_offset_in_remote if tiered else None)
+                last_offset_off_local(log._highest_offset_in_remote, log._log_start_offset)
+                if tiered else None)
             if not deletable:
                 return []
             if len(deletable) == len(local.segments):

@@ -151,19 +151,18 @@ def tier_config(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> di
 
 def lose_disks_after(tmp_path: Path, config: dict[str, Any], clock: Any,
                      write: Any = history, log_start: str | None = None) -> Source:
-    """Write ``orders`` (partition 0) through a LogManager, tier it (then raise the log
-    start offset to the mark ``log_start`` and tier again), read back everything the tier
-    holds, close and delete the data dir."""
+    """Write ``orders`` (partition 0) through a LogManager (with its log start offset
+    raised to the mark ``log_start`` before anything is tiered: DeleteRecords), tier it,
+    read back everything the tier holds, close and delete the data dir."""
     data = tmp_path / "data"
     with LogManager.open(data, config, time_ms=clock, start_scheduler=False) as mgr:
         (log,) = mgr.create_topic("orders", 1, {"remote.storage.enable": True})
         w = Writer(log)
         write(w)
         log.update_high_watermark(log.log_end_offset)
-        mgr.tier_now()
         if log_start is not None:
-            log.maybe_increment_log_start_offset(w.marks[log_start])
-            mgr.tier_now()
+            log.delete_records_before(w.marks[log_start])
+        assert not mgr.tier_now()["orders-0"].errors
         mgr.scheduler.run_due()
         end = log.highest_offset_in_remote + 1
         assert log.local_log_start_offset == end  # the tiered segments are gone locally

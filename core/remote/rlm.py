@@ -22,6 +22,7 @@ from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.config import LONG_MAX
 from tierlog.errors import RemoteFetchTimeoutError, RemoteStorageError
 from tierlog.events import EventDelivery, RemoteSegmentEvent
+from tierlog.log_removals import last_offset_off_local
 from tierlog.producer_snapshot import write_snapshot
 from tierlog.remote.api import (
     LogSegmentData,
@@ -356,10 +357,13 @@ class RemoteLogManager:
 
     def copy_candidates(self, log_: TieredLog) -> list[tuple[LogSegment, int]]:
         """(segment, next segment's base offset) for every closed segment not yet copied whose
-        data is all below the last stable offset (Kafka: next base offset <= LSO)."""
+        data is all below the last stable offset (Kafka: next base offset <= LSO) and not
+        all below the log start offset (Kafka copies from the local log start: those records
+        are deleted, the leader-epoch cache no longer covers them, and local retention
+        removes the segment uncopied)."""
         segments = log_.segments.values()
         lso = log_.last_stable_offset
-        highest = log_.highest_offset_in_remote
+        highest = last_offset_off_local(log_.highest_offset_in_remote, log_.log_start_offset)
         out = []
         for segment, nxt in pairwise(segments):
             if nxt.base_offset > lso:
