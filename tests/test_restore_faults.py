@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 import pytest
 from fault_fs import Faults, fault_storage
-from test_restore import IDEM, Source, lose_disks_after, raw_batches
+from test_restore import IDEM, Source, consumer_view, lose_disks_after, raw_batches
 
 from tierlog.errors import TierlogError
 from tierlog.manager import LogManager
@@ -112,6 +112,8 @@ def test_a_tier_failing_at_any_write_loses_no_record_below_the_cut(
             log = mgr.log("orders", 0)
             assert log.log_end_offset == cut, f"write {n}"
             assert raw_batches(log, 0, cut) == below, f"write {n}"
+            # read_committed: the prefix's transaction index, in the tier or rebuilt locally.
+            assert consumer_view(log, 0, cut) == [(o, k) for o, k in source.view if o < cut]
             records, seq = source.last_idem  # the producer state is the one at the cut
             info = log.append_records(records, producer_id=IDEM, producer_epoch=0,
                                       base_sequence=seq)
