@@ -26,7 +26,9 @@ T0 = 1_700_000_000_000
 
 
 def _tier(mgr: LogManager) -> Any:
-    return mgr._remote.manager().rsm.tier  # type: ignore[attr-defined]
+    rlm = mgr.remote_log_manager
+    assert rlm is not None
+    return rlm.rsm.tier  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("where", ["mid-segment", "segment-boundary", "log-end"])

@@ -175,11 +175,11 @@ def lose_disks_after(tmp_path: Path, config: dict[str, Any], clock: Any,
 
 
 @pytest.fixture(params=["local", "s3"])
-def source(request, tmp_path, clock) -> Source:
+def source(request: pytest.FixtureRequest, tmp_path: Path, clock: Any) -> Source:
     return lose_disks_after(tmp_path, tier_config(request.param, tmp_path, request), clock)
 
 
-def test_a_restored_topic_reads_byte_equal_and_continues(source, clock):
+def test_a_restored_topic_reads_byte_equal_and_continues(source: Source, clock: Any) -> None:
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
         (log,) = mgr.restore_topic("orders")
@@ -213,7 +213,8 @@ def test_a_restored_topic_reads_byte_equal_and_continues(source, clock):
         assert raw_batches(log, 0, source.tier_end) == source.batches
 
 
-def test_a_cut_mid_segment_restores_its_bytes_below_the_cut_locally(source, clock):
+def test_a_cut_mid_segment_restores_its_bytes_below_the_cut_locally(
+        source: Source, clock: Any) -> None:
     cut = source.marks["after-marker"]
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
@@ -251,7 +252,8 @@ def test_a_cut_mid_segment_restores_its_bytes_below_the_cut_locally(source, cloc
         assert raw_batches(log, 0, cut) == below
 
 
-def test_a_cut_inside_a_transaction_moves_below_its_first_offset(source, clock):
+def test_a_cut_inside_a_transaction_moves_below_its_first_offset(
+        source: Source, clock: Any) -> None:
     marker = source.marks["committer-marker"]  # the committer's transaction is open here
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
@@ -263,7 +265,7 @@ def test_a_cut_inside_a_transaction_moves_below_its_first_offset(source, clock):
         assert consumer_view(log, 0, first) == [(o, k) for o, k in source.view if o < first]
 
 
-def test_a_cut_by_time_keeps_the_batches_up_to_it(source, clock):
+def test_a_cut_by_time_keeps_the_batches_up_to_it(source: Source, clock: Any) -> None:
     cut = source.marks["seg3"]
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
@@ -284,7 +286,8 @@ def _tier(mgr: LogManager) -> Any:
     return rlm.rsm.tier  # type: ignore[attr-defined]
 
 
-def test_the_tier_end_inside_a_transaction_is_not_restored(tmp_path, clock, request):
+def test_the_tier_end_inside_a_transaction_is_not_restored(
+        tmp_path: Path, clock: Any, request: pytest.FixtureRequest) -> None:
     def write(w: Writer) -> None:
         w.plain(); w.mark("open"); w.txn(COMMITTER); w.plain()
         w.log.roll()
@@ -301,7 +304,8 @@ def test_the_tier_end_inside_a_transaction_is_not_restored(tmp_path, clock, requ
 
 
 @pytest.mark.parametrize("kind", ["local"])
-def test_refusals_name_the_problem(tmp_path, clock, request, kind):
+def test_refusals_name_the_problem(
+        tmp_path: Path, clock: Any, request: pytest.FixtureRequest, kind: str) -> None:
     source = lose_disks_after(tmp_path, tier_config(kind, tmp_path, request), clock)
     other = tmp_path / "other"
     with LogManager.open(other, source.config, time_ms=clock, start_scheduler=False) as mgr:
@@ -315,7 +319,8 @@ def test_refusals_name_the_problem(tmp_path, clock, request, kind):
         assert mgr.partitions("orders") == [] and not list(other.glob("orders-*"))
         mgr.restore_topic("orders", force_takeover=True)
         tip = topic_partitions(_tier(mgr), "orders")[0]
-        assert read_owner(_tier(mgr), tip).owner == manager_owner(other)
+        owner = read_owner(_tier(mgr), tip)
+        assert owner is not None and owner.owner == manager_owner(other)
         with pytest.raises(TopicExistsError, match="'orders' already exists"):
             mgr.restore_topic("orders")
     # The original data dir is no longer the owner: it must force the takeover back.
@@ -325,7 +330,8 @@ def test_refusals_name_the_problem(tmp_path, clock, request, kind):
         mgr.restore_topic("orders")
 
 
-def test_a_cut_below_the_log_start_is_refused(tmp_path, clock, request):
+def test_a_cut_below_the_log_start_is_refused(
+        tmp_path: Path, clock: Any, request: pytest.FixtureRequest) -> None:
     source = lose_disks_after(tmp_path, tier_config("local", tmp_path, request), clock,
                               log_start="seg3")
     with LogManager.open(source.data, source.config, time_ms=clock,
@@ -338,7 +344,8 @@ def test_a_cut_below_the_log_start_is_refused(tmp_path, clock, request):
         assert log.log_start_offset == start
 
 
-def test_restore_all_restores_every_topic_of_the_tier(tmp_path, clock, request):
+def test_restore_all_restores_every_topic_of_the_tier(
+        tmp_path: Path, clock: Any, request: pytest.FixtureRequest) -> None:
     config = tier_config("local", tmp_path, request)
     data = tmp_path / "data"
     with LogManager.open(data, config, time_ms=clock, start_scheduler=False) as mgr:
