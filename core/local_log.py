@@ -253,7 +253,9 @@ class LocalLog:
         """Kafka's ``deletableSegments``: from the oldest segment on, those for which
         ``predicate(segment, next_segment)`` holds and that lie wholly below the high
         watermark and, when ``highest_offset_in_remote`` is given (a tiered log), at or below
-        it; an empty active segment never. Stops at the first that does not qualify."""
+        it; an empty active segment never. Stops at the first that does not qualify.
+        A tiered log passes the last offset it no longer needs locally
+        (``log_removals.last_offset_off_local``: the tier's end, or below the log start)."""
         segments = self.segments.values()
         deletable: list[LogSegment] = []
         for i, segment in enumerate(segments):
