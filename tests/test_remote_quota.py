@@ -122,6 +122,112 @@ def test_bytes_granted_over_any_span_stay_within_the_quota(bound: int, window_nu
         assert in_span <= bound * window_num + biggest
 
 
+def _saturate(quota: RateQuota, clock: Clock, arrivals: list[tuple[int, int, int]],
+              until_ms: float) -> tuple[list[tuple[float, int]], int]:
+    """Drive ``quota`` as copy threads would, on the fake clock: ``arrivals`` are (thread,
+    gap ms after that thread's previous grant, bytes), repeated until ``until_ms``. A thread
+    asks when its request arrives and, refused, asks again exactly when the quota said (the
+    computed wait). Returns the grants (time, bytes) and the number of refusals."""
+    threads = sorted({t for t, _, _ in arrivals})
+    queues = {t: [(g, n) for th, g, n in arrivals if th == t] for t in threads}
+    cursor = dict.fromkeys(threads, 0)
+    wake = {t: clock.now + queues[t][0][0] for t in threads}
+    grants: list[tuple[float, int]] = []
+    refusals = 0
+    while True:
+        thread = min(threads, key=lambda t: wake[t])
+        if wake[thread] > until_ms:
+            return grants, refusals
+        clock.now = max(clock.now, wake[thread])
+        queue = queues[thread]
+        _, amount = queue[cursor[thread] % len(queue)]
+        wait = quota.try_acquire(amount)
+        if wait > 0:
+            refusals += 1
+            wake[thread] = clock.now + wait
+            continue
+        grants.append((clock.now, amount))
+        cursor[thread] += 1
+        wake[thread] = clock.now + queue[cursor[thread] % len(queue)][0]
+
+
+def _span_sums(grants: list[tuple[float, int]], span: float) -> list[tuple[float, int, int]]:
+    """(start, bytes, grants) of every interval [start, start + span) that starts at a grant
+    (the heaviest and the lightest intervals within the run all start at one)."""
+    out = []
+    end, carried = 0, 0
+    for i, (start, amount) in enumerate(grants):
+        while end < len(grants) and grants[end][0] < start + span:
+            carried += grants[end][1]
+            end += 1
+        if i == 0 or grants[i - 1][0] < start:  # grants made at one instant start together
+            out.append((start, carried, end - i))
+        carried -= amount
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(bound=st.integers(100, 100_000), window_num=st.integers(1, 12),
+       window_s=st.integers(1, 3),
+       arrivals=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4000),
+                                   st.floats(0.005, 1.5)), min_size=1, max_size=40))
+def test_no_span_ever_carries_more_than_its_budget(
+        bound: int, window_num: int, window_s: int,
+        arrivals: list[tuple[int, int, float]]) -> None:
+    """Property (the quota's guarantee): whatever the request sizes, arrival times and number
+    of threads, every interval of (window_num - 1) windows carries at most bound x that span,
+    except an interval holding one oversize request (larger than the whole budget) alone."""
+    clock = Clock()
+    quota = RateQuota(bound, window_num=window_num, window_size_s=window_s, time_ms=clock)
+    span = quota.span_ms
+    # Sizes are fractions of the span's budget (some larger than all of it).
+    sized = [(t, gap, max(1, int(f * quota.span_budget))) for t, gap, f in arrivals]
+    grants, _ = _saturate(quota, clock, sized, clock.now + 4 * span)
+    assert grants
+    for start, carried, count in _span_sums(grants, span):
+        oversize_alone = count == 1 and carried > quota.span_budget
+        assert carried <= quota.span_budget + 1e-6 or oversize_alone, (start - T0, carried)
+
+
+@settings(max_examples=100, deadline=None)
+@given(bound=st.integers(1000, 1_000_000), window_num=st.integers(2, 12),
+       threads=st.integers(1, 4), fraction=st.floats(0.005, 0.1), seed=st.integers(0, 2**16))
+def test_a_saturating_load_is_paced_at_the_rate_from_the_start(bound: int, window_num: int,
+                                                               threads: int, fraction: float,
+                                                               seed: int) -> None:
+    """Under a saturating load (every thread always asking) the idle quota lets only one
+    window's worth through at once (not the span's whole budget), and after the first span
+    every span carries the budget less at most two requests; each grant costs a thread at
+    most one computed wait per competing thread (no polling)."""
+    import random
+    rng = random.Random(seed)
+    clock = Clock()
+    quota = RateQuota(bound, window_num=window_num, window_size_s=1, time_ms=clock)
+    biggest = max(1, int(quota.span_budget * fraction))
+    arrivals = [(t, 0, rng.randint(1, biggest)) for t in range(threads) for _ in range(20)]
+    grants, refusals = _saturate(quota, clock, arrivals, T0 + 5 * quota.span_ms)
+    at_once = sum(n for t, n in grants if t == T0)
+    assert at_once <= quota.burst + biggest
+    assert refusals <= len(grants) * threads
+    last = grants[-1][0]
+    for start, carried, _ in _span_sums(grants, quota.span_ms):
+        assert carried <= quota.span_budget + 1e-6
+        if T0 + quota.span_ms <= start and start + quota.span_ms <= last:
+            assert carried >= quota.span_budget - 2 * biggest, (start - T0, carried)
+
+
+def test_an_oversize_request_waits_for_an_empty_span_then_goes_alone() -> None:
+    clock = Clock()
+    quota = RateQuota(100, window_num=11, window_size_s=1, time_ms=clock)  # span budget 1000
+    assert quota.try_acquire(10) == 0
+    wait = quota.try_acquire(5000)  # larger than the span's budget: only into an empty span
+    assert wait == pytest.approx(10_000, abs=1)
+    clock.now += wait
+    assert quota.try_acquire(5000) == 0
+    # It left the bucket 4900 bytes in debt: the next grant waits it out at 100 B/s.
+    assert quota.try_acquire(1) == pytest.approx((4900 + 1) * 10, abs=1)
+
+
 # -- ExponentialBackoff ----------------------------------------------------------------------
 
 
