@@ -33,8 +33,10 @@ HANG_LIMIT_S = 60.0
 
 @dataclass
 class Hang:
-    """Calls of a method wait for ``release()``; ``entered`` counts the calls now waiting."""
+    """Calls of a method wait for ``release()``; ``entered`` counts the calls now waiting.
+    With ``where``, only the calls whose path contains it."""
 
+    where: str | None = None
     released: threading.Event = field(default_factory=threading.Event)
     entered: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
 
@@ -65,9 +67,10 @@ class Faults:
             self._delays.clear()
             self.calls.clear()
 
-    def hang(self, method: str) -> Hang:
-        """Every call of ``method`` from now on waits until the Hang is released."""
-        hang = Hang()
+    def hang(self, method: str, where: str | None = None) -> Hang:
+        """Every call of ``method`` from now on (on a path containing ``where``, when given)
+        waits until the Hang is released."""
+        hang = Hang(where)
         with self._lock:
             self._hangs[method] = hang
         return hang
@@ -91,12 +94,14 @@ class Faults:
             for name in [m for m in self._hangs if method in (None, m)]:
                 self._hangs.pop(name).release()
 
-    def before(self, method: str) -> None:
+    def before(self, method: str, path: Any = "") -> None:
         with self._lock:
             self.calls[method] += 1
             hang = self._hangs.get(method)
             error = self._errors.get(method)
             delay = self._delays.get(method)
+        if hang is not None and hang.where is not None and hang.where not in str(path):
+            hang = None
         if hang is not None and not hang.released.is_set():
             hang.entered.release()
             if not hang.released.wait(HANG_LIMIT_S):
@@ -131,7 +136,7 @@ class FaultFS(AbstractFileSystem):
         return "/" + text.lstrip("/") if text else ""
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        FAULTS.before(method)
+        FAULTS.before(method, args[0] if args else "")
         return getattr(self.inner, method)(*args, **kwargs)
 
     def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> Any:
@@ -166,7 +171,7 @@ class FaultFS(AbstractFileSystem):
         return self._call("mv", path1, path2, **kwargs)
 
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-        FAULTS.before("open")
+        FAULTS.before("open", path)
         if "w" in mode:
             self.inner.makedirs(self.inner._parent(path), exist_ok=True)
         return self.inner._open(path, mode, **kwargs)

@@ -335,3 +335,92 @@ def test_opening_over_a_hung_tier_is_bounded_and_isolates_the_partition(tmp_path
         finally:
             faults.heal()
             mgr.close()
+
+
+# -- tail publishing and the attach-time staging sweep ---------------------------------------
+
+
+def _tail_objects(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "tier").rglob("*") if p.is_file()
+                  and "_tail" in p.parts and p.name != "_tail.json")
+
+
+def test_a_hung_tier_during_tail_publishing_leaves_appends_scheduling_and_close_prompt(
+        tmp_path, clock, helper) -> None:
+    """The scheduler's tail task hands publishes to the publisher's threads, whose calls to a
+    hung tier are bounded: appends, the next scheduler tick and close() all return at once."""
+    with fault_storage() as faults:
+        mgr = LogManager.open(tmp_path / "data", _config(
+            tmp_path, **{"remote.log.tail.ms": 0,
+                         "remote.storage.request.timeout.ms": 60_000}),
+            time_ms=clock, start_scheduler=False)
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 3)
+        hang = faults.hang("pipe_file")  # every tail object and manifest upload
+        rlm = mgr._remote.manager()
+        rlm.shutdown_timeout_s = 0.2
+        helper.submit(mgr._remote.submit_due_tails).result(STEP_S)
+        assert hang.wait_entered(STEP_S), "the tail publish should reach the hung tier"
+        helper.submit(_fill, log, 5, 3).result(STEP_S)  # appends while the publish hangs
+        clock.advance(1000)
+        helper.submit(mgr._remote.submit_due_tails).result(STEP_S)  # the next tick
+        assert log.log_end_offset == 8
+        helper.submit(mgr.close).result(STEP_S)  # does not wait for the hung publish
+        hang.release()
+
+
+def test_a_hung_tail_call_times_out_pauses_the_partition_until_it_returns_then_recovers(
+        tmp_path, clock, helper, caplog) -> None:
+    """A tail upload past remote.storage.request.timeout.ms fails the publish (retriable,
+    logged, the partition's lock released); while the abandoned upload may still land the
+    partition publishes nothing and sweeps nothing; once it returned, the next tiering run
+    sweeps its orphan and the next publish writes a manifest naming only live objects."""
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path, **{"remote.log.tail.ms": 0,
+                                                    "local.retention.bytes": -1}),
+            time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 3)
+        hang = faults.hang("pipe_file")
+        with caplog.at_level(logging.WARNING, logger="tierlog"):
+            published = helper.submit(mgr._remote.publish_tail_now).result(STEP_S)
+        assert published == {"orders-0": False} and hang.wait_entered(0)
+        assert any("tail: upload tail object" in r.getMessage() and "abandoned" in
+                   r.getMessage() for r in caplog.records)
+        tail = mgr._remote.manager().tail
+        state = tail._state(topic_id_partition(log))
+        assert state.abandoned is not None and not state.abandoned.done()
+        uploads = faults.calls["pipe_file"]
+        # Paused: nothing runs beside the abandoned upload (it could still land).
+        assert helper.submit(mgr._remote.publish_tail_now).result(STEP_S) == {"orders-0": False}
+        assert tail.remove_orphans(topic_id_partition(log)) == 0
+        assert faults.calls["pipe_file"] == uploads
+        faults.heal()
+        state.abandoned.result(STEP_S)  # the late upload landed: an orphan
+        assert len(_tail_objects(tmp_path)) == 1
+        assert not helper.submit(mgr.tier_now).result(STEP_S)["orders-0"].errors
+        assert _tail_objects(tmp_path) == []  # the orphan was swept
+        assert helper.submit(mgr._remote.publish_tail_now).result(STEP_S) == {"orders-0": True}
+        named = {o.name for o in tail._state(topic_id_partition(log)).manifest.objects}
+        assert named and set(_tail_objects(tmp_path)) == named
+
+
+def test_a_hung_staging_sweep_at_attach_is_bounded_and_tried_again(tmp_path, clock,
+                                                                   helper, caplog) -> None:
+    """The attach-time sweep of crashed backfill jobs' staging lists the tier: hung, it is
+    abandoned after the request timeout, the attach goes on, and the next attach tries it."""
+    with fault_storage() as faults, LogManager.open(
+            tmp_path / "data", _config(tmp_path), time_ms=clock,
+            start_scheduler=False) as mgr:
+        rlm = mgr._remote.manager()
+        hang = faults.hang("ls", where="/tier/_staging")
+        with caplog.at_level(logging.WARNING, logger="tierlog"):
+            log = helper.submit(mgr.create_topic, "orders", 1).result(STEP_S)[0]
+        assert hang.wait_entered(0)
+        assert any("staging" in r.getMessage() and "abandoned" in r.getMessage()
+                   for r in caplog.records)
+        assert not rlm._staging_swept
+        helper.submit(_fill, log, 3).result(STEP_S)
+        faults.heal()
+        helper.submit(mgr.create_topic, "payments", 1).result(STEP_S)
+        assert rlm._staging_swept

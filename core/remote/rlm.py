@@ -174,7 +174,8 @@ class RemoteLogManager:
         #: does; a third-party RSM's tier is opaque to us, so its topics get no tail).
         tier = getattr(rsm, "tier", None)
         self.tail: TailPublisher | None = (
-            TailPublisher(tier, self._lock_for, time_ms=time_ms, threads=copy_threads)
+            TailPublisher(tier, self._lock_for, time_ms=time_ms, threads=copy_threads,
+                          request_timeout_s=limits.request_timeout_ms / 1000)
             if isinstance(tier, RemoteTier) else None)
 
     # -- attaching logs ------------------------------------------------------------------
@@ -198,16 +199,28 @@ class RemoteLogManager:
     def _sweep_backfill_staging(self, tier: RemoteTier) -> None:
         """Once per RemoteLogManager (its first attach), the unfinished-upload sweep of the
         backfill: delete the staging of crashed Spark jobs (``_staging/<job>``, unmodified for
-        a day; a job record awaiting its roll-forward keeps its staging)."""
+        a day; a job record awaiting its roll-forward keeps its staging). Bounded by the
+        request timeout; a sweep that fails or times out is housekeeping: it is logged and
+        tried again at the next attach, and the attach goes on."""
         with self._locks_lock:
             if self._staging_swept:
                 return
             self._staging_swept = True
-        committer = BackfillCommitter(tier, time_ms=self._time_ms)
+
+        def sweep() -> int:
+            committer = BackfillCommitter(tier, time_ms=self._time_ms)
+            try:
+                return committer.sweep_staging(DEFAULT_STAGING_RETENTION_MS)
+            finally:
+                committer.close()
         try:
-            swept = committer.sweep_staging(DEFAULT_STAGING_RETENTION_MS)
-        finally:
-            committer.close()
+            swept = self._calls.call("sweep the staging of crashed backfill jobs", sweep)
+        except RemoteStorageError as exc:
+            with self._locks_lock:
+                self._staging_swept = False
+            log.warning("the sweep of crashed backfill jobs' staging failed (tried again at "
+                        "the next attach): %s", exc)
+            return
         if swept:
             log.info("removed the staging of %d crashed backfill jobs", swept)
 

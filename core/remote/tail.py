@@ -23,6 +23,14 @@ have been left behind (first sight of a partition, a failed publish). The schedu
 partition is published at most once per ``remote.log.tail.ms``, and never when nothing changed
 (high watermark, last stable offset, log start, committed end, log end), on the publisher's
 own thread, so a slow tier delays no append, flush or tiering run.
+
+Every call to the tier is bounded by ``remote.storage.request.timeout.ms`` (through
+``tierlog.remote.deadline.RemoteCalls``, on call threads of the publisher's own): a hung tier
+fails the publish with a RemoteTimeoutError (retried at the next interval) and releases the
+partition's lock, so neither the scheduler, the partition's tiering runs nor shutdown wait on
+it. A call abandoned after it started may still land (an object, or a manifest that would
+replace a newer one): the partition's publishing and orphan sweep pause until it returns,
+then the stored manifest is read again and the orphans swept.
 """
 
 from __future__ import annotations
@@ -33,13 +41,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tierlog.errors import CorruptRecordError, RemoteStorageError
 from tierlog.index.aborted_txns import collect_aborted_txns
 from tierlog.index.transaction_index import AbortedTxn
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, walk_headers
 from tierlog.remote.api import TopicIdPartition, new_uuid_text
+from tierlog.remote.deadline import RemoteCalls
 from tierlog.remote.layout import (
     is_tail_object_name,
     tail_dir_key,
@@ -56,6 +66,7 @@ if TYPE_CHECKING:
     from tierlog.segment import LogSegment
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: Largest tail object: a publish of more new bytes than this uploads several objects.
 MAX_TAIL_OBJECT_BYTES = 64 << 20
@@ -72,6 +83,18 @@ class _PartitionState:
     needs_sweep: bool = True
     last_attempt_ms: int | None = None
     last_key: tuple[int, ...] | None = None
+    #: A call to the tier abandoned on a timeout after it started, until it returns.
+    abandoned: Future[Any] | None = None
+
+    def paused(self) -> bool:
+        """Whether an abandoned call may still write to the tier (nothing may run beside it);
+        once it has returned, the stored manifest is read again and the orphans swept."""
+        if self.abandoned is None:
+            return False
+        if not self.abandoned.done():
+            return True
+        self.abandoned, self.loaded, self.needs_sweep = None, False, True
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +121,34 @@ def change_key(log_: TieredLog) -> tuple[int, ...]:
 class TailPublisher:
     """Publishes the tails of tiered partitions to ``tier`` (see the module docstring).
     ``lock_for(tip)`` is the RemoteLogManager's per-partition lock: a publish and a tiering
-    run of one partition never overlap. Thread-safe."""
+    run of one partition never overlap. Each call to the tier is waited for at most
+    ``request_timeout_s`` (``remote.storage.request.timeout.ms``). Thread-safe."""
 
     def __init__(self, tier: RemoteTier, lock_for: Callable[[TopicIdPartition], threading.Lock],
-                 *, time_ms: Callable[[], int], threads: int = 1) -> None:
+                 *, time_ms: Callable[[], int], threads: int = 1,
+                 request_timeout_s: float = 30.0) -> None:
         self.tier = tier
         self._lock_for = lock_for
         self._time_ms = time_ms
         self._states: dict[TopicIdPartition, _PartitionState] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="tierlog-tail")
+        self._calls = RemoteCalls(threads, request_timeout_s, name="tierlog-tail-call")
         self._runs: set[Future[bool]] = set()
         self._in_flight: set[TopicIdPartition] = set()
 
     def _state(self, tip: TopicIdPartition) -> _PartitionState:
         with self._lock:
             return self._states.setdefault(tip, _PartitionState())
+
+    def _call(self, tip: TopicIdPartition, what: str, fn: Callable[[], _T]) -> _T:
+        """``fn()`` (a call to the tier) bounded by the request timeout; one abandoned after
+        it started pauses the partition's publishing until it returns."""
+        state = self._state(tip)
+
+        def pause(future: Future[_T]) -> None:
+            state.abandoned = future
+        return self._calls.call(f"{tip}: tail: {what}", fn, pause)
 
     # -- scheduling ---------------------------------------------------------------------
 
@@ -125,6 +160,8 @@ class TailPublisher:
             return False
         state = self._state(topic_id_partition(log_))
         if state.last_attempt_ms is not None and now_ms - state.last_attempt_ms < interval:
+            return False
+        if state.paused():
             return False
         with log_.lock:
             key = change_key(log_)
@@ -170,8 +207,11 @@ class TailPublisher:
         return not pending
 
     def close(self, timeout_s: float) -> None:
+        """Stop publishing: queued publishes are cancelled, those going are given
+        ``timeout_s`` (each of their calls is bounded anyway), and no new call starts."""
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.await_publishing(timeout_s)
+        self._calls.close()
 
     # -- publishing ---------------------------------------------------------------------
 
@@ -181,6 +221,10 @@ class TailPublisher:
         tail as it was (retried at the next interval); it never raises."""
         tip = topic_id_partition(log_)
         state = self._state(tip)
+        if state.paused():
+            log.debug("%s: tail publishing waits for an abandoned call to the tier",
+                      log_.directory.name)
+            return False
         with log_.lock:
             state.last_key = change_key(log_)
         state.last_attempt_ms = self._time_ms()
@@ -197,7 +241,8 @@ class TailPublisher:
 
     def _publish(self, log_: TieredLog, tip: TopicIdPartition, state: _PartitionState) -> bool:
         if not state.loaded:
-            state.manifest = read_tail_manifest(self.tier, tip)
+            state.manifest = self._call(tip, "read the tail manifest",
+                                        lambda: read_tail_manifest(self.tier, tip))
             state.loaded = True
         old = state.manifest
         view = _read_view(log_)
@@ -218,10 +263,13 @@ class TailPublisher:
         )
         if manifest.same_content(old):
             return False
-        self.tier.put_bytes(manifest.to_json().encode(), self.tier.path(tail_manifest_key(tip)))
+        body = manifest.to_json().encode()
+        self._call(tip, f"write tail generation {manifest.generation}",
+                   partial(self.tier.put_bytes, body, self.tier.path(tail_manifest_key(tip))))
         state.manifest = manifest
         for obj in dropped:
-            self.tier.delete(self.tier.path(tail_object_key(tip, obj.name)))
+            self._call(tip, f"delete tail object {obj.name}", partial(
+                self.tier.delete, self.tier.path(tail_object_key(tip, obj.name))))
         log.debug("%s: published tail generation %d up to offset %d (%d objects, %d new)",
                   log_.directory.name, manifest.generation, published_end, len(objects),
                   len(new_objects))
@@ -263,7 +311,8 @@ class TailPublisher:
                 position = found.position if found is not None else 0
             for piece in _pieces_below(segment, position, size, view.high_watermark):
                 name = tail_object_name(piece.first, piece.end, new_uuid_text())
-                self.tier.put_bytes(piece.data, self.tier.path(tail_object_key(tip, name)))
+                self._call(tip, f"upload tail object {name}", partial(
+                    self.tier.put_bytes, piece.data, self.tier.path(tail_object_key(tip, name))))
                 objects.append(TailObject(name, piece.first, piece.end, len(piece.data),
                                           base, piece.position, piece.max_timestamp,
                                           piece.last_batch))
@@ -277,15 +326,18 @@ class TailPublisher:
         failed or crashed between upload and manifest), when something may have been left
         behind; the caller holds the partition's lock. Returns how many were deleted."""
         state = self._state(tip)
-        if not state.needs_sweep:
-            return 0
-        stored = read_tail_manifest(self.tier, tip)
+        if state.paused() or not state.needs_sweep:
+            return 0  # paused: an abandoned call may still write what the sweep would judge
+        stored = self._call(tip, "read the tail manifest",
+                            lambda: read_tail_manifest(self.tier, tip))
         named = {o.name for o in stored.objects} if stored else set()
         directory = self.tier.path(tail_dir_key(tip))
         removed = 0
-        for name in self.tier.list_names(directory):
+        for name in self._call(tip, "list tail objects",
+                               lambda: self.tier.list_names(directory)):
             if is_tail_object_name(name) and name not in named:
-                self.tier.delete(f"{directory}/{name}")
+                self._call(tip, f"delete orphaned tail object {name}",
+                           partial(self.tier.delete, f"{directory}/{name}"))
                 removed += 1
         state.manifest, state.loaded, state.needs_sweep = stored, True, False
         if removed:
@@ -295,11 +347,14 @@ class TailPublisher:
     def delete_partition(self, tip: TopicIdPartition) -> None:
         """Delete the partition's tail manifest, then every tail object (topic deletion);
         the caller holds the partition's lock."""
-        self.tier.delete(self.tier.path(tail_manifest_key(tip)))
+        self._call(tip, "delete the tail manifest",
+                   partial(self.tier.delete, self.tier.path(tail_manifest_key(tip))))
         directory = self.tier.path(tail_dir_key(tip))
-        for name in self.tier.list_names(directory):
+        for name in self._call(tip, "list tail objects",
+                               lambda: self.tier.list_names(directory)):
             if is_tail_object_name(name):
-                self.tier.delete(f"{directory}/{name}")
+                self._call(tip, f"delete tail object {name}",
+                           partial(self.tier.delete, f"{directory}/{name}"))
         with self._lock:
             self._states.pop(tip, None)
 
