@@ -98,8 +98,8 @@ def copy_rate(base: Path) -> list[tuple[str, str]]:
         ("quota X", (f"{X / 1024:.0f} KiB/s over 11 x 1 s samples, 2 copy threads, "
                      f"{SEGMENT // 1024} KiB segments, {backlog / 1e6:.1f} MB backlog")),
         ("baseline: the same backlog unthrottled",
-         f"{base_total / base_end / 1024:.0f} KiB/s = {base_total / base_end / X:.1f} x X "
-         f"({len(baseline)} segments in {base_end:.1f} s)"),
+         (f"{base_total / base_end / 1024:.0f} KiB/s = {base_total / base_end / X:.1f} x X "
+          f"({len(baseline)} segments in {base_end:.1f} s)")),
         ("throttled run", (f"{end:.1f} s wall, {len(copies)} segments, "
                            f"{total / 1e6:.2f} MB copied, throttled {throttled / 1000:.1f} s "
                            f"in all")),
@@ -110,8 +110,8 @@ def copy_rate(base: Path) -> list[tuple[str, str]]:
                          ("windows starting >= 10 s", WINDOW_S)):
         worst, least = _windows(copies, end, first)
         rows.append((f"{label}: worst / least [90%..110% of X]",
-                     f"{worst / 1024:.1f} KiB/s = {worst / X:.1%}   /   "
-                     f"{least / 1024:.1f} KiB/s = {least / X:.1%}"))
+                     (f"{worst / 1024:.1f} KiB/s = {worst / X:.1%}   /   "
+                      f"{least / 1024:.1f} KiB/s = {least / X:.1%}")))
     rows.append(("whole run", f"{total / end / 1024:.1f} KiB/s = {total / end / X:.1%} of X"))
     return rows
 
