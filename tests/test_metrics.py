@@ -94,6 +94,24 @@ def test_rolls_segments_size_and_offsets(manager):
     assert value(registry, "kafka_log_log_size", partition=1) == 0  # every partition
 
 
+def test_deletions_are_counted_for_their_own_manager_and_topic_incarnation(
+        manager, tmp_path, clock):
+    """Events are process-wide: another manager's topic of the same name, or an earlier
+    topic of the name deleted since, must not show in this manager's counts."""
+    config = {"retention.bytes": 5000, "file.delete.delay.ms": 0}
+    with LogManager.open(tmp_path / "other", {"segment.bytes": 4096}, time_ms=clock,
+                         start_scheduler=False) as other:
+        _fill(other.create_topic("t", 1, config=config)[0], 0, 40)
+        other.cleanup_logs()
+        assert value(registry_for(other), "tierlog_log_log_segments_deleted_total",
+                     reason="retention.bytes breached") > 0
+    _fill(manager.create_topic("t", 1, config=config)[0], 0, 3)
+    manager.cleanup_logs()
+    assert registry_for(manager).get_sample_value(
+        "tierlog_log_log_segments_deleted_total",
+        {"topic": "t", "partition": "0", "reason": "retention.bytes breached"}) is None
+
+
 def test_a_cleanup_run_counts_its_time_and_what_retention_deleted(manager, clock):
     log = manager.create_topic("t", 1, config={"retention.bytes": 5000,
                                                 "file.delete.delay.ms": 0})[0]

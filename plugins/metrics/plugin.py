@@ -30,22 +30,28 @@ DELETED_SEGMENTS = "tierlog.log:type=Log,name=SegmentsDeletedPerSec"
 DELETED_BYTES = "tierlog.log:type=Log,name=SegmentBytesDeletedPerSec"
 
 
+#: (topic id, topic, partition, reason): the topic id tells apart two managers' topics of the
+#: same name in one process, and a topic deleted and created again.
+EventKey = tuple[str | None, str, int, str]
+
+
 class EventCounts:
-    """Local segment deletions by (topic, partition, reason): [segments, bytes]. Process-wide
-    (events carry no manager); collectors keep the partitions of their own manager."""
+    """Local segment deletions by (topic id, topic, partition, reason): [segments, bytes].
+    Process-wide (events carry no manager); collectors keep the partitions of their own
+    manager, by topic id."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._deleted: dict[tuple[str, int, str], list[int]] = {}
+        self._deleted: dict[EventKey, list[int]] = {}
 
     def segment_deleted(self, event: SegmentDeleted) -> None:
-        key = (event.topic, event.partition, event.reason)
+        key = (event.topic_id, event.topic, event.partition, event.reason)
         with self._lock:
             counts = self._deleted.setdefault(key, [0, 0])
             counts[0] += 1
             counts[1] += event.size_in_bytes
 
-    def deleted(self) -> dict[tuple[str, int, str], tuple[int, int]]:
+    def deleted(self) -> dict[EventKey, tuple[int, int]]:
         with self._lock:
             return {key: (c[0], c[1]) for key, c in self._deleted.items()}
 
@@ -67,7 +73,8 @@ class EventCollector(Collector):
         self.counts = counts
 
     def collect(self) -> Iterator[Metric]:
-        ours = set(self.manager.logs())
+        ours = {(lg.topic_id, topic, partition)
+                for (topic, partition), lg in self.manager.logs().items()}
         labels = ["topic", "partition", "reason"]
         segments = CounterMetricFamily(
             prometheus_name(DELETED_SEGMENTS, "counter").removesuffix("_total"),
@@ -75,8 +82,9 @@ class EventCollector(Collector):
         size = CounterMetricFamily(
             prometheus_name(DELETED_BYTES, "counter").removesuffix("_total"),
             "Bytes of the local segments that left the log, by reason.", labels=labels)
-        for (topic, partition, reason), (count, nbytes) in sorted(self.counts.deleted().items()):
-            if (topic, partition) in ours:
+        for (topic_id, topic, partition, reason), (count, nbytes) in sorted(
+                self.counts.deleted().items(), key=lambda item: item[0][1:]):
+            if (topic_id, topic, partition) in ours:
                 segments.add_metric([topic, str(partition), reason], count)
                 size.add_metric([topic, str(partition), reason], nbytes)
         yield segments
