@@ -19,7 +19,7 @@ from tierlog.records.record import Record
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.coordinator_timers import ManualTimers
 from tierlog.server.coordinators import Coordinators
-from tierlog.server.groups import GroupState
+from tierlog.server.group_model import GroupState
 from tierlog.server.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 _T = TypeVar("_T")

@@ -30,7 +30,8 @@ from tierlog.server.context import BrokerServices, HandlerRegistry, RequestConte
 from tierlog.server.coordinator_config import COORDINATOR_KEYS, setting_int
 from tierlog.server.coordinator_timers import Timers
 from tierlog.server.framing import make, nested
-from tierlog.server.groups import GroupCoordinator, GroupSettings
+from tierlog.server.group_model import GroupSettings
+from tierlog.server.groups import GroupCoordinator
 from tierlog.server.offsets_topic import DEFAULT_PARTITIONS as OFFSETS_PARTITIONS
 from tierlog.server.offsets_topic import OffsetsTopic
 from tierlog.server.txn import TxnCoordinator, TxnSettings

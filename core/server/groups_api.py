@@ -16,7 +16,8 @@ from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator_wire import Reader
 from tierlog.server.framing import make, nested
-from tierlog.server.groups import Group, GroupCoordinator, GroupState
+from tierlog.server.group_model import Group, GroupState
+from tierlog.server.groups import GroupCoordinator
 
 _NO_THROTTLE = datetime.timedelta(0)
 
