@@ -47,15 +47,15 @@ def down_from_write(faults: Faults, n: int, monkeypatch: pytest.MonkeyPatch) -> 
     """From its ``n``-th write on (1-based), every write to the tier fails; returns a list
     holding the count of writes attempted so far."""
     count = [0]
-    before: Callable[[str], None] = faults.before
+    before: Callable[[str, Any], None] = faults.before
 
-    def counting(method: str) -> None:
+    def counting(method: str, path: Any = "") -> None:
         if method in WRITES:
             count[0] += 1
             if count[0] == n:
                 for name in WRITES:
                     faults.fail(name)
-        before(method)
+        before(method, path)
 
     monkeypatch.setattr(faults, "before", counting)
     return count
