@@ -205,3 +205,22 @@ def test_hostile_bytes_never_crash_the_server(server: ServerProcess, api_key: in
 
 def test_the_server_still_serves_after_the_fuzzing(server: ServerProcess) -> None:
     assert server.alive() and _api_versions_ok(server)
+
+
+def test_by_topic_nests_partitions_under_their_topic_in_first_seen_order() -> None:
+    from kio.schema.list_offsets.v7.response import (
+        ListOffsetsPartitionResponse,
+        ListOffsetsTopicResponse,
+    )
+
+    from tierlog.server.framing import by_topic, make
+
+    def part(index: int) -> object:
+        return make(ListOffsetsPartitionResponse, partition_index=index, error_code=0,
+                    timestamp=-1, offset=index, leader_epoch=-1)
+
+    topics = by_topic(ListOffsetsTopicResponse, "name",
+                      [("b", part(0)), ("a", part(1)), ("b", part(2))])
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in topics] == [
+        ("b", [0, 2]), ("a", [1])]
+    assert by_topic(ListOffsetsTopicResponse, "name", []) == ()

@@ -17,7 +17,7 @@ from tierlog.filenames import validate_topic
 from tierlog.manager import LogManager
 from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for, error_message
-from tierlog.server.framing import make, nested
+from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.internal_topics import AdminChange, refusal
 from tierlog.server.metadata import topic_uuid
 from tierlog.server.registry import Registry
@@ -157,12 +157,9 @@ def install(registry: Registry, services: Services) -> None:
         cls = ctx.response_type
         topic_t, part_t = (nested(cls, "DeleteRecordsTopicResult"),
                            nested(cls, "DeleteRecordsPartitionResult"))
-        by_topic: dict[str, list[Any]] = {}
-        for name, index, code, low in results:
-            by_topic.setdefault(name, []).append(
-                make(part_t, partition_index=index, low_watermark=low, error_code=code))
-        return make(cls, throttle_time=zero, topics=tuple(
-            make(topic_t, name=n, partitions=tuple(ps)) for n, ps in by_topic.items()))
+        return make(cls, throttle_time=zero, topics=by_topic(topic_t, "name", (
+            (name, make(part_t, partition_index=index, low_watermark=low, error_code=code))
+            for name, index, code, low in results)))
 
     async def offsets_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
         def run() -> list[tuple[str, int, ErrorCode, int, int]]:
@@ -183,13 +180,10 @@ def install(registry: Registry, services: Services) -> None:
         cls = ctx.response_type
         topic_t, part_t = (nested(cls, "OffsetForLeaderTopicResult"),
                            nested(cls, "EpochEndOffset"))
-        by_topic: dict[str, list[Any]] = {}
-        for name, index, code, epoch, end in results:
-            by_topic.setdefault(name, []).append(
-                make(part_t, error_code=code, partition=index, leader_epoch=epoch,
-                     end_offset=end))
-        return make(cls, throttle_time=zero, topics=tuple(
-            make(topic_t, topic=n, partitions=tuple(ps)) for n, ps in by_topic.items()))
+        return make(cls, throttle_time=zero, topics=by_topic(topic_t, "topic", (
+            (name, make(part_t, error_code=code, partition=index, leader_epoch=epoch,
+                        end_offset=end))
+            for name, index, code, epoch, end in results)))
 
     registry.add(19, create_topics, min_version=2, max_version=7)
     registry.add(20, delete_topics, min_version=1, max_version=6)

@@ -33,7 +33,7 @@ from tierlog.server.fetch_sessions import (
     TopicPartition,
     must_answer,
 )
-from tierlog.server.framing import SplicedResponse, make, nested, new_marker
+from tierlog.server.framing import SplicedResponse, by_topic, make, nested, new_marker
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
 
@@ -118,7 +118,7 @@ def build_response(response_type: type[Any], ctx: FetchContext, reads: list[Part
                                   nested(response_type, "AbortedTransaction"))
     states = dict(ctx.partitions)
     slices: dict[bytes, Records] = {}
-    by_topic: dict[str, list[Any]] = {}
+    partitions: list[tuple[str, Any]] = []
     for read in reads:
         has_error = read.error != ErrorCode.none
         state = states.get(read.tp)
@@ -137,11 +137,10 @@ def build_response(response_type: type[Any], ctx: FetchContext, reads: list[Part
                     last_stable_offset=read.last_stable_offset,
                     log_start_offset=read.log_start_offset, aborted_transactions=aborted,
                     preferred_read_replica=-1, records=_records_field(read.data, slices))
-        by_topic.setdefault(read.tp[0], []).append(part)
+        partitions.append((read.tp[0], part))
     response = make(response_type, throttle_time=datetime.timedelta(0), error_code=error,
                     session_id=ctx.session_id,
-                    responses=tuple(make(topic_t, topic=name, partitions=tuple(parts))
-                                    for name, parts in by_topic.items()))
+                    responses=by_topic(topic_t, "topic", partitions))
     return SplicedResponse(response, slices)
 
 

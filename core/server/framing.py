@@ -13,7 +13,7 @@ import dataclasses
 import io
 import os
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -208,6 +208,19 @@ def nested(response_type: type[Any], name: str) -> type[Any]:
     cls = getattr(sys.modules[response_type.__module__], name)
     assert isinstance(cls, type)
     return cls
+
+
+def by_topic(topic_type: type[Any], name_field: str, partitions: Iterable[tuple[str, Any]],
+             partitions_field: str = "partitions") -> tuple[Any, ...]:
+    """Kafka's topic -> partitions nesting of a response: one ``topic_type`` per topic, in the
+    order the topics first appear, holding its partition objects (``partitions`` yields
+    ``(topic name, partition object)``); ``name_field`` and ``partitions_field`` are the
+    message's field names (``name`` or ``topic``; ``partitions``, ``results_by_partition``)."""
+    grouped: dict[str, list[Any]] = {}
+    for topic, partition in partitions:
+        grouped.setdefault(topic, []).append(partition)
+    return tuple(make(topic_type, **{name_field: topic, partitions_field: tuple(parts)})
+                 for topic, parts in grouped.items())
 
 
 def join_parts(parts: Sequence[bytes | Records]) -> bytes:

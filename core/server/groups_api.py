@@ -15,7 +15,7 @@ from tierlog.errors import CorruptRecordError
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator_wire import Reader
-from tierlog.server.framing import make, nested
+from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.group_model import Group, GroupState
 from tierlog.server.groups import GroupCoordinator
 
@@ -147,15 +147,12 @@ def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
                   [(t.name, int(p)) for t in topics for p in t.partition_indexes])
         error, offsets = groups.fetch_offsets(group_id, wanted, require_stable)
         topic_t, part_t = nested(cls, topic_name), nested(cls, part_name)
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, partition), (value, perr) in offsets.items():
-            by_topic.setdefault(topic, []).append(make(
-                part_t, partition_index=partition,
-                committed_offset=-1 if value is None else value.offset,
-                committed_leader_epoch=-1 if value is None else value.leader_epoch,
-                metadata="" if value is None else value.metadata, error_code=perr))
-        return error, tuple(make(topic_t, name=t, partitions=tuple(ps))
-                            for t, ps in by_topic.items())
+        return error, by_topic(topic_t, "name", (
+            (topic, make(part_t, partition_index=partition,
+                         committed_offset=-1 if value is None else value.offset,
+                         committed_leader_epoch=-1 if value is None else value.leader_epoch,
+                         metadata="" if value is None else value.metadata, error_code=perr))
+            for (topic, partition), (value, perr) in offsets.items()))
 
     async def list_groups(ctx: RequestContext, req: Any) -> Any:
         cls = ctx.response_type
@@ -229,9 +226,6 @@ def _partition_errors(cls: type[Any], topic_name: str, part_name: str,
                       errors: dict[tuple[str, int], ErrorCode], **fields: Any) -> Any:
     """A response of per-partition error codes grouped by topic."""
     topic_t, part_t = nested(cls, topic_name), nested(cls, part_name)
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), error in errors.items():
-        by_topic.setdefault(topic, []).append(make(part_t, partition_index=partition,
-                                                   error_code=error))
-    return make(cls, topics=tuple(make(topic_t, name=t, partitions=tuple(ps))
-                                  for t, ps in by_topic.items()), **fields)
+    return make(cls, topics=by_topic(topic_t, "name", (
+        (topic, make(part_t, partition_index=partition, error_code=error))
+        for (topic, partition), error in errors.items())), **fields)

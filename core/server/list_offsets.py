@@ -18,7 +18,7 @@ from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for
-from tierlog.server.framing import make, nested
+from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.metadata import leader_epoch_of
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
@@ -76,7 +76,7 @@ def install(registry: Registry, services: Services) -> None:
         cls = ctx.response_type
         topic_t, part_t = (nested(cls, "ListOffsetsTopicResponse"),
                            nested(cls, "ListOffsetsPartitionResponse"))
-        by_topic: dict[str, list[Any]] = {}
+        partitions: list[tuple[str, Any]] = []
         for name, index, result in results:
             if isinstance(result, ErrorCode):
                 part = make(part_t, partition_index=index, error_code=result, timestamp=-1,
@@ -85,9 +85,8 @@ def install(registry: Registry, services: Services) -> None:
                 part = make(part_t, partition_index=index, error_code=ErrorCode.none,
                             timestamp=result[0], offset=result[1],
                             leader_epoch=leader_epoch_of(services, name, index))
-            by_topic.setdefault(name, []).append(part)
+            partitions.append((name, part))
         return make(cls, throttle_time=datetime.timedelta(0),
-                    topics=tuple(make(topic_t, name=n, partitions=tuple(ps))
-                                 for n, ps in by_topic.items()))
+                    topics=by_topic(topic_t, "name", partitions))
 
     registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)

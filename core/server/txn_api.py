@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import HandlerRegistry, RequestContext
-from tierlog.server.framing import make, nested
+from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.groups import GroupCoordinator
 from tierlog.server.internal_topics import CONSUMER_OFFSETS
 from tierlog.server.txn import TxnCoordinator
@@ -65,14 +65,11 @@ def install(registry: HandlerRegistry, txns: TxnCoordinator, groups: GroupCoordi
         errors = await txns.add_partitions(tid, pid, epoch, wanted)
         topic_t = nested(cls, "AddPartitionsToTxnTopicResult")
         part_t = nested(cls, "AddPartitionsToTxnPartitionResult")
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, partition), error in errors.items():
-            by_topic.setdefault(topic, []).append(make(
-                part_t, partition_index=partition,
-                partition_error_code=for_version(error, ctx)))
-        return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=tuple(
-            make(topic_t, name=t, results_by_partition=tuple(ps))
-            for t, ps in by_topic.items()))
+        return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=by_topic(
+            topic_t, "name", ((topic, make(part_t, partition_index=partition,
+                                           partition_error_code=for_version(error, ctx)))
+                              for (topic, partition), error in errors.items()),
+            "results_by_partition"))
 
     async def add_offsets(ctx: RequestContext, req: Any) -> Any:
         partition = groups.store.partition_of(req.group_id)
