@@ -183,6 +183,18 @@ class BackfillError(TierlogError, ValueError):
     range, a column of the wrong type; names the column or row and the topic-partition."""
 
 
+class RestoreNotConfirmedError(TierlogError, ValueError):
+    """A restore that would delete segments from the remote tier (``execute``, ``tierlog
+    restore --execute``) or leave a partition empty (``allow_empty``, ``--allow-empty``)
+    without being told to; names each partition and what it would delete. Nothing changed."""
+
+
+class TierDamagedError(RemoteStorageError):
+    """A restore found an object it relies on damaged (missing, its size not the recorded
+    one, batches that do not pass the scrub's checks): names each object, expected vs found.
+    Nothing changed."""
+
+
 # --- retriable conditions of the remote tier (quotas, timeouts, copy lag) --------------
 
 
