@@ -377,7 +377,12 @@ def test_base_offset_and_leader_epoch_are_outside_the_crc() -> None:
     buf = bytearray(build_batch(sample_records(2), now_ms=NOW))
     buf[0:8] = struct.pack(">q", 10**12)
     buf[12:16] = struct.pack(">i", 55)
-    RecordBatch(buf).ensure_valid()
+    batch = RecordBatch(buf)
+    batch.ensure_valid()
+    assert batch.is_valid() and batch.crc == crc32c(bytes(buf[ATTRIBUTES:]))
+    assert (batch.base_offset, batch.partition_leader_epoch) == (10**12, 55)
+    buf[ATTRIBUTES] ^= 0x40                      # a byte inside the CRC's range does count
+    assert not RecordBatch(buf).is_valid()
 
 
 def test_crc_and_length_of_a_built_batch_match_the_bytes() -> None:

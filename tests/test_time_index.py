@@ -220,8 +220,16 @@ def test_read_only(tmp_path: Path) -> None:
 # -- sanity checks -------------------------------------------------------------------------
 
 
-def test_sanity_check_passes_a_good_index(tmp_path: Path) -> None:
-    make_index(tmp_path, spaced_entries(5000)).sanity_check()
+def test_sanity_check_passes_a_good_index_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    entries = spaced_entries(5000)
+    index = make_index(tmp_path, entries)
+    index.flush()
+    before = index.path.read_bytes()
+    index.sanity_check()
+    assert index.entries == 5000 and index.last_entry == TimestampOffset(*entries[-1])
+    assert index.lookup(entries[2500][0]) == TimestampOffset(*entries[2500])
+    index.flush()
+    assert index.path.read_bytes() == before
 
 
 def test_untrimmed_index_after_a_crash_fails(tmp_path: Path) -> None:

@@ -149,8 +149,12 @@ def test_rename_and_delete(index: TransactionIndex, tmp_path: Path) -> None:
 # -- sanity checks -------------------------------------------------------------------------
 
 
-def test_sanity_check_passes(index: TransactionIndex) -> None:
+def test_sanity_check_passes_a_good_index_and_leaves_it_as_it_was(
+        index: TransactionIndex) -> None:
+    before = index.path.read_bytes()
     index.sanity_check()
+    assert index.all_aborted_txns() == TXNS
+    assert index.path.read_bytes() == before
 
 
 def test_torn_tail_is_ignored_by_reads_and_fails_the_check(index: TransactionIndex,
