@@ -100,9 +100,45 @@ def test_a_start_past_the_end_fails(tier: BuiltTier) -> None:
     with pytest.raises(OffsetOutOfRangeError,
                        match=rf"^orders-0: starting offset {end + 1} is past the end of the "
                              rf"read, {end}"):
-        plan(tier, subscribe="orders", startingOffsets=json.dumps({"orders": {"0": end + 1}}))
+        plan(tier, subscribe="orders",
+             startingOffsets=json.dumps({"orders": {"0": end + 1, "1": -2}}))
     assert plan(tier, assign='{"orders": [0]}',
                 startingOffsets=json.dumps({"orders": {"0": end}})) == []
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 3}}'},
+     (r"^startingoffsets: leaves out partition 1 of topic 'orders' \(it names 0\): a batch "
+     r"query's startingOffsets must name every partition it reads, as Spark's Kafka source "
+     r"requires \(use -2 for earliest, -1 for latest\)")),
+    ({"subscribe": "orders", "endingOffsets": '{"orders": {"1": 5}}'},
+     r"^endingoffsets: leaves out partition 0 of topic 'orders' \(it names 1\)"),
+    ({"subscribe": "orders,clicks", "startingOffsets": '{"orders": {"0": 1, "1": 1}}'},
+     r"^startingoffsets: leaves out partition 0 of topic 'clicks' \(it names none\)"),
+    ({"subscribe": "orders", "startingOffsetsByTimestamp": '{"orders": {"0": 1}}'},
+     r"^startingoffsetsbytimestamp: leaves out partition 1 of topic 'orders'"),
+])
+def test_offsets_json_must_name_every_partition_read(tier: BuiltTier, options: dict[str, str],
+                                                     message: str) -> None:
+    """Issue 21, defect 6: offsets naming partition 0 alone read all of the other
+    partitions silently; Spark's Kafka source refuses them in a batch query."""
+    with pytest.raises(ConfigError, match=message):
+        plan(tier, **options)
+
+
+def test_offsets_json_naming_every_partition_read_plans(tier: BuiltTier) -> None:
+    """-2/-1 name a partition as earliest/latest; assign narrows what must be named; a
+    timestamp taking precedence makes the offsets JSON irrelevant, as in Spark."""
+    both = plan(tier, subscribe="orders", startingOffsets='{"orders": {"0": 1, "1": -2}}',
+                endingOffsets='{"orders": {"0": 3, "1": -1}}')
+    offsets = {(r["partition"], r["offset"]) for r in rows(both)}
+    assert {o for p, o in offsets if p == 0} == {1, 2}
+    assert len({o for p, o in offsets if p == 1}) > 10
+    one = plan(tier, assign='{"orders": [0]}', startingOffsets='{"orders": {"0": 1}}',
+               endingOffsets='{"orders": {"0": 3}}')
+    assert [(r["partition"], r["offset"]) for r in rows(one)] == [(0, 1), (0, 2)]
+    assert plan(tier, subscribe="orders", startingOffsets='{"orders": {"0": 1}}',
+                startingTimestamp="0")
 
 
 def test_a_start_timestamp_with_no_offset_follows_the_strategy(tier: BuiltTier) -> None:
@@ -146,7 +182,7 @@ def test_offsets_lost_to_retention_fail_unless_fail_on_data_loss_is_false(
     with caplog.at_level(logging.WARNING, logger="tierlog.reader"):
         splits = plan_read(TierlogOptions.parse({**options, "failOnDataLoss": "false"}))
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
-        "orders-0: starting offset 140 is below the earliest offset in the tier, 150: offsets "
+        ("orders-0: starting offset 140 is below the earliest offset in the tier, 150: offsets "
         "140 to 149 were deleted (retention or DeleteRecords); reading from 150 "
-        "(fail_on_data_loss is off)"]
+        "(fail_on_data_loss is off)")]
     assert [r["offset"] for r in rows(splits)] == list(range(150, 300))

@@ -270,7 +270,7 @@ class TierlogOptions:
         """Where the start and the end are given the same way (after the precedence
         timestamp > by-timestamp > offsets), each start is at most its end, as Spark checks
         them before any read."""
-        start, end = self._limit("starting"), self._limit("ending")
+        start, end = self.limit("starting"), self.limit("ending")
         if start[0] != end[0]:
             return
         what, first, last = start[0], start[1], end[1]
@@ -288,8 +288,9 @@ class TierlogOptions:
                                                      f"after the end {bound} given by "
                                                      f"ending{what}")
 
-    def _limit(self, side: str) -> tuple[str, int | str | PerTopic]:
-        """``(how, value)`` of where ``side`` ("starting"/"ending") is, by Spark's precedence."""
+    def limit(self, side: str) -> tuple[str, int | str | PerTopic]:
+        """``(how, value)`` of where ``side`` ("starting"/"ending") is, by Spark's precedence:
+        ``how`` is ``timestamp``, ``offsetsbytimestamp`` or ``offsets``."""
         timestamp = getattr(self, f"{side}_timestamp")
         by_timestamp = getattr(self, f"{side}_by_timestamp")
         if timestamp is not None:

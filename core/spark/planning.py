@@ -104,6 +104,8 @@ def _plan(options: TierlogOptions, bounds: PushedBounds | None, split_bytes: int
         if found:
             _check_named_partitions(o, topic, found)
         partitions = found if o.assign is None else list(o.assign[topic])
+        if found:
+            _check_every_partition_named(o, topic, partitions)
         if bounds is not None:
             partitions = [p for p in partitions if bounds.allows_partition(p)]
         starting, starting_ts = o.starting_for(topic)
@@ -140,6 +142,29 @@ def _check_named_topics(options: TierlogOptions, topics: list[str]) -> None:
                 raise ConfigError(key.lower(), f"names topic {', '.join(map(repr, stray))}, "
                                                f"which this query does not read (it reads "
                                                f"{', '.join(topics) or 'no topic'})")
+
+
+def _check_every_partition_named(options: TierlogOptions, topic: str,
+                                 partitions: list[int]) -> None:
+    """Where a batch query's start or end is per-partition JSON, it names every partition the
+    query reads of ``topic``: Spark's Kafka source refuses offsets that leave one out (a
+    partition left out would otherwise be read from earliest or to latest, silently)."""
+    for side in ("starting", "ending"):
+        how, value = options.limit(side)
+        if not isinstance(value, dict):
+            continue
+        key = f"{side}{how}"
+        left_out = sorted(set(partitions) - set(value.get(topic, {})))
+        if left_out:
+            name = f"{side}Offsets" if how == "offsets" else f"{side}OffsetsByTimestamp"
+            named = sorted(value.get(topic, {}))
+            raise ConfigError(key, (
+                f"leaves out partition{'s' if len(left_out) > 1 else ''} "
+                f"{', '.join(map(str, left_out))} of topic {topic!r} (it names "
+                f"{', '.join(map(str, named)) or 'none'}): a batch query's {name} must name "
+                f"every partition it reads, as Spark's Kafka source requires"
+                + (" (use -2 for earliest, -1 for latest)" if how == "offsets" else "")
+                + "; or read fewer partitions with assign"))
 
 
 def _check_named_partitions(options: TierlogOptions, topic: str, found: list[int]) -> None:
