@@ -302,14 +302,18 @@ def test_session_is_configured_for_the_source(spark: SparkSession) -> None:
     ({"assign": '{"orders": [9]}'},
      r"tierlog\.errors\.UnknownTopicOrPartitionError: topic 'orders' has no partition 9"),
     ({"subscribe": "orders", "startingOffsets": "latest"},
-     r"tierlog\.errors\.ConfigError: startingoffsets: starting offset can't be latest for "
-     r"batch queries"),
-    ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 100000}}'},
-     r"tierlog\.errors\.OffsetOutOfRangeError: orders-0: starting offset 100000 is past the "
-     r"end of the read"),
+     (r"tierlog\.errors\.ConfigError: startingoffsets: starting offset can't be latest for "
+     r"batch queries")),
+    ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 100000, "1": -2}}'},
+     (r"tierlog\.errors\.OffsetOutOfRangeError: orders-0: starting offset 100000 is past the "
+     r"end of the read")),
+    ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 1}}',
+      "endingOffsets": '{"orders": {"0": 5}}'},
+     (r"tierlog\.errors\.ConfigError: startingoffsets: leaves out partition 1 of topic "
+     r"'orders' \(it names 0\)")),
     ({"subscribe": "orders", "startingTimestamp": "4102444800000"},
-     r"tierlog\.errors\.OffsetOutOfRangeError: orders-0: no offset matches starting "
-     r"timestamp 4102444800000"),
+     (r"tierlog\.errors\.OffsetOutOfRangeError: orders-0: no offset matches starting "
+     r"timestamp 4102444800000")),
     ({"subscribe": "orders", "kafka.bootstrap.servers": "b:9092", "groupIdPrefix": "5"},
      r"tierlog\.errors\.ConfigError: groupidprefix: unknown option"),
 ])
@@ -329,6 +333,58 @@ def test_errors_are_the_first_line_spark_shows(spark: SparkSession, tier: BuiltT
     assert caught.value.getCondition() == "PYTHON_DATA_SOURCE_ERROR"
     assert re.match(r"\[PYTHON_DATA_SOURCE_ERROR\] Failed to [^:]*: " + first_line,
                     str(caught.value).splitlines()[0])
+
+
+def test_register_shows_a_users_session_the_error_first(spark: SparkSession,
+                                                       tmp_path: Path) -> None:
+    """Issue 21, defect 5: a session the user built (no hideTraceback) and register()ed
+    showed "Traceback (most recent call last):" first and the error last."""
+    from pyspark.errors import AnalysisException
+
+    import tierlog.spark
+    from tierlog.spark.session import HIDE_TRACEBACK
+
+    spark.conf.unset(HIDE_TRACEBACK)  # as in a session the user built
+    try:
+        tierlog.spark.register(spark, check=False)
+        assert spark.conf.get(HIDE_TRACEBACK) == "true"
+        with pytest.raises(AnalysisException) as caught:
+            spark.read.format("tierlog").option("subscribe", "orders").load()
+        assert str(caught.value).splitlines()[0] == (
+            "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: "
+            "tierlog.errors.ConfigError: path: the URL of the remote tier is required")
+        spark.conf.set(HIDE_TRACEBACK, "false")  # a user's own choice is kept
+        tierlog.spark.register(spark, check=False)
+        assert spark.conf.get(HIDE_TRACEBACK) == "false"
+    finally:
+        spark.conf.set(HIDE_TRACEBACK, "true")
+
+
+def test_register_fails_when_the_workers_python_lacks_tierlog(spark: SparkSession,
+                                                              tmp_path: Path) -> None:
+    """Issue 21, defect 5: register() runs a one-task job that imports tierlog on a worker,
+    and says how to fix a worker Python without it (here: the same Python without its
+    site-packages, as a cluster's stock interpreter)."""
+    import tierlog.spark
+    from tierlog.errors import SparkWorkerError
+    from tierlog.spark.session import check_workers
+
+    assert check_workers(spark) == sys.executable
+    bare = tmp_path / "python-without-tierlog"
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    bare.chmod(0o755)
+    context = spark.sparkContext
+    real = context.pythonExec
+    context.pythonExec = str(bare)
+    try:
+        with pytest.raises(SparkWorkerError, match=(
+                r"^Spark's Python workers \(.*\) cannot import tierlog \(ModuleNotFoundError: "
+                r"No module named 'tierlog'\), so spark\.read\.format\('tierlog'\) would fail "
+                r"on them; set PYSPARK_PYTHON \(or spark\.pyspark\.python\) to a Python that "
+                r"has tierlog installed")):
+            tierlog.spark.register(spark)
+    finally:
+        context.pythonExec = real
 
 
 def test_fail_on_data_loss_false_reads_what_the_tier_holds(spark: SparkSession,

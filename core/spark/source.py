@@ -33,6 +33,7 @@ from tierlog.spark.options import NAME, TierlogOptions
 from tierlog.spark.planning import plan_read, read_columns, select_columns
 from tierlog.spark.pushdown import PushedBounds
 from tierlog.spark.schema import schema_ddl
+from tierlog.spark.session import check_workers, show_errors_first
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,12 @@ class TierlogDataSource(DataSource):
                             include_headers=include_headers)
 
 
-def register(spark: Any) -> None:
-    """Make ``spark.read.format("tierlog")`` available in ``spark``'s session."""
+def register(spark: Any, *, check: bool = True) -> None:
+    """Make ``spark.read.format("tierlog")`` available in ``spark``'s session, with its
+    errors as the first line Spark shows (``session.show_errors_first``). With ``check``, a
+    one-task job first proves the workers' Python imports tierlog (``session.check_workers``:
+    SparkWorkerError saying how to fix it if not)."""
+    if check:
+        check_workers(spark)
+    show_errors_first(spark)
     spark.dataSource.register(TierlogDataSource)
