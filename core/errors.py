@@ -6,6 +6,9 @@ Each class also inherits the builtin a Python caller would naturally catch
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class TierlogError(Exception):
     """Root of every error tierlog raises on purpose."""
@@ -35,7 +38,85 @@ class InvalidTopicError(TierlogError, ValueError):
 
 
 class CorruptRecordError(TierlogError, ValueError):
-    """Record batch bytes fail a check: CRC, sizes, record count, framing."""
+    """Record batch bytes fail a check: CRC, sizes, record count, framing.
+
+    Besides ``detail`` (what was found), the error says where, in fields that callers fill
+    in as it rises (:meth:`located`): ``topic`` and ``partition``, ``file`` (a segment file's
+    path or a remote object's key), ``offset`` (the batch's base offset), ``position`` (its
+    byte position in ``file``; in whatever buffer was parsed while ``file`` is None) and
+    ``check`` (the check that failed: ``CRC``, ``record framing``, ``size``, ...). ``str()``
+    is built from them here, the one home of the message format::
+
+        orders-0, /data/orders-0/00000000000000072000.log, batch at offset 72600
+        (position 110488): CRC check failed: stored crc 0x1c2d3e4f != computed crc ...
+    """
+
+    def __init__(self, detail: str = "", *, topic: str | None = None,
+                 partition: int | None = None, file: str | None = None,
+                 offset: int | None = None, position: int | None = None,
+                 check: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.topic = topic
+        self.partition = partition
+        self.file = file
+        self.offset = offset
+        self.position = position
+        self.check = check
+
+    def located(self, *, topic: str | None = None, partition: int | None = None,
+                file: str | None = None, offset: int | None = None,
+                position: int | None = None, check: str | None = None,
+                shift: int = 0) -> CorruptRecordError:
+        """A copy of this error (same class, chained by the caller with ``from``) with the
+        fields it lacks filled in: what a caller knows that the code below it did not. Fields
+        already set are kept (they are more precise). ``shift`` is where the parsed buffer
+        starts in ``file``: a position found in the buffer moves by it when ``file`` is given
+        here; once a file is named, positions are the file's and stay."""
+        moved = self.position
+        if moved is not None and self.file is None and file is not None:
+            moved += shift
+        copy = type(self).__new__(type(self))
+        CorruptRecordError.__init__(
+            copy, self.detail,
+            topic=self.topic if self.topic is not None else topic,
+            partition=self.partition if self.partition is not None else partition,
+            file=self.file if self.file is not None else file,
+            offset=self.offset if self.offset is not None else offset,
+            position=moved if moved is not None else position,
+            check=self.check if self.check is not None else check)
+        return copy
+
+    def __str__(self) -> str:
+        where = []
+        if self.topic is not None:
+            where.append(self.topic if self.partition is None
+                         else f"{self.topic}-{self.partition}")
+        if self.file is not None:
+            where.append(self.file)
+        batch = ""
+        if self.offset is not None:
+            batch = f"batch at offset {self.offset}"
+        if self.position is not None:
+            batch += f" (position {self.position})" if batch else f"position {self.position}"
+        if batch:
+            where.append(batch)
+        what = f"{self.check} check failed: {self.detail}" if self.check else self.detail
+        return f"{', '.join(where)}: {what}" if where else what
+
+
+@contextmanager
+def locating_corrupt_records(*, topic: str | None = None, partition: int | None = None,
+                             file: str | None = None, offset: int | None = None,
+                             position: int | None = None, check: str | None = None,
+                             shift: int = 0) -> Iterator[None]:
+    """Re-raise a CorruptRecordError from the block with the location filled in (see
+    :meth:`CorruptRecordError.located`): how a caller adds what it knows as the error rises."""
+    try:
+        yield
+    except CorruptRecordError as exc:
+        raise exc.located(topic=topic, partition=partition, file=file, offset=offset,
+                          position=position, check=check, shift=shift) from exc
 
 
 class TruncatedBatchError(CorruptRecordError):
@@ -49,6 +130,12 @@ class UnsupportedMagicError(CorruptRecordError):
 class DecompressionLimitError(CorruptRecordError):
     """A compressed batch expands beyond the decompression bound (a multiple of
     max.message.bytes): refused as a decompression bomb before it is fully expanded."""
+
+
+class LogDamagedError(CorruptRecordError):
+    """A read reached damaged bytes of a local segment (a failed CRC, a broken batch header,
+    offsets out of order) that a read-only open found and left as they are: the message names
+    the partition, the segment file, the position, the offset and the check that failed."""
 
 
 class UnsupportedCompressionError(TierlogError, ValueError):
@@ -100,6 +187,20 @@ class LogClosedError(TierlogError, RuntimeError):
 
 class LogDirectoryError(TierlogError, OSError):
     """A log or partition directory is missing, unreadable or not a partition directory."""
+
+
+class DataDirLockedError(LogDirectoryError):
+    """Another live process holds a data dir's ``.lock`` (Kafka's exclusive lock on
+    ``<log.dir>/.lock``): one process writes a data dir at a time. ``pid`` is the holder's
+    (None when the lock file does not name it)."""
+
+    def __init__(self, directory: object, pid: int | None) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(
+            f"data dir {directory} is in use by {holder} (it holds {directory}/.lock): stop "
+            f"it first; topics --list/--describe, consume and dump-log can read beside it")
+        self.directory = directory
+        self.pid = pid
 
 
 # --- topics and partitions of a LogManager -------------------------------------------
@@ -255,6 +356,18 @@ class FrameTooLargeError(BadRequestError):
         self.size = size
 
 
+class MalformedRequestError(BadRequestError):
+    """A request whose length, count or size does not fit in the bytes left in its frame (a
+    decoder would allocate it), or a null in a non-nullable field: refused before kio decodes
+    it, and the connection closed; names the request type, the field path and the byte."""
+
+    def __init__(self, request: str, field: str, position: int, detail: str) -> None:
+        super().__init__(f"malformed {request}: {field} at byte {position}: {detail}")
+        self.request = request
+        self.field = field
+        self.position = position
+
+
 class FetchSessionError(ProtocolError):
     """A fetch naming an incremental fetch session (KIP-227) that is gone, or an epoch out of
     step: ``code`` (Kafka's error code number) goes in the response's top level and the
@@ -268,3 +381,8 @@ class FetchSessionError(ProtocolError):
 class SparkWorkerError(TierlogError, RuntimeError):
     """Spark's Python workers cannot run the ``tierlog`` data source (they cannot import
     tierlog); names the interpreter they run and how to point them at one that can."""
+
+
+class MetricsBindError(TierlogError, OSError):
+    """The metrics endpoint cannot listen on its host and port (in use, or not an address of
+    this machine); the message names both."""

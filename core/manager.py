@@ -47,15 +47,18 @@ from tierlog.partition_metadata import new_topic_id
 from tierlog.plugin_manager import get_plugins
 from tierlog.properties import read_properties_if_exists, write_properties
 from tierlog.remote.adoption import seed_log_dir
+from tierlog.remote.api import RemoteLogSegmentMetadata
 from tierlog.remote.ownership import manager_owner, tier_of
 from tierlog.remote.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.restore import (
     Download,
+    RestorePlan,
     commit_cut_prefix,
     cut_tier,
     plan_restore,
     tier_topics,
 )
+from tierlog.remote.restore_fork import check_new_topic, copy_kept, discard_fork, fork_plan
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
@@ -359,10 +362,33 @@ class LogManager:
         without a cut."""
         return self.restore_topic(name, config=config)
 
+    def plan_restore(self, name: str, *, to_offset: int | None = None,
+                     to_timestamp: int | None = None, force_takeover: bool = False,
+                     download: Download | None = None, to_topic: str | None = None
+                     ) -> RestorePlan:
+        """What :meth:`restore_topic` with the same arguments would do, per partition: the
+        cut, and the segments and records it would delete from the tier (RestorePlan).
+        Changes nothing here or in the tier; raises what planning the restore raises (its
+        refusals, and TierDamagedError naming a damaged object the restore relies on)."""
+        filenames.validate_topic(name)
+        if to_topic is not None:
+            filenames.validate_topic(to_topic)
+        with self._lock:
+            self._check_open()
+            self._check_restorable(name if to_topic is None else to_topic)
+            rlm = self._remote.manager()
+            if to_topic is not None:
+                self._check_new_in_tier(rlm, to_topic)
+            return plan_restore(
+                rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms, to_offset=to_offset,
+                to_timestamp=to_timestamp, force_takeover=force_takeover, download=download,
+                owners=None if to_topic else {manager_owner(d) for d in self.dirs})
+
     def restore_topic(self, name: str, *, to_offset: int | None = None,
                       to_timestamp: int | None = None, force_takeover: bool = False,
                       config: Mapping[str, Any] | None = None,
-                      download: Download | None = None) -> list[Log]:
+                      download: Download | None = None, execute: bool = False,
+                      allow_empty: bool = False, to_topic: str | None = None) -> list[Log]:
         """Rebuild topic ``name`` from the remote tier alone (tierlog.remote.restore), with
         the tier's topic id, partitions, log start offset, leader epochs and producer state.
 
@@ -375,86 +401,157 @@ class LogManager:
         uploaded to the tier as a segment of their own, then the tier's segments holding
         offsets at or above the cut are deleted from it (marked DELETE_SEGMENT_STARTED
         first, the highest first): a restore failing at any step loses no record below the
-        cut, and running it again lands on the same cut. The tier does not
+        cut, and running it again lands on the same cut. A restore that deletes from the
+        tier runs only with ``execute`` (see :meth:`plan_restore` for what it would
+        delete), and one leaving a partition empty only with ``allow_empty`` too
+        (RestoreNotConfirmedError). With ``to_topic`` the restored state goes to a NEW topic
+        of that name (a new topic id, the records below the cut copied under it in the
+        tier) and the source topic's tier data is only read (tierlog.remote.restore_fork).
+        Before anything changes, the segments the restored log reads from the tier are
+        checked (TierDamagedError names a damaged object). The tier does not
         record topic configs: ``config`` gives the overrides (``remote.storage.enable`` is
         set on top). The topic is then owned by this manager: a backfill refuses it.
         ``download(bytes)`` is called as segment bytes are fetched. All or nothing, as
         :meth:`create_topic`.
 
-        TopicExistsError when the topic is here already; UnknownTopicOrPartitionError when
-        the tier has none; PartitionOwnedError when another log owns a partition of it
-        (``force_takeover`` takes it over, recording this manager as the owner);
-        OffsetOutOfRangeError when the cut would be below the log start offset."""
-        filenames.validate_topic(name)
+        TopicExistsError when the topic is here already (or, for ``to_topic``, in the
+        tier); UnknownTopicOrPartitionError when the tier has none; PartitionOwnedError when
+        another log owns a partition of it (``force_takeover`` takes it over, recording
+        this manager as the owner); OffsetOutOfRangeError when the cut would be below the
+        log start offset."""
+        with self._lock:
+            plan = self.plan_restore(name, to_offset=to_offset, to_timestamp=to_timestamp,
+                                     force_takeover=force_takeover, download=download,
+                                     to_topic=to_topic)
+            return self.apply_restore(plan, config=config, execute=execute,
+                                      allow_empty=allow_empty, to_topic=to_topic)
+
+    @staticmethod
+    def _check_new_in_tier(rlm: RemoteLogManager, to_topic: str) -> None:
+        tier = tier_of(rlm.rlmm) or tier_of(rlm.rsm)
+        if tier is not None:
+            check_new_topic(rlm.rlmm, tier, to_topic)
+
+    def _check_restorable(self, name: str) -> None:
+        if self.partitions(name):
+            raise TopicExistsError(f"topic {name!r} already exists in "
+                                   f"{', '.join(map(str, self.dirs))}: a restore starts "
+                                   f"from a data dir without it")
+
+    def apply_restore(self, plan: RestorePlan, *, config: Mapping[str, Any] | None = None,
+                      execute: bool = False, allow_empty: bool = False,
+                      to_topic: str | None = None) -> list[Log]:
+        """Carry out a plan :meth:`plan_restore` just made (with the same ``to_topic``), as
+        :meth:`restore_topic` does: a plan deleting from the tier only with ``execute``, one
+        leaving a partition empty only with ``allow_empty`` too (RestoreNotConfirmedError)."""
+        name = plan.topic if to_topic is None else to_topic
+        if to_topic is None:
+            plan.confirm(execute=execute, allow_empty=allow_empty)
+        with self._lock:
+            self._check_open()
+            self._check_restorable(name)
+            return self._restore_planned(plan, name, config, to_topic)
+
+    def _restore_planned(self, plan: RestorePlan, name: str, config: Mapping[str, Any] | None,
+                         to_topic: str | None) -> list[Log]:
         overrides = {**dict(config or {}), "remote.storage.enable": True}
         topic_config = self.config.topic_defaults.with_overrides(overrides)
         self._check_cleanup_policies(topic_config)
-        with self._lock:
-            self._check_open()
-            if self.partitions(name):
-                raise TopicExistsError(f"topic {name!r} already exists in "
-                                       f"{', '.join(map(str, self.dirs))}: a restore starts "
-                                       f"from a data dir without it")
-            rlm = self._remote.manager()
-            states = {s.tip.partition: s for s in plan_restore(
-                rlm.rlmm, rlm.rsm, name, time_ms=self._time_ms, to_offset=to_offset,
-                to_timestamp=to_timestamp, owners={manager_owner(d) for d in self.dirs},
-                force_takeover=force_takeover, download=download)}
+        rlm = self._remote.manager()
+        forked: list[RemoteLogSegmentMetadata] = []
+        source = {s.tip.partition: s for s in plan.partitions}
+        if to_topic is not None:
+            self._check_new_in_tier(rlm, to_topic)
+            plan = fork_plan(plan, to_topic)
+        states = {s.tip.partition: s for s in plan.partitions}
 
-            def open_partition(p: int, directory: Path) -> Log:
-                state = states[p]
-                write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
-                seed_log_dir(directory, state,
-                             index_interval_bytes=topic_config["index.interval.bytes"],
-                             max_index_size=topic_config["segment.index.bytes"])
-                partition_log = Log.open(
-                    directory, topic_config, topic_id=state.tip.topic_id,
-                    log_start_offset=state.log_start_offset,
-                    recovery_point=state.local_log_start,
-                    had_clean_shutdown=not state.local_bytes, remote_snapshots=(
-                        TierProducerSnapshots(self._remote.manager, self._lock)),
-                    **self._log_options())
-                partition_log.update_high_watermark(state.end_offset)
-                return partition_log
+        def open_partition(p: int, directory: Path) -> Log:
+            state = states[p]
+            if to_topic is not None:  # its tier data first: the log opens on it
+                forked.extend(copy_kept(rlm.rlmm, rlm.rsm, source[p], state,
+                                        time_ms=self._time_ms))
+            write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
+            seed_log_dir(directory, state,
+                         index_interval_bytes=topic_config["index.interval.bytes"],
+                         max_index_size=topic_config["segment.index.bytes"])
+            partition_log = Log.open(
+                directory, topic_config, topic_id=state.tip.topic_id,
+                log_start_offset=state.log_start_offset,
+                recovery_point=state.local_log_start,
+                had_clean_shutdown=not state.local_bytes, remote_snapshots=(
+                    TierProducerSnapshots(self._remote.manager, self._lock)),
+                **self._log_options())
+            partition_log.update_high_watermark(state.end_offset)
+            return partition_log
 
-            def cut(logs: list[Log]) -> None:
-                # The records below each cut go to the tier as a segment of their own before
-                # the segment they came from is deleted: the tier never lacks one.
-                for partition_log in logs:
-                    state = states[partition_log.partition]
-                    if state.local_bytes:
-                        partition_log.roll()  # the prefix closed at the cut, snapshot there
-                    commit_cut_prefix(rlm, partition_log, state)
-                cut_tier(rlm.rlmm, rlm.rsm, list(states.values()), time_ms=self._time_ms)
+        def cut(logs: list[Log]) -> None:
+            # The records below each cut go to the tier as a segment of their own before
+            # the segment they came from is deleted: the tier never lacks one.
+            for partition_log in logs:
+                state = states[partition_log.partition]
+                if state.local_bytes:
+                    partition_log.roll()  # the prefix closed at the cut, snapshot there
+                forked.extend(filter(None, [commit_cut_prefix(rlm, partition_log, state)]))
+            cut_tier(rlm.rlmm, rlm.rsm, list(states.values()), time_ms=self._time_ms)
 
+        try:
             logs = self._create_partitions(name, states, open_partition, before_attach=cut)
-            for log_dir in {lg.directory.parent for lg in logs}:
-                write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
-            log.info("restored topic %s (%d partitions) from the remote tier to offsets %s",
-                     name, len(logs), ", ".join(str(lg.log_end_offset) for lg in logs))
-            return logs
+        except BaseException:
+            if to_topic is not None:  # what was copied under the new topic goes too
+                discard_fork(rlm.rlmm, rlm.rsm, forked, time_ms=self._time_ms)
+            raise
+        for log_dir in {lg.directory.parent for lg in logs}:
+            write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
+        for state in plan.partitions:
+            if state.dropped:
+                log.info("%s-%d: deleted %d segments (%d records) at or above offset %d "
+                         "from the tier", name, state.tip.partition, len(state.dropped),
+                         state.deleted_records, state.cut)
+        log.info("restored topic %s (%d partitions) from the remote tier to offsets %s",
+                 name, len(logs), ", ".join(str(lg.log_end_offset) for lg in logs))
+        return logs
 
     def restore_all(self, *, to_timestamp: int | None = None, force_takeover: bool = False,
                     config: Mapping[str, Any] | None = None,
-                    download: Download | None = None) -> dict[str, list[Log]]:
+                    download: Download | None = None, execute: bool = False,
+                    allow_empty: bool = False) -> dict[str, list[Log]]:
         """:meth:`restore_topic` for every topic the remote tier holds, in name order, each
-        with the same ``to_timestamp``, ``force_takeover`` and ``config``. TopicExistsError
-        naming them, before anything changes, when the data dir holds any of them."""
+        with the same ``to_timestamp``, ``force_takeover``, ``config``, ``execute`` and
+        ``allow_empty``. Every topic is planned (and confirmed) before any is restored:
+        TopicExistsError naming them, RestoreNotConfirmedError or TierDamagedError, before
+        anything changes."""
+        with self._lock:
+            plans = self.plan_restore_all(to_timestamp=to_timestamp,
+                                          force_takeover=force_takeover, download=download)
+            for plan in plans:
+                plan.confirm(execute=execute, allow_empty=allow_empty)
+            return {plan.topic: self.apply_restore(plan, config=config, execute=execute,
+                                                   allow_empty=allow_empty) for plan in plans}
+
+    def plan_restore_all(self, *, to_timestamp: int | None = None,
+                         force_takeover: bool = False, download: Download | None = None
+                         ) -> list[RestorePlan]:
+        """:meth:`plan_restore` of every topic the remote tier holds, in name order;
+        TopicExistsError naming those the data dir holds, before anything is planned."""
         with self._lock:
             self._check_open()
-            rlm = self._remote.manager()
-            tier = tier_of(rlm.rlmm) or tier_of(rlm.rsm)
-            if tier is None:
-                raise ConfigError("remote.storage.manager", "restoring needs a remote storage "
-                                                            "whose tier tierlog can list")
-            names = tier_topics(tier)
+            names = self.tier_topics()
             present = [n for n in names if self.partitions(n)]
             if present:
                 raise TopicExistsError(f"topics {', '.join(present)} already exist here: a "
                                        f"restore starts from a data dir without them")
-            return {n: self.restore_topic(n, to_timestamp=to_timestamp,
-                                          force_takeover=force_takeover, config=config,
-                                          download=download) for n in names}
+            return [self.plan_restore(n, to_timestamp=to_timestamp,
+                                      force_takeover=force_takeover, download=download)
+                    for n in names]
+
+    def tier_topics(self) -> list[str]:
+        """The names of the topics the remote tier holds."""
+        rlm = self._remote.manager()
+        tier = tier_of(rlm.rlmm) or tier_of(rlm.rsm)
+        if tier is None:
+            raise ConfigError("remote.storage.manager", "restoring needs a remote storage "
+                                                        "whose tier tierlog can list")
+        return tier_topics(tier)
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.dirs}

@@ -218,7 +218,7 @@ def test_a_cut_mid_segment_restores_its_bytes_below_the_cut_locally(
     cut = source.marks["after-marker"]
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
-        (log,) = mgr.restore_topic("orders", to_offset=cut)
+        (log,) = mgr.restore_topic("orders", to_offset=cut, execute=True)
         assert log.log_end_offset == cut  # stable: the committer's marker is below it
         assert 0 < log.local_log_start_offset < cut  # the straddling segment's first bytes
         # Producer state: the tier's snapshot at the local start, then the local bytes.
@@ -257,7 +257,7 @@ def test_a_cut_inside_a_transaction_moves_below_its_first_offset(
     marker = source.marks["committer-marker"]  # the committer's transaction is open here
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
-        (log,) = mgr.restore_topic("orders", to_offset=marker)
+        (log,) = mgr.restore_topic("orders", to_offset=marker, execute=True)
         first = source.marks["committer-first"]
         assert log.log_end_offset == first  # in the segment before the one asked for
         assert raw_batches(log, 0, first) == [b for b in source.batches if _base(b) < first]
@@ -270,7 +270,7 @@ def test_a_cut_by_time_keeps_the_batches_up_to_it(source: Source, clock: Any) ->
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
         # Each batch's timestamp is T0 + its base offset: up to the one before seg3.
-        (log,) = mgr.restore_topic("orders", to_timestamp=T0 + cut - 1)
+        (log,) = mgr.restore_topic("orders", to_timestamp=T0 + cut - 1, execute=True)
         assert log.log_end_offset == cut
         assert log.local_log_start_offset == cut  # a segment boundary: nothing fetched
         assert raw_batches(log, 0, cut) == [b for b in source.batches if _base(b) < cut]
@@ -296,7 +296,7 @@ def test_the_tier_end_inside_a_transaction_is_not_restored(
     source = lose_disks_after(tmp_path, tier_config("local", tmp_path, request), clock, write)
     with LogManager.open(source.data, source.config, time_ms=clock,
                          start_scheduler=False) as mgr:
-        (log,) = mgr.restore_topic("orders")
+        (log,) = mgr.restore_topic("orders", execute=True)
         assert source.tier_end > source.marks["open"]
         assert log.log_end_offset == source.marks["open"]
         assert log.last_stable_offset == log.log_end_offset

@@ -22,9 +22,17 @@ def test_restore_cli_rebuilds_a_lost_data_dir(tmp_path, clock, request):
     source = lose_disks_after(tmp_path, tier_config("local", tmp_path, request), clock)
     url = source.config["remote.storage.url"]
     cut = source.marks["after-marker"]
-    done = tierlog("restore", url, "--data-dir", source.data, "--topic", "orders",
-                   "--to-offset", cut, "--topic-config", "retention.ms=86400000",
-                   "--set", "segment.bytes=1048576")
+    args = ("restore", url, "--data-dir", source.data, "--topic", "orders", "--to-offset", cut,
+            "--topic-config", "retention.ms=86400000", "--set", "segment.bytes=1048576")
+    tier = tmp_path / "tier"
+    before = {p: p.read_bytes() for p in tier.rglob("*") if p.is_file()}
+    done = tierlog(*args)  # the cut deletes from the tier: a dry run printing the plan
+    assert f"orders-0: cut at offset {cut} (log start 0); deletes 3 segments" in done.stdout
+    assert "dry run: nothing was restored or deleted" in done.stdout
+    assert {p: p.read_bytes() for p in tier.rglob("*") if p.is_file()} == before
+    assert not list(source.data.glob("orders-*"))
+    done = tierlog(*args, "--execute")
+    assert "orders-0: deleted 3 segments" in done.stdout
     assert f"orders-0: offsets 0-{cut - 1} (log start 0, end {cut};" in done.stdout
     assert "restored 1 topic (1 partition)" in done.stdout
     assert "B/s" in done.stderr  # the progress bar of the bytes fetched
@@ -52,7 +60,7 @@ def test_restore_cli_all_with_a_time_and_a_takeover(tmp_path, clock, request):
     cut = source.marks["seg3"]
     when = parse_timestamp(str(T0 + cut - 1))
     done = tierlog("restore", url, "--data-dir", tmp_path / "other", "--all", "--quiet",
-                   "--to-timestamp", when, "--force-takeover")
+                   "--to-timestamp", when, "--force-takeover", "--execute")
     assert f"orders-0: offsets 0-{cut - 1}" in done.stdout
     assert "B/s" not in done.stderr and "it/s" not in done.stderr  # --quiet: no bar
     assert "taking over from LogManager on" in done.stderr  # the takeover is logged
@@ -79,7 +87,7 @@ def test_a_backfilled_topic_is_restored_to_a_point_in_time(tmp_path, clock):
               "segment.bytes": 2048}
     with LogManager.open(tmp_path / "data", config, time_ms=clock,
                          start_scheduler=False) as mgr:
-        (log,) = mgr.restore_topic("events", to_offset=cut)
+        (log,) = mgr.restore_topic("events", to_offset=cut, execute=True)
         assert log.log_end_offset == cut - 1
         assert log_batches(log, 0, cut - 1) == [b for b, base in zip(written, bases)
                                                 if base < cut - 1]

@@ -89,7 +89,7 @@ def test_a_tier_failing_at_any_write_loses_no_record_below_the_cut(
                 source.data, config, time_ms=clock, start_scheduler=False) as mgr:
             writes = down_from_write(faults, n, monkeypatch)
             try:
-                mgr.restore_topic("orders", to_offset=cut)
+                mgr.restore_topic("orders", to_offset=cut, execute=True)
             except (TierlogError, OSError):
                 failures += 1
                 assert mgr.partitions("orders") == []  # undone locally
@@ -108,7 +108,7 @@ def test_a_tier_failing_at_any_write_loses_no_record_below_the_cut(
             if any(m.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED for m in states):
                 failed_after_marks += 1
             if not mgr.partitions("orders"):  # the retry, on the healed tier
-                mgr.restore_topic("orders", to_offset=cut)
+                mgr.restore_topic("orders", to_offset=cut, execute=True)
             log = mgr.log("orders", 0)
             assert log.log_end_offset == cut, f"write {n}"
             assert raw_batches(log, 0, cut) == below, f"write {n}"

@@ -27,9 +27,15 @@ falls on the prefix's end and the local log starts empty there).
   here: the log opening on the seeded directory loads the snapshot the tier holds at its
   local log start and replays the restored bytes (``LogLoader``).
 
+The plan of a topic (:class:`RestorePlan`: per partition the cut, the segments and records
+it would delete from the tier) is made without changing anything; one that deletes runs
+only when confirmed (``execute``, and ``allow_empty`` for one leaving a partition empty),
+so no caller empties a bucket by mistake.
+
 Refused: a topic the tier does not hold (UnknownTopicOrPartitionError), a partition another
 log owns (PartitionOwnedError, unless ``force_takeover``), a cut below the log start offset
-(OffsetOutOfRangeError).
+(OffsetOutOfRangeError), a segment the restored log relies on that fails the scrub's cheap
+checks (TierDamagedError, ``tierlog.remote.restore_checks``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from tierlog.errors import (
     OffsetOutOfRangeError,
     PartitionOwnedError,
     RemoteStorageError,
+    RestoreNotConfirmedError,
+    TierDamagedError,
     UnknownTopicOrPartitionError,
 )
 from tierlog.leader_epoch import EpochEntry
@@ -61,10 +69,12 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.backfill_commit import BackfillCommitter
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.manifest import remote_partitions, tier_log_start
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.ownership import read_owner, tier_of
+from tierlog.remote.restore_checks import damaged_segments, refuse_damage
 from tierlog.remote.restore_cut import last_stable_boundary
 from tierlog.remote.topics import topic_partitions
 from tierlog.remote.unfinished import roll_back_unfinished
@@ -106,6 +116,27 @@ class PartitionRestore:
     prefix_in_tier: bool = False
     """Whether the tier already holds ``local_bytes`` as a committed segment of its own (an
     earlier restore to this cut uploaded it, then failed)."""
+    kept: tuple[RemoteLogSegmentMetadata, ...] = field(default=())
+    """The committed segments the restored log reads from the tier: wholly below the cut and
+    not wholly below the log start, in offset order."""
+
+    @property
+    def cut(self) -> int:
+        """The restored log's end offset (``end_offset``): the first offset not restored."""
+        return self.end_offset
+
+    @property
+    def deleted_records(self) -> int:
+        """How many offsets at or above the cut ``dropped`` holds: the records taken out of
+        the tier (fewer when compaction removed some of those offsets)."""
+        if not self.dropped:
+            return 0
+        return max(m.end_offset for m in self.dropped) + 1 - self.end_offset
+
+    @property
+    def empty(self) -> bool:
+        """Whether the restored partition holds no record (its cut is at its log start)."""
+        return self.end_offset <= self.log_start_offset
 
     @property
     def uploads_prefix(self) -> bool:
@@ -119,11 +150,63 @@ class PartitionRestore:
         return self.local_start if self.local_bytes else self.end_offset
 
 
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """What restoring one topic would do, per partition (:func:`plan_restore`): the cut, the
+    segments and records it would delete from the tier. Planning changes nothing; a plan
+    that deletes runs only when confirmed (:meth:`confirm`)."""
+
+    topic: str
+    partitions: tuple[PartitionRestore, ...]
+    """In partition order."""
+
+    @property
+    def deletes(self) -> bool:
+        """Whether executing the plan deletes any segment from the tier."""
+        return any(p.dropped for p in self.partitions)
+
+    @property
+    def emptied(self) -> tuple[PartitionRestore, ...]:
+        """The partitions whose tier holds records and that the plan leaves empty."""
+        return tuple(p for p in self.partitions if p.empty and p.dropped)
+
+    def describe(self) -> list[str]:
+        """One line per partition: its cut and what would be deleted from the tier."""
+        return [f"{p.tip.topic}-{p.tip.partition}: cut at offset {p.cut} (log start "
+                f"{p.log_start_offset}); deletes {_count(len(p.dropped), 'segment')} "
+                f"({_count(p.deleted_records, 'record')}) from the tier"
+                + (", leaving the partition EMPTY" if p.empty and p.dropped else "")
+                for p in self.partitions]
+
+    def confirm(self, *, execute: bool, allow_empty: bool) -> None:
+        """Refuse (RestoreNotConfirmedError, naming each partition and what it would lose)
+        a plan that deletes from the tier unless ``execute``, or leaves a partition empty
+        unless ``allow_empty`` too. A plan that deletes nothing needs neither."""
+        if not self.deletes:
+            return
+        if not execute:
+            raise RestoreNotConfirmedError(
+                f"restoring topic {self.topic!r} would delete from the remote tier: "
+                f"{'; '.join(self.describe())}. Nothing was changed: review the plan and "
+                f"pass execute=True (tierlog restore --execute) to delete")
+        if self.emptied and not allow_empty:
+            names = ", ".join(f"{p.tip.topic}-{p.tip.partition}" for p in self.emptied)
+            raise RestoreNotConfirmedError(
+                f"restoring topic {self.topic!r} would leave {names} EMPTY, deleting every "
+                f"record the tier holds of it ({'; '.join(self.describe())}); is the cut "
+                f"right? Nothing was changed: pass allow_empty=True (tierlog restore "
+                f"--allow-empty) to empty it")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def plan_restore(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager, topic: str, *,
                  time_ms: Callable[[], int], to_offset: int | None = None,
-                 to_timestamp: int | None = None, owners: Collection[str] = (),
+                 to_timestamp: int | None = None, owners: Collection[str] | None = (),
                  force_takeover: bool = False, download: Download | None = None
-                 ) -> list[PartitionRestore]:
+                 ) -> RestorePlan:
     """Every partition of ``topic``'s incarnation in the tier (the one readers read), in
     partition order, restored to the last stable cut at or before ``to_offset`` (the first
     offset not restored) and ``to_timestamp`` (ms: batches whose maximum timestamp is above
@@ -131,10 +214,12 @@ def plan_restore(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager, topic:
 
     Rolls forward a backfill commit a crash left first, so the tier's end is final. A
     partition whose ``_owner.json`` names anyone but ``owners`` (this manager) raises
-    PartitionOwnedError unless ``force_takeover``; UnknownTopicOrPartitionError when the tier
-    has no such topic; OffsetOutOfRangeError when the cut would be below a partition's log
-    start offset; ConfigError when the remote storage exposes no fsspec tier to list (a
-    third-party RemoteStorageManager)."""
+    PartitionOwnedError unless ``force_takeover`` (``owners=None``: a plan to copy the
+    topic, which checks no owner); UnknownTopicOrPartitionError when the tier has no such
+    topic; OffsetOutOfRangeError when the cut would be below a partition's log start
+    offset; TierDamagedError when a segment the restored log relies on fails the scrub's
+    cheap checks (``tierlog.remote.restore_checks``); ConfigError when the remote storage
+    exposes no fsspec tier to list (a third-party RemoteStorageManager)."""
     if to_offset is not None and (isinstance(to_offset, bool) or not isinstance(to_offset, int)
                                   or to_offset < 0):
         raise ConfigError("to_offset", f"must be a non-negative integer, got {to_offset!r}")
@@ -150,10 +235,14 @@ def plan_restore(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager, topic:
     if not found:
         raise UnknownTopicOrPartitionError(f"the remote tier at {tier.root} holds no topic "
                                            f"{topic!r} to restore")
-    for p in sorted(found):
-        _check_owner(tier, found[p], owners, force_takeover)
-    return [_ProducerCut(rlmm, rsm, found[p], time_ms(), download).plan(to_offset, to_timestamp)
-            for p in sorted(found)]
+    if owners is not None:
+        for p in sorted(found):
+            _check_owner(tier, found[p], owners, force_takeover)
+    plans = [_ProducerCut(rlmm, rsm, tier, found[p], time_ms(), download
+                          ).plan(to_offset, to_timestamp) for p in sorted(found)]
+    refuse_damage([finding for state in plans
+                   for finding in damaged_segments(tier, state.tip, state.kept)])
+    return RestorePlan(topic, tuple(plans))
 
 
 def tier_topics(tier: RemoteTier) -> list[str]:
@@ -191,8 +280,10 @@ class _ProducerCut:
     downloaded."""
 
     def __init__(self, rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
-                 tip: TopicIdPartition, now_ms: int, download: Download | None) -> None:
+                 tier: RemoteTier, tip: TopicIdPartition, now_ms: int,
+                 download: Download | None) -> None:
         self.rsm = rsm
+        self.tier = tier
         self.tip = tip
         self.now_ms = now_ms
         self.download = download
@@ -269,9 +360,10 @@ class _ProducerCut:
                      "above it", self.tip, cut, len(dropped))
         prefix_in_tier = any(m.start_offset == segment.start_offset and m.end_offset == cut - 1
                              for m in self.committed)
+        kept = tuple(m for m in self.committed if self.log_start <= m.end_offset < cut)
         return PartitionRestore(self.tip, self.log_start, cut, epochs, data or b"",
                                 segment.start_offset if data else cut, dropped,
-                                bool(data) and prefix_in_tier)
+                                bool(data) and prefix_in_tier, kept)
 
     def _snapshot(self, segment: RemoteLogSegmentMetadata) -> bytes:
         with self.rsm.fetch_index(segment, IndexType.PRODUCER_SNAPSHOT) as stream:
@@ -287,10 +379,11 @@ class _ProducerCut:
         with self.rsm.fetch_log_segment(segment, 0) as stream:
             data: bytes = stream.read()
         if len(data) != segment.segment_size_in_bytes:
-            raise RemoteStorageError(
-                f"{self.tip} segment {segment.remote_log_segment_id} (offsets "
-                f"{segment.start_offset}-{segment.end_offset}) is {len(data)} bytes in the "
-                f"tier, {segment.segment_size_in_bytes} recorded")
+            raise TierDamagedError(
+                f"{self.tier.path(segment_object_key(segment, SEGMENT_SUFFIX))}: {self.tip} "
+                f"segment {segment.remote_log_segment_id} (offsets {segment.start_offset}-"
+                f"{segment.end_offset}) holds {len(data)} bytes, the metadata records "
+                f"{segment.segment_size_in_bytes}; nothing was changed")
         if self.download is not None:
             self.download(len(data))
         return data
@@ -359,5 +452,5 @@ def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
                         topic_id_partition, metadata.start_offset, metadata.end_offset, exc)
 
 
-__all__ = ["Download", "PartitionRestore", "commit_cut_prefix", "cut_tier", "plan_restore",
-           "tier_topics"]
+__all__ = ["Download", "PartitionRestore", "RestorePlan", "commit_cut_prefix", "cut_tier",
+           "plan_restore", "tier_topics"]

@@ -1,0 +1,177 @@
+"""A point-in-time restore into a NEW topic (``restore_topic(..., to_topic=NEW)``, ``tierlog
+restore --to-topic NEW``): the source topic's tier data is only read, never changed.
+
+The new topic gets a new topic id and tier data of its own: each committed segment the
+restored log reads from the tier (:attr:`PartitionRestore.kept`) is copied under the new
+topic, object by object through the RemoteStorageManager's fetch and copy calls and the
+metadata store (COPY_SEGMENT_STARTED, the objects, COPY_SEGMENT_FINISHED: the very states a
+tiering run's copy goes through), with the same offsets, epochs, sizes and bytes. The bytes
+below the cut of the segment the cut falls in become the new log's first local segment and
+are uploaded as the restore of the topic itself uploads them (``commit_cut_prefix``); nothing
+is deleted (the plan's ``dropped`` is emptied). A copy failing part way removes what it
+copied (:func:`discard_fork`), so the same restore can run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from tierlog.errors import RemoteResourceNotFoundError, TopicExistsError
+from tierlog.partition_metadata import new_topic_id
+from tierlog.remote.api import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemoteStorageManager,
+    TopicIdPartition,
+)
+from tierlog.remote.fsspec_storage import extra_index_suffixes
+from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.restore import PartitionRestore, RestorePlan
+from tierlog.remote.topics import topic_partitions
+from tierlog.remote.unfinished import roll_back_unfinished
+
+log = logging.getLogger(__name__)
+
+_STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+_FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+_DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class _Suffix:
+    """A plugin index type as ``fetch_index`` takes it: its object suffix."""
+
+    suffix: str
+
+
+def check_new_topic(rlmm: RemoteLogMetadataStore, tier: RemoteTier, to_topic: str) -> None:
+    """TopicExistsError when the tier already holds data of a topic named ``to_topic`` (a
+    committed segment): a restore into a new topic never writes into another topic's tier
+    data. The leftovers of a failed restore into it (no committed segment) do not count."""
+    for tip in topic_partitions(tier, to_topic).values():
+        if any(m.state is _FINISHED for m in rlmm.list_remote_log_segments(tip)):
+            raise TopicExistsError(f"the remote tier at {tier.root} already holds topic "
+                                   f"{to_topic!r} ({tip}): restore into a topic it does "
+                                   f"not hold")
+
+
+def fork_plan(plan: RestorePlan, to_topic: str) -> RestorePlan:
+    """``plan`` for a new topic ``to_topic`` with a new topic id: the same cuts, log starts,
+    epochs and bytes below the cut, nothing deleted, and the kept segments still the
+    source's (:func:`copy_kept` copies them)."""
+    topic_id = new_topic_id()
+    return RestorePlan(to_topic, tuple(
+        dataclasses.replace(state, tip=TopicIdPartition(topic_id, to_topic, state.tip.partition),
+                            dropped=()) for state in plan.partitions))
+
+
+def copy_kept(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
+              source: PartitionRestore, target: PartitionRestore, *,
+              time_ms: Callable[[], int]) -> list[RemoteLogSegmentMetadata]:
+    """Copy ``source.kept`` (segments of the source topic) under ``target.tip``, in offset
+    order, and record the log start offset; returns the new segments' metadata. The source's
+    objects and metadata are only read. On failure what was copied is removed, then the
+    error raised."""
+    copies: list[RemoteLogSegmentMetadata] = []
+    try:
+        for metadata in source.kept:
+            copy = dataclasses.replace(
+                metadata, remote_log_segment_id=RemoteLogSegmentId.generate(target.tip),
+                event_timestamp_ms=time_ms(), state=_STARTED, custom_metadata=None)
+            rlmm.add_remote_log_segment_metadata(copy)
+            copies.append(copy)
+            copies[-1] = _copy_objects(rlmm, rsm, metadata, copy, time_ms)
+        if source.kept and target.log_start_offset > source.kept[0].start_offset:
+            rlmm.update_log_start_offset(target.tip, target.log_start_offset)
+    except BaseException:
+        discard_fork(rlmm, rsm, copies, time_ms=time_ms)
+        raise
+    if copies:
+        log.info("%s: copied %d segments (offsets %d-%d) from %s", target.tip, len(copies),
+                 copies[0].start_offset, copies[-1].end_offset, source.tip)
+    return copies
+
+
+def _copy_objects(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
+                  metadata: RemoteLogSegmentMetadata, copy: RemoteLogSegmentMetadata,
+                  time_ms: Callable[[], int]) -> RemoteLogSegmentMetadata:
+    """Upload ``metadata``'s objects as ``copy``'s (COPY_SEGMENT_STARTED), then commit it."""
+    with tempfile.TemporaryDirectory(prefix="tierlog-fork-") as scratch:
+        def fetched(name: str, read: Callable[[], bytes]) -> Path:
+            path = Path(scratch) / name
+            path.write_bytes(read())
+            return path
+
+        def index(kind: IndexType | _Suffix) -> bytes:
+            with rsm.fetch_index(metadata, kind) as stream:
+                data: bytes = stream.read()
+            return data
+
+        def segment() -> bytes:
+            with rsm.fetch_log_segment(metadata, 0) as stream:
+                data: bytes = stream.read()
+            return data
+
+        transaction = None
+        if not metadata.txn_idx_empty:
+            try:
+                transaction = fetched("txnindex", lambda: index(IndexType.TRANSACTION))
+            except RemoteResourceNotFoundError:
+                transaction = None  # an empty transaction index is not uploaded
+        data = LogSegmentData(
+            log_segment=fetched("log", segment),
+            offset_index=fetched("index", lambda: index(IndexType.OFFSET)),
+            time_index=fetched("timeindex", lambda: index(IndexType.TIMESTAMP)),
+            transaction_index=transaction,
+            producer_snapshot_index=fetched("snapshot",
+                                            lambda: index(IndexType.PRODUCER_SNAPSHOT)),
+            leader_epoch_index=index(IndexType.LEADER_EPOCH),
+            extra_indexes={s: fetched(f"extra{i}", partial(index, _Suffix(s)))
+                           for i, s in enumerate(extra_index_suffixes(metadata))})
+        custom = rsm.copy_log_segment_data(copy, data)
+    rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+        remote_log_segment_id=copy.remote_log_segment_id, event_timestamp_ms=time_ms(),
+        state=_FINISHED, custom_metadata=custom))
+    return dataclasses.replace(copy, state=_FINISHED, custom_metadata=custom)
+
+
+def discard_fork(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
+                 copies: Sequence[RemoteLogSegmentMetadata], *,
+                 time_ms: Callable[[], int]) -> None:
+    """Take the segments a failed restore into a new topic copied out of the tier again
+    (DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED), the highest first; a
+    failure is logged and left to ``tierlog scrub --repair``."""
+    def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
+        rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+            remote_log_segment_id=metadata.remote_log_segment_id,
+            event_timestamp_ms=time_ms(), state=state))
+
+    def delete(metadata: RemoteLogSegmentMetadata) -> None:
+        rsm.delete_log_segment_data(metadata)
+        mark(metadata, _DELETE_FINISHED)
+
+    for metadata in sorted(copies, key=lambda m: m.start_offset, reverse=True):
+        try:
+            if metadata.state is _FINISHED:
+                mark(metadata, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+                metadata = dataclasses.replace(
+                    metadata, state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+            roll_back_unfinished(metadata, mark=mark, delete=delete)
+        except Exception as exc:  # the restore's own failure is the one raised
+            log.warning("%s: the copy of segment %d-%d stays in the tier (run `tierlog scrub "
+                        "--repair`): %s", metadata.topic_id_partition, metadata.start_offset,
+                        metadata.end_offset, exc)
+
+
+__all__ = ["check_new_topic", "copy_kept", "discard_fork", "fork_plan"]
