@@ -5,12 +5,33 @@ The public names are re-exported here; see the README for the tour.
 
 from __future__ import annotations
 
-from tierlog import errors
-from tierlog.config import LogConfig
-from tierlog.fetch import FetchDataInfo
-from tierlog.log import Log, LogAppendInfo
-from tierlog.manager import LogManager
-from tierlog.records.record import Record
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tierlog import errors
+    from tierlog.config import LogConfig
+    from tierlog.fetch import FetchDataInfo
+    from tierlog.log import Log, LogAppendInfo
+    from tierlog.manager import LogManager
+    from tierlog.records.record import Record
+
+#: Public name -> the module that defines it, imported on first use (PEP 562): importing a light
+#: part of the package (tierlog.errors, ``tierlog --help``) does not load the whole engine.
+_EXPORTS = {"LogConfig": "tierlog.config", "FetchDataInfo": "tierlog.fetch",
+            "Log": "tierlog.log", "LogAppendInfo": "tierlog.log",
+            "LogManager": "tierlog.manager", "Record": "tierlog.records.record"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "errors":
+        return importlib.import_module("tierlog.errors")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tierlog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "LogConfig", "LogManager", "Record", "errors"]
 __version__ = "0.1.0"

@@ -5,24 +5,13 @@ settings. A user mistake prints one line (``tierlog: error: ...``) and exits 1; 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from tierlog.cli import (
-    consume,
-    demo,
-    dump_log,
-    metrics,
-    plugins,
-    produce,
-    restore,
-    scrub,
-    serve,
-    tier,
-    topics,
-)
 from tierlog.cli._common import CliError, add_global_options, common_parser, verbosity
 from tierlog.errors import TierlogError
 
@@ -31,8 +20,42 @@ EXIT_ERROR = 1
 #: Exit status on Ctrl-C, as a shell reports SIGINT.
 EXIT_INTERRUPTED = 130
 
-COMMANDS = (produce, consume, topics, tier, restore, dump_log, plugins, demo, serve, scrub,
-            metrics)
+#: Each command: its name, its module in tierlog.cli (an ``add_parser(sub, common)`` that gives
+#: it ``func``) and the line ``tierlog --help`` shows. A module is imported only when its
+#: command runs or shows its own help, so ``tierlog --help`` loads no engine or server.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("produce", "produce", "append lines or JSON records to a topic"),
+    ("consume", "consume", "print a topic's records"),
+    ("topics", "topics", "create, list, describe, alter or delete topics"),
+    ("tier", "tier", "copy closed segments to the remote tier now"),
+    ("restore", "restore", "rebuild topics from the remote tier"),
+    ("dump-log", "dump_log",
+     "print segment, index and snapshot files (Kafka's kafka-dump-log.sh)"),
+    ("plugins", "plugins", "list plugins and the hooks they implement"),
+    ("demo", "demo", "run the end-to-end tiered storage demo"),
+    ("serve", "serve", "serve the data dirs to Kafka clients (Kafka's wire protocol)"),
+    ("scrub", "scrub", "check (and repair) a remote tier"),
+    ("metrics", "metrics", "print a snapshot of the storage metrics"),
+)
+
+
+class _LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The subcommands: a placeholder parser per command until it is chosen, then the
+    command's module is imported and builds its real parser in the placeholder's place."""
+
+    common: argparse.ArgumentParser
+    modules: dict[str, str]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        name = values[0]
+        if name in self.modules:
+            module = importlib.import_module(f"tierlog.cli.{self.modules.pop(name)}")
+            del self._name_parser_map[name]
+            listed = list(self._choices_actions)  # COMMANDS' line stays the one listed
+            module.add_parser(self, self.common)
+            self._choices_actions[:] = listed
+        super().__call__(parser, namespace, values, option_string)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,10 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'tierlog COMMAND --help' for a command's options.",
     )
     add_global_options(parser, top_level=True)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    common = common_parser()
-    for command in COMMANDS:
-        command.add_parser(sub, common)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                action=_LazyCommands)
+    assert isinstance(sub, _LazyCommands)
+    sub.common = common_parser()
+    sub.modules = {name: module for name, module, _help in COMMANDS}
+    for name, _module, help_line in COMMANDS:
+        sub.add_parser(name, help=help_line)
     return parser
 
 

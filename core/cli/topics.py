@@ -1,12 +1,14 @@
 """``tierlog topics``: create, list, describe, alter and delete topics (Kafka's kafka-topics.sh
-and kafka-configs.sh verbs); describe shows each partition's offsets and its local and remote
-segments, and still works when the remote tier is unreachable.
+and kafka-configs.sh verbs), in a data dir or, with ``--bootstrap-server``, on a broker
+(:mod:`tierlog.cli.wire_topics`). Describe shows each local partition's offsets and its local
+and remote segments, and still works when the remote tier is unreachable.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tierlog.cli._common import (
@@ -20,6 +22,7 @@ from tierlog.cli._common import (
     settings,
     topic_partitions,
 )
+from tierlog.cli.wire import add_bootstrap_options, uses_broker
 from tierlog.errors import RemoteStorageError
 from tierlog.log import Log
 from tierlog.manager import LogManager
@@ -32,11 +35,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "topics", parents=[common_parser(config_file=False)],
         help="create, list, describe, alter or delete topics",
-        description="Create, list, describe, alter or delete topics. Describe shows, per "
-                    "partition, the log start, local log start and end offsets, the high "
-                    "watermark, the last stable offset, and the local and remote segments. A "
-                    "broker config file goes before the command here: "
-                    "tierlog --config FILE topics ...")
+        description="Create, list, describe, alter or delete topics, in the data dir or, with "
+                    "--bootstrap-server, on a running broker. Describe of a data dir shows, "
+                    "per partition, the log start, local log start and end offsets, the high "
+                    "watermark, the last stable offset, and the local and remote segments; of "
+                    "a broker, kafka-topics' leader, replicas and ISR. A broker config file "
+                    "goes before the command here: tierlog --config FILE topics ...")
     verb = parser.add_mutually_exclusive_group(required=True)
     verb.add_argument("--create", action="store_true",
                       help="create --topic (all or nothing: a failure leaves no partition)")
@@ -44,12 +48,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     verb.add_argument("--describe", action="store_true",
                       help="describe --topic, or every topic")
     verb.add_argument("--alter", action="store_true",
-                      help="change --topic's config overrides (--add-config, --delete-config)")
+                      help="grow --topic to --partitions, or change its config overrides "
+                           "(--add-config, --delete-config)")
     verb.add_argument("--delete", action="store_true",
                       help="delete --topic, its remote segments first")
     parser.add_argument("--topic", help="the topic to create, describe, alter or delete")
     parser.add_argument("--partitions", type=int, metavar="N",
-                        help="partitions of the new topic (default: num.partitions)")
+                        help="partitions of the new topic (default: num.partitions), or the "
+                             "new partition count with --alter")
+    parser.add_argument("--replication-factor", type=int, metavar="N",
+                        help="replicas of the new topic's partitions: a data dir is one node "
+                             "(1); a broker refuses more than it can place (default: the "
+                             "broker's)")
     parser.add_argument("--config", dest="topic_config", action="append", metavar="KEY=VALUE",
                         help="a topic config override for --create, e.g. segment.bytes=1048576 "
                              "or remote.storage.enable=true (repeatable)")
@@ -58,52 +68,95 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                              "cleanup.policy=[compact,delete] (repeatable)")
     parser.add_argument("--delete-config", action="append", metavar="K[,K...]",
                         help="with --alter: overrides to remove (back to the broker default)")
+    parser.add_argument("--exclude-internal", action="store_true",
+                        help="--list and --describe leave out internal topics "
+                             "(__consumer_offsets, __transaction_state); otherwise they come "
+                             "after the other topics")
+    add_bootstrap_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_options(args)
+    if uses_broker(args):
+        from tierlog.cli import wire_topics
+
+        return wire_topics.run(args)
     st = settings(args)
+    if args.replication_factor not in (None, 1):
+        raise CliError(f"--replication-factor {args.replication_factor}: a data dir is one node "
+                       "and cannot replicate; use 1 (or --bootstrap-server for a cluster)")
     if args.create:
-        if not args.topic:
-            raise CliError("--create needs --topic")
         overrides = parse_assignments(args.topic_config, "--config")
         with open_manager(st, must_exist=False) as mgr:
             logs = mgr.create_topic(args.topic, args.partitions, overrides)
             print(f"Created topic {args.topic} with {plural(len(logs), 'partition')} in "
                   f"{', '.join(str(d) for d in st.data_dirs)}.")
         return 0
-    if args.topic_config or args.partitions is not None:
-        raise CliError("--config and --partitions go with --create")
-    if (args.add_config or args.delete_config) and not args.alter:
-        raise CliError("--add-config and --delete-config go with --alter")
     if args.alter or args.delete:
-        if not args.topic:
-            raise CliError(f"--{'alter' if args.alter else 'delete'} needs --topic")
         with open_manager(st) as mgr:
             topic_partitions(mgr, args.topic)
             if args.delete:
                 mgr.delete_topic(args.topic)
                 print(f"Deleted topic {args.topic}.")
                 return 0
-            if not args.add_config and not args.delete_config:
-                raise CliError("--alter needs --add-config or --delete-config")
-            added = parse_config_list(args.add_config)
-            removed = [k.strip() for item in args.delete_config or () for k in item.split(",")
-                       if k.strip()]
-            mgr.alter_topic_config(args.topic, added, removed)
-            shown = _shown_overrides(mgr.topic_overrides(args.topic))
-            print(f"Altered topic {args.topic}: Configs: {shown}")
+            if args.partitions is not None:
+                mgr.create_partitions(args.topic, args.partitions)
+                print(f"Altered topic {args.topic}: PartitionCount: {args.partitions}")
+            if args.add_config or args.delete_config:
+                added, removed = config_changes(args)
+                mgr.alter_topic_config(args.topic, added, removed)
+                shown = _shown_overrides(mgr.topic_overrides(args.topic))
+                print(f"Altered topic {args.topic}: Configs: {shown}")
         return 0
-    with open_manager(st) as mgr:
-        if args.list:
-            for topic in mgr.topics():
-                print(topic)
-            return 0
-        topics = [args.topic] if args.topic else mgr.topics()
+    with open_manager(st, read_only=True) as mgr:
+        if args.topic:
+            topic_partitions(mgr, args.topic)
+        from tierlog.server.internal_topics import is_internal  # the one list of them
+
+        topics = ([args.topic] if args.topic else
+                  listing_order(mgr.topics(), is_internal, args.exclude_internal))
         for topic in topics:
-            topic_partitions(mgr, topic)
-            _describe(mgr, topic)
+            if args.list:
+                print(topic)
+            else:
+                _describe(mgr, topic)
     return 0
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """The option combinations kafka-topics accepts, the same for a data dir and a broker."""
+    verb = next(v for v in ("create", "list", "describe", "alter", "delete") if getattr(args, v))
+    if verb in ("create", "alter", "delete") and not args.topic:
+        raise CliError(f"--{verb} needs --topic")
+    if (args.topic_config or args.replication_factor is not None) and not args.create:
+        raise CliError("--config and --replication-factor go with --create")
+    if args.partitions is not None and not (args.create or args.alter):
+        raise CliError("--partitions goes with --create or --alter")
+    if (args.add_config or args.delete_config) and not args.alter:
+        raise CliError("--add-config and --delete-config go with --alter")
+    if args.alter and args.partitions is None and not (args.add_config or args.delete_config):
+        raise CliError("--alter needs --partitions, --add-config or --delete-config")
+    for option in ("partitions", "replication_factor"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise CliError(f"--{option.replace('_', '-')} must be at least 1, got {value}")
+
+
+def config_changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    """``--add-config`` pairs and ``--delete-config`` keys of an --alter."""
+    removed = [k.strip() for item in args.delete_config or () for k in item.split(",")
+               if k.strip()]
+    return parse_config_list(args.add_config), removed
+
+
+def listing_order(topics: Iterable[str], internal: Callable[[str], bool],
+                  exclude_internal: bool) -> list[str]:
+    """Topics as --list and --describe show them: the user's by name, then the internal ones
+    (a served data dir holds 50 __consumer_offsets partitions) unless they are excluded."""
+    names = sorted(topics)
+    user = [t for t in names if not internal(t)]
+    return user if exclude_internal else user + [t for t in names if internal(t)]
 
 
 def _describe(mgr: LogManager, topic: str) -> None:
