@@ -147,19 +147,14 @@ def require_existing(dirs: Sequence[Path]) -> None:
 
 
 @contextmanager
-def open_manager(st: Settings, *, must_exist: bool = True,
-                 read_only: bool = False) -> Iterator[LogManager]:
+def open_manager(st: Settings, *, must_exist: bool = True) -> Iterator[LogManager]:
     """A LogManager on the data dirs with no background thread (a command runs its work
-    itself); closed cleanly on the way out so the next open skips recovery. It holds the
-    dirs' locks (DataDirLockedError when a live process owns one). ``read_only`` (the
-    commands that only read: they work beside a live owner) writes nothing at all, and
-    a read reaching damaged bytes fails naming them (LogDamagedError) instead of cutting
-    them as recovery would."""
+    itself); closed cleanly on the way out so the next open skips recovery."""
     from tierlog.manager import LogManager  # the engine loads when logs open, not for --help
 
     if must_exist:
         require_existing(st.data_dirs)
-    mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False, read_only=read_only)
+    mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False)
     try:
         yield mgr
     finally:
@@ -167,21 +162,15 @@ def open_manager(st: Settings, *, must_exist: bool = True,
 
 
 def add_metrics_port(parser: argparse.ArgumentParser) -> None:
-    """``--metrics-port`` and ``--metrics-host``: serve the metrics while a long-running
-    command runs."""
+    """``--metrics-port``: serve the storage metrics while a long-running command runs."""
     parser.add_argument("--metrics-port", type=int, metavar="PORT", default=None,
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics while "
+                        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while "
                              "the command runs (0: a free port, logged)")
-    parser.add_argument("--metrics-host", metavar="HOST", default="127.0.0.1",
-                        help="the address the metrics endpoint listens on (default "
-                             "127.0.0.1, loopback; 0.0.0.0: every interface)")
 
 
 @contextmanager
-def metrics_served(mgr: LogManager, port: int | None, host: str = "127.0.0.1", *,
-                   server: Any = None) -> Iterator[None]:
-    """Serve ``mgr``'s metrics (and ``server``'s) on ``host:port`` for the duration, if a
-    port is given."""
+def metrics_served(mgr: LogManager, port: int | None) -> Iterator[None]:
+    """Serve ``mgr``'s metrics on ``port`` (loopback) for the duration, if a port is given."""
     if port is None:
         yield
         return
@@ -189,7 +178,7 @@ def metrics_served(mgr: LogManager, port: int | None, host: str = "127.0.0.1", *
         raise CliError(f"--metrics-port must be 0-65535, got {port}")
     from tierlog.plugins.metrics import serve_metrics
 
-    served = serve_metrics(mgr, port, host, server=server)
+    served = serve_metrics(mgr, port)
     try:
         yield
     finally:
