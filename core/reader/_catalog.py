@@ -16,6 +16,7 @@ import fsspec
 
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote import RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
+from tierlog.remote.backfill_visibility import JobVisibility
 from tierlog.remote.manifest import load_partition, remote_partitions, tier_log_start
 from tierlog.remote.metadata_cache import RemoteLogMetadataCache
 from tierlog.remote.object_store import RequestStats
@@ -82,8 +83,8 @@ class ChainLink:
     last_offset: int
 
 
-def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = True
-                  ) -> list[ChainLink]:
+def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = True,
+                  jobs: JobVisibility | None = None) -> list[ChainLink]:
     """The partition's readable segments as one non-overlapping chain in offset order.
 
     Committed (COPY_SEGMENT_FINISHED) segments only, from the tier's manifest (checked
@@ -92,11 +93,15 @@ def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = Tru
     greatest start offset, then the highest leader epoch, as Kafka's metadata cache chooses,
     and the next link starts after that segment's end. The chain starts at the partition's
     recorded log start offset: offsets below it were deleted (DeleteRecords, retention) even
-    where a segment still holds them.
+    where a segment still holds them. Segments of backfill jobs ``jobs`` does not show are
+    left out (read before the manifest when not given; one view for every partition of a
+    read keeps a job all or nothing across them: tierlog.remote.backfill_visibility).
     """
+    if jobs is None:
+        jobs = JobVisibility.read(tier)
     manifest, _ = load_partition(tier, tip, verify=verify)
     log_start = manifest.log_start_offset or 0
-    committed = sorted((m for m in manifest.committed if m.end_offset >= log_start),
+    committed = sorted((m for m in jobs.filter(manifest.committed) if m.end_offset >= log_start),
                        key=lambda m: (m.start_offset, m.end_offset))
     if not committed:
         return []

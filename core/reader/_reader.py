@@ -5,7 +5,9 @@ nothing but the tier's URL and storage options (no Log, no broker, no local stat
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +32,9 @@ from tierlog.reader._planner import (
     PartitionRequest,
 )
 from tierlog.reader._split import DEFAULT_BATCH_ROWS, READ_UNCOMMITTED, ReadSplit, read_split
+from tierlog.records.timestamps import format_timestamp_ms
 from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
+from tierlog.remote.backfill_visibility import JobVisibility
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +97,24 @@ class RemoteTopicReader:
         self.fail_on_data_loss = fail_on_data_loss
         self.stats = ReadStats()
         self._tier = open_tier(url, self.storage_options, self.stats)
+        self._pinned = threading.local()
 
     def __repr__(self) -> str:
         return f"RemoteTopicReader({self.url!r})"
+
+    @contextmanager
+    def consistent(self) -> Iterator[None]:
+        """Calls of this thread inside the block see the backfill jobs of one moment: a job
+        committing meanwhile is in all of their partitions and topics, or in none
+        (tierlog.remote.backfill_visibility). Each call is consistent on its own."""
+        if getattr(self._pinned, "jobs", None) is not None:
+            yield
+            return
+        self._pinned.jobs = JobVisibility.read(self._tier)
+        try:
+            yield
+        finally:
+            self._pinned.jobs = None
 
     # -- listing --------------------------------------------------------------------------
 
@@ -142,6 +161,11 @@ class RemoteTopicReader:
         stable offset under read_committed); without, the committed segments' end as
         ``offset_range`` says. A stream's ``latestOffset``."""
         PartitionRequest(isolation_level=isolation_level)  # checks the level
+        with self.consistent():
+            return self._latest_offsets(topic, isolation_level, topic_id)
+
+    def _latest_offsets(self, topic: str, isolation_level: str, topic_id: str | None
+                        ) -> dict[int, int]:
         out: dict[int, int] = {}
         for p, tip in sorted(topic_partitions(self._tier, topic, topic_id).items()):
             tail = published_tail(self._tier, tip)
@@ -178,6 +202,21 @@ class RemoteTopicReader:
         if timestamp_strategy not in TIMESTAMP_STRATEGIES:
             raise ValueError(f"timestamp_strategy must be one of "
                              f"{', '.join(TIMESTAMP_STRATEGIES)}, got {timestamp_strategy!r}")
+        with self.consistent():
+            splits = self._plan(topic, partitions, starting_offsets, ending_offsets,
+                                starting_timestamp, ending_timestamp, min_offset, max_offset,
+                                min_timestamp, isolation_level, batch_rows, topic_id,
+                                timestamp_strategy)
+        if not include_headers:
+            splits = [replace(s, include_headers=False) for s in splits]
+        return splits
+
+    def _plan(self, topic: str, partitions: Iterable[int] | None,
+              starting_offsets: str | PerPartition, ending_offsets: str | PerPartition,
+              starting_timestamp: PerPartition | None, ending_timestamp: PerPartition | None,
+              min_offset: int | None, max_offset: int | None, min_timestamp: int | None,
+              isolation_level: str, batch_rows: int, topic_id: str | None,
+              timestamp_strategy: str) -> list[ReadSplit]:
         found = self._partitions_of(topic, topic_id, partitions)
         wanted = sorted(found) if partitions is None else sorted(set(partitions))
         splits: list[ReadSplit] = []
@@ -194,8 +233,6 @@ class RemoteTopicReader:
             checked = self._checked(planner, request, timestamp_strategy)
             if checked is not None:
                 splits += planner.plan(checked)
-        if not include_headers:
-            splits = [replace(s, include_headers=False) for s in splits]
         return splits
 
     def read(
@@ -282,7 +319,8 @@ class RemoteTopicReader:
                 return request
             if timestamp_strategy == "error":
                 raise OffsetOutOfRangeError(
-                    f"{name}: no offset matches starting timestamp {ts}: every record in the "
+                    f"{name}: no offset matches starting timestamp {format_timestamp_ms(ts)}: "
+                    f"every record in the "
                     f"tier is older (strategy 'error'; startingOffsetsByTimestampStrategy="
                     f"latest reads nothing instead)")
             return None
@@ -316,7 +354,8 @@ class RemoteTopicReader:
         return topic_partitions(self._tier, topic, topic_id).get(partition)
 
     def _chain(self, tip: TopicIdPartition) -> list[ChainLink]:
-        return segment_chain(self._tier, tip, verify=self.verify_manifest)
+        return segment_chain(self._tier, tip, verify=self.verify_manifest,
+                             jobs=getattr(self._pinned, "jobs", None))
 
     def _planner(self, tip: TopicIdPartition, batch_rows: int) -> PartitionPlanner:
         tail = published_tail(self._tier, tip)  # before the chain (see published_tail)

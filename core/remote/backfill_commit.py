@@ -1,5 +1,5 @@
 """The driver side of a backfill: a job's staged chunks become committed remote segments,
-all of them or none.
+all of them or none, visible to every reader at once (tierlog.remote.backfill_visibility).
 
 Commit, for a job whose tasks all succeeded (only the chunks of the commit messages count,
 so a failed or speculative attempt's leftovers never do):
@@ -9,20 +9,24 @@ so a failed or speculative attempt's leftovers never do):
 2. Plan: per topic-partition, the chunks in a deterministic order (Spark partition id, then
    chunk index) get contiguous offsets from the partition's end (its committed segments'
    end, 0 for a new partition) and a segment id; the leader epoch is the partition's latest
-   (0 when new).
+   (0 when new). Every segment is tagged with the job id and the job's generation (the
+   tier's generation counter + 1) in its custom metadata.
 3. Write the job record ``_jobs/<job id>.json`` (the plan): from here the commit is rolled
-   forward by whoever finds the record (the next writer, ``recover``), never back.
+   forward by whoever finds the record (the next writer, ``recover``), never back. Then
+   raise the generation counter to the job's.
 4. Per partition: each segment's metadata as COPY_SEGMENT_STARTED, its objects (the
    ``.log`` with every batch's baseOffset and partitionLeaderEpoch rewritten, the relative
    indexes as staged, an empty producer snapshot, the leader-epoch checkpoint), then one
    manifest replace that makes all of them COPY_SEGMENT_FINISHED at once; a new topic's
    partitions without data get their (empty) manifest.
 5. A streaming write records its batch id (``_streams/<id>.json``); then the job's staging
-   and its record are deleted.
+   and its record are deleted: deleting the record publishes the job.
 
-Each partition appears atomically; across partitions a crash between manifests is rolled
-forward by the next commit or ``recover`` (a job record is the only state that may be
-half-applied, and it is applied idempotently). One job commits into a tier at a time.
+Readers hide every segment of a job whose record they listed (or whose generation is newer
+than the counter they read first), so a job half-applied by a crash, or being applied, is
+invisible in every partition until its record goes; the next commit, ``recover`` or a
+restore rolls it forward (a job record is the only state that may be half-applied, and it
+is applied idempotently). One job commits into a tier at a time.
 """
 
 from __future__ import annotations
@@ -60,8 +64,13 @@ from tierlog.remote.api import (
     load_json_object,
 )
 from tierlog.remote.backfill_stage import CHUNK_SUFFIXES, StagedChunk
+from tierlog.remote.backfill_visibility import (
+    job_record_names,
+    job_tag,
+    raise_generation,
+    read_generation,
+)
 from tierlog.remote.layout import (
-    JOBS_DIR,
     SEGMENT_SUFFIX,
     job_record_key,
     segment_object_key,
@@ -104,11 +113,14 @@ class JobPlan:
     partitions: list[TopicIdPartition] = field(default_factory=list)
     """Every partition the job writes or creates (a new topic's empty ones too)."""
     stream: tuple[str, int] | None = None
+    generation: int = 0
+    """The job's generation (its segments' tag; 0 in records of untagged, older commits)."""
 
     def to_json(self) -> str:
         return dumps({
             "version": JOB_RECORD_VERSION,
             "jobId": self.job_id,
+            "generation": self.generation,
             "stream": None if self.stream is None else list(self.stream),
             "partitions": [[p.topic_id, p.topic, p.partition] for p in self.partitions],
             "segments": [{"metadata": s.metadata.to_dict(), "attempt": s.chunk.attempt,
@@ -123,6 +135,10 @@ class JobPlan:
             if obj["version"] != JOB_RECORD_VERSION:
                 raise ValueError(f"unknown version {obj['version']!r}")
             plan = cls(str(obj["jobId"]))
+            generation = obj.get("generation", 0)
+            if isinstance(generation, bool) or not isinstance(generation, int):
+                raise TypeError(f"'generation' must be an int, got {generation!r:.60}")
+            plan.generation = generation
             stream = obj["stream"]
             plan.stream = None if stream is None else (str(stream[0]), int(stream[1]))
             plan.partitions = [TopicIdPartition(*p) for p in obj["partitions"]]
@@ -197,10 +213,8 @@ def pending_jobs(tier: RemoteTier) -> list[JobPlan]:
     commit (or ``recover``) rolls forward. Their partitions count as existing: a task that
     creates a topic one of them creates takes its topic id (see backfill.resolve_topic)."""
     plans = []
-    for name in tier.list_names(tier.path(JOBS_DIR)):
-        if not name.endswith(".json"):
-            continue
-        path = tier.path(JOBS_DIR, name)
+    for job_id in job_record_names(tier):
+        path = tier.path(job_record_key(job_id))
         try:
             plans.append(JobPlan.from_json(tier.get_bytes(path), path))
         except RemoteResourceNotFoundError:
@@ -242,7 +256,7 @@ class BackfillCommitter:
         for tip in tips:
             check_not_owned(self._tier, tip)
             self._clean_unfinished(tip)
-        plan = self._plan(job_id, chunks, tips, stream)
+        plan = self._plan(job_id, chunks, tips, stream, read_generation(self._tier) + 1)
         self._tier.put_bytes(plan.to_json().encode(), self._tier.path(job_record_key(job_id)))
         self._apply(plan)
         offsets: dict[TopicIdPartition, tuple[int, int]] = {}
@@ -305,8 +319,10 @@ class BackfillCommitter:
     # -- internals ------------------------------------------------------------------------
 
     def _plan(self, job_id: str, chunks: Sequence[StagedChunk],
-              tips: Sequence[TopicIdPartition], stream: tuple[str, int] | None) -> JobPlan:
-        plan = JobPlan(job_id, partitions=list(tips), stream=stream)
+              tips: Sequence[TopicIdPartition], stream: tuple[str, int] | None,
+              generation: int) -> JobPlan:
+        plan = JobPlan(job_id, partitions=list(tips), stream=stream, generation=generation)
+        tag = job_tag(job_id, generation)
         now = self._time_ms()
         by_tip: dict[TopicIdPartition, list[StagedChunk]] = {}
         for c in chunks:
@@ -330,13 +346,15 @@ class BackfillCommitter:
                     max_timestamp_ms=c.max_timestamp, event_timestamp_ms=now,
                     segment_size_in_bytes=c.size_in_bytes,
                     segment_leader_epochs={epoch: max(epochs[epoch], next_offset)},
-                    txn_idx_empty=True, state=_STARTED)
+                    txn_idx_empty=True, state=_STARTED, custom_metadata=tag)
                 plan.segments.append(PlannedSegment(md, c, tuple(sorted(epochs.items()))))
                 next_offset = md.end_offset + 1
         return plan
 
     def _apply(self, plan: JobPlan) -> None:
-        """Steps 4-5 of the module doc, idempotently (a roll-forward repeats them)."""
+        """The generation counter (step 3's end), then steps 4-5 of the module doc,
+        idempotently (a roll-forward repeats them)."""
+        raise_generation(self._tier, plan.generation)
         for tip in plan.partitions:
             mine = [s for s in plan.segments if s.metadata.topic_id_partition == tip]
             known = {m.segment_id: m for m in self._store.list_remote_log_segments(tip)}
@@ -351,7 +369,8 @@ class BackfillCommitter:
             now = self._time_ms()
             self._store.finish_remote_log_segments(tip, [RemoteLogSegmentMetadataUpdate(
                 remote_log_segment_id=s.metadata.remote_log_segment_id,
-                event_timestamp_ms=now, state=_FINISHED) for s in todo])
+                event_timestamp_ms=now, state=_FINISHED,
+                custom_metadata=s.metadata.custom_metadata) for s in todo])
             log.info("%s: backfill job %s committed %d segments", tip, plan.job_id, len(todo))
         if plan.stream is not None:
             stream_id, batch = plan.stream

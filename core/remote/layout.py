@@ -12,6 +12,7 @@ tierlog's metadata objects. Pure string functions: no I/O.
     _owner.json                                            the LogManager tiering it (ownership)
 <root>/_staging/<job id>/<partition dir>/<task attempt>/   a backfill task's staged chunks
 <root>/_jobs/<job id>.json                                 a backfill commit's record
+<root>/_jobs/_generation.json                              the backfills' generation counter
 <root>/_streams/<stream id>.json                           a streaming write's last batch id
 ```
 Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow). The ``*_key``
@@ -171,6 +172,12 @@ def owner_key(tip: TopicIdPartition) -> str:
 def job_record_key(job_id: str) -> str:
     """``_jobs/<job id>.json``: a backfill job's commit record while it commits."""
     return f"{JOBS_DIR}/{job_id}.json"
+
+
+def job_generation_key() -> str:
+    """``_jobs/_generation.json``: the backfill commits' generation counter (which jobs a
+    reader may see: tierlog.remote.backfill_visibility)."""
+    return f"{JOBS_DIR}/_generation.json"
 
 
 def stream_record_key(stream_id: str) -> str:

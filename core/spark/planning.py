@@ -95,6 +95,12 @@ def _plan(options: TierlogOptions, bounds: PushedBounds | None, split_bytes: int
     if not topics:  # a pattern matching nothing reads nothing, but only from a real tier
         reader.existing_topics()
     _check_named_topics(o, topics)
+    with reader.consistent():  # a backfill job is in every topic of the read or in none
+        return _plan_topics(o, reader, topics, bounds)
+
+
+def _plan_topics(o: TierlogOptions, reader: RemoteTopicReader, topics: list[str],
+                 bounds: PushedBounds | None) -> list[ReadSplit]:
     splits: list[ReadSplit] = []
     for topic in topics:
         if bounds is not None and bounds.topics is not None and topic not in bounds.topics:

@@ -70,9 +70,11 @@ def check_workers(spark: Any) -> str:
     """Run a one-task job whose Python imports tierlog; return the interpreter the workers
     run. SparkWorkerError, saying how to fix it, when they cannot import tierlog (or cannot
     start). Spark Connect sessions (no SparkContext) are not checked."""
+    from pyspark.errors import PySparkException
+
     try:
         context = spark.sparkContext
-    except Exception:  # Spark Connect: no SparkContext; a read reports the same failure
+    except PySparkException:  # Spark Connect: no SparkContext; a read reports the failure
         log.info("not checking the Python of Spark's workers: the session has no SparkContext")
         return ""
     driver_python = getattr(context, "pythonExec", None) or "python3"
