@@ -25,6 +25,7 @@ from kio.static.primitive import Records as KioRecords
 
 from tierlog.errors import BadRequestError
 from tierlog.records.file_records import Records
+from tierlog.server.request_bounds import check_header, check_request
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -52,6 +53,7 @@ def peek_key_version(frame: bytes | memoryview) -> tuple[int, int]:
 def decode_header_v1(frame: bytes | memoryview) -> tuple[int, str | None, int]:
     """Correlation id, client id and the header's length read as header v1 (the part every
     header version shares): enough to answer a request whose version is unsupported."""
+    check_header(RequestHeaderV1, frame)
     try:
         header, size = entity_reader(RequestHeaderV1)(frame, 0)
     except Exception as exc:  # noqa: BLE001 - kio, on hostile bytes
@@ -73,12 +75,14 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
     """Parse header and body of one request frame (without its size prefix).
 
     BadRequestError for anything kio cannot decode (an unknown key or version, a truncated
-    or garbled body)."""
+    or garbled body); MalformedRequestError, before kio sees the frame, for a length that
+    does not fit in it or a null where none is allowed (request_bounds)."""
     api_key, api_version = peek_key_version(frame)
     try:
         cls = request_class(api_key, api_version)
     except Exception:  # noqa: BLE001 - kio, on hostile bytes
         raise BadRequestError(f"unknown API key {api_key} version {api_version}") from None
+    check_request(cls, frame)
     try:
         header, offset = entity_reader(cls.__header_schema__)(frame, 0)
         body, _ = entity_reader(cls)(frame, offset)
