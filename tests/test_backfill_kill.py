@@ -1,7 +1,9 @@
 """SIGKILL tests of the tier writer: a subprocess runs a Spark writer's job (the data source's
 task ``write`` and driver ``commit``, tests/backfill_crash_driver.py) and kills itself at a
-deterministic point mid-write or mid-commit. Readers then see each partition all or nothing,
-and the next job rolls a started commit forward, cleans the staging and continues after it."""
+deterministic point mid-write or mid-commit. Every reader (tierlog.reader, the Spark source's
+planning, scrub) then sees none of the job or all of it, in every partition at once (issue 21,
+defect 12: a kill between manifests left partition 0 alone readable), and the next job, or a
+LogManager adopting the topic, rolls a started commit forward exactly once."""
 
 from __future__ import annotations
 
@@ -16,8 +18,15 @@ import pytest
 from backfill_crash_driver import rows
 from backfill_crash_driver import run_job as run_job_here
 
+from fsspec.implementations.local import LocalFileSystem
+
+from tierlog.manager import LogManager
 from tierlog.partitioner import partition_for_key
-from tierlog.reader import RemoteTopicReader
+from tierlog.reader import RemoteTopicReader, read_split
+from tierlog.remote.backfill_visibility import job_record_names
+from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.scrub import scrub_tier
+from tierlog.spark import TierlogOptions, plan_read
 
 DRIVER = Path(__file__).with_name("backfill_crash_driver.py")
 FIRST_JOB = (0, 150)
@@ -42,6 +51,22 @@ def visible(url: str) -> dict[int, list[dict]]:
     return out
 
 
+def spark_visible(url: str) -> dict[int, list[dict]]:
+    """What the Spark source's planning and its tasks read (no SparkSession needed)."""
+    if "t" not in RemoteTopicReader(url).list_topics():
+        return {}
+    out: dict[int, list[dict]] = {}
+    for split in plan_read(TierlogOptions.parse({"path": url, "subscribe": "t"})):
+        for r in (r for b in read_split(split) for r in b.to_pylist()):
+            out.setdefault(r["partition"], []).append(r)
+    return out
+
+
+def job_rows(seen: dict[int, list[dict]]) -> dict[int, Counter]:
+    """Each partition's visible records, partitions showing none left out."""
+    return {p: as_counter(records) for p, records in seen.items() if records}
+
+
 def as_counter(records: list[dict]) -> Counter:
     return Counter((r["key"], r["value"], r["timestamp"].replace(tzinfo=None)) for r in records)
 
@@ -56,24 +81,40 @@ def run_killed(url: str, kill_at: str) -> None:
     assert "committed" not in proc.stdout
 
 
-@pytest.mark.parametrize(("kill_at", "committed"), [
+KILL_POINTS = [
     ("StagedPartitionWriter._finish_chunk:3", False),  # mid-write: a task staging chunks
     ("BackfillCommitter._plan:1", False),  # the driver planning, no job record yet
-    ("BackfillCommitter._apply:1", True),  # job record written, nothing copied
+    ("BackfillCommitter._apply:1", True),  # job record written, generation not raised
     ("BackfillCommitter._copy_segment:3", True),  # copying the first partition's segments
     ("RemoteLogMetadataManager.finish_remote_log_segments:2", True),  # between manifests
     ("BackfillCommitter.abort:1", True),  # every manifest replaced, staging not deleted
-])
+    ("RemoteTier.delete:1", True),  # deleting the staging, the job record still there
+]
+
+
+def assert_none_or_all_of_the_job(url: str, tier_dir: Path) -> None:
+    """What a killed commit leaves visible, to every reader: the job in every partition or
+    in none (issue 21, defect 12); scrub counts none of a part as committed."""
+    first = {p: c for p, c in expected(*FIRST_JOB).items() if c}
+    assert len(first) == 2  # the job writes both partitions
+    seen = job_rows(visible(url))
+    assert seen in ({}, first), {p: sum(c.values()) for p, c in seen.items()}
+    assert job_rows(spark_visible(url)) == seen
+    report = scrub_tier(url, grace_ms=0)
+    assert report.segments == len(RemoteTopicReader(url).list_segments("t", 0)) + len(
+        RemoteTopicReader(url).list_segments("t", 1)) if seen else report.segments == 0
+    assert not [f for f in report.findings if f.kind.name in ("GAP", "OVERLAP")]
+
+
+@pytest.mark.parametrize(("kill_at", "committed"), KILL_POINTS)
 def test_a_killed_writer_leaves_all_or_nothing_and_the_next_job_recovers(tmp_path, kill_at,
                                                                          committed):
     url = f"file://{tmp_path}/tier"
     run_killed(url, kill_at)
     first = expected(*FIRST_JOB)
-    seen = visible(url)
-    for p, records in seen.items():  # each partition: nothing of the job or all of it
-        assert as_counter(records) in (Counter(), first[p]), p
+    assert_none_or_all_of_the_job(url, tmp_path / "tier")
     if not committed:
-        assert seen == {} or all(not r for r in seen.values())
+        assert job_rows(visible(url)) == {}
     # The next job (same driver code, in this process) rolls forward and cleans up.
     run_job_here(url, *NEXT_JOB)
     nxt = expected(*NEXT_JOB)
@@ -88,4 +129,33 @@ def test_a_killed_writer_leaves_all_or_nothing_and_the_next_job_recovers(tmp_pat
     tier = tmp_path / "tier"
     assert not [p for p in (tier / "_staging").rglob("*") if p.is_file()] \
         if (tier / "_staging").exists() else True
-    assert not list((tier / "_jobs").glob("*.json")) if (tier / "_jobs").exists() else True
+    assert not job_record_names(RemoteTier(LocalFileSystem(), str(tier)))
+
+
+@pytest.mark.parametrize("kill_at", [
+    "RemoteLogMetadataManager.finish_remote_log_segments:2",  # between manifests
+    "BackfillCommitter.abort:1",  # every manifest replaced, the record still there
+])
+def test_a_topic_adopted_after_a_killed_commit_reads_the_whole_job_once(tmp_path, kill_at):
+    """Log.read through adoption: adopt_topic rolls the killed commit forward first, so the
+    adopted logs hold every record of the job, exactly once, at contiguous offsets."""
+    url = f"file://{tmp_path}/tier"
+    run_killed(url, kill_at)
+    mgr = LogManager.open(tmp_path / "data", {"remote.storage.enable": True,
+                                              "remote.storage.manager": "local",
+                                              "remote.storage.url": url},
+                          start_scheduler=False)
+    try:
+        logs = mgr.adopt_topic("t")
+        for p, want in expected(*FIRST_JOB).items():
+            log = logs[p]
+            records, offset = [], log.log_start_offset
+            while offset < log.log_end_offset:
+                batch = list(log.read(offset, max_bytes=1 << 20).records())
+                records += batch
+                offset = batch[-1].offset + 1
+            assert [r.offset for r in records] == list(range(len(records)))
+            assert Counter((r.key, r.value, r.timestamp) for r in records) == Counter(
+                {(k, v, int(ts.timestamp() * 1000)): n for (k, v, ts), n in want.items()})
+    finally:
+        mgr.close()

@@ -51,6 +51,7 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.backfill_commit import DEFAULT_STAGING_RETENTION_MS, BackfillCommitter
+from tierlog.remote.backfill_visibility import JobVisibility
 from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
 from tierlog.remote.layout import (
     MANIFEST_NAME,
@@ -182,6 +183,8 @@ class _Scrubber:
         self._grace_ms = grace_ms
         self._now = now_ms
         self._store: RemoteLogMetadataManager | None = None
+        # Before any manifest: segments of backfill jobs not yet published are not committed.
+        self._jobs = JobVisibility.read(tier)
 
     def close(self) -> None:
         if self._store is not None:
@@ -206,7 +209,7 @@ class _Scrubber:
             self._find(Finding(FindingKind.CORRUPT_METADATA, name, str(exc)))
             tail = None
         listing = {e.name: e for e in self._tier.list_entries(self._tier.path(name))}
-        committed = list(manifest.committed)
+        committed = self._jobs.filter(manifest.committed)
         self._report.segments += len(committed)
         segments = SegmentScrubber(self._tier, listing, deep=self._deep)
         for md in committed:
