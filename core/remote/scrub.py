@@ -16,10 +16,11 @@ For every partition directory of the tier (or of one topic):
   an upload in flight in a live log is not flagged.
 
 ``repair`` fixes only what is safe, and reports each repair: orphan objects and stale staging
-are deleted; a stuck COPY_SEGMENT_STARTED is rolled back (its objects deleted, then
+are deleted; a committed segment's missing or corrupt offset or time index is rebuilt from its
+``.log`` when every batch of it passes (``tierlog.remote.scrub_repair``); a stuck COPY_SEGMENT_STARTED is rolled back (its objects deleted, then
 DELETE_SEGMENT_FINISHED, as the RemoteLogManager cleans up a failed copy) and a stuck
-DELETE_SEGMENT_STARTED finished, through the metadata store's own API. A committed segment is
-never touched. In a partition a live log owns (``_owner.json``) the stuck states are left to
+DELETE_SEGMENT_STARTED finished, through the metadata store's own API. A committed segment's
+data is never touched. In a partition a live log owns (``_owner.json``) the stuck states are left to
 the owner (its RemoteLogManager cleans them on its next run, and two writers must not race
 on a partition's metadata) unless ``repair_owned``; its orphans older than the grace period
 are deleted.
@@ -36,8 +37,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tierlog.checkpoint import decode_leader_epoch_checkpoint
+from tierlog.config import TOPIC_CONFIG_KEYS
 from tierlog.errors import (
     CorruptCheckpointError,
+    CorruptRecordError,
     CorruptRemoteMetadataError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
@@ -57,6 +60,7 @@ from tierlog.remote.layout import (
     MANIFEST_NAME,
     METADATA_DIR,
     OWNER_NAME,
+    SEGMENT_SUFFIX,
     TAIL_DIR,
     TAIL_MANIFEST_NAME,
     is_metadata_object_name,
@@ -71,19 +75,32 @@ from tierlog.remote.metadata import RemoteLogMetadataManager
 from tierlog.remote.object_store import ObjectEntry, RemoteTier
 from tierlog.remote.options import backend_for_url
 from tierlog.remote.ownership import read_owner
+from tierlog.remote.scrub_objects import lineage_of, within_lineage
+from tierlog.remote.scrub_repair import REBUILDABLE_SUFFIXES, rebuilt_indexes
 from tierlog.remote.scrub_report import Finding, FindingKind, Repair, ScrubReport
-from tierlog.remote.scrub_segments import SegmentScrubber, named_objects, tail_object_problems
+from tierlog.remote.scrub_segments import (
+    SegmentScrubber,
+    check_segment,
+    named_objects,
+    tail_object_problems,
+)
 from tierlog.remote.tail_manifest import TailManifest, read_tail_manifest
 from tierlog.remote.unfinished import roll_back_unfinished
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_GRACE_MS", "Finding", "FindingKind", "Repair", "ScrubReport",
-           "open_storage", "scrub_tier"]
+__all__ = ["DEFAULT_GRACE_MS", "DEFAULT_INDEX_INTERVAL_BYTES", "Finding", "FindingKind",
+           "Repair", "ScrubReport", "check_segment", "open_storage", "scrub_tier"]
 
 #: How old an unfinished state or an unnamed object must be before the scrub flags it: an
 #: hour, far beyond any copy or tail publish in flight.
 DEFAULT_GRACE_MS = 3600 * 1000
+#: Where a rebuilt index places its entries unless told the writer's setting: Kafka's
+#: default ``index.interval.bytes``.
+DEFAULT_INDEX_INTERVAL_BYTES: int = TOPIC_CONFIG_KEYS["index.interval.bytes"].default
+#: Findings about a segment's ``.log`` itself: its indexes are not rebuilt from it.
+_LOG_FINDINGS = frozenset({FindingKind.MISSING_OBJECT, FindingKind.SIZE_MISMATCH,
+                           FindingKind.CORRUPT_DATA, FindingKind.OFFSET_MISMATCH})
 
 _STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
@@ -96,13 +113,14 @@ _PARTITION_DIRS = frozenset({METADATA_DIR, TAIL_DIR})
 Progress = Callable[[str], None]
 
 
-def open_storage(url: str, storage_options: Mapping[str, Any] | None = None
-                 ) -> FsspecRemoteStorageManager:
-    """The remote storage plugin's manager for ``url`` (``s3://...``: the s3 plugin, a path
-    or ``file://`` URL: the local one), built as a LogManager builds it, so a repair writes
-    as the tier's writer does (atomic publication on a directory). RemoteStorageError when
-    a local tier's directory does not exist (a scrub never creates one)."""
-    backend = backend_for_url(url)
+def open_storage(url: str, storage_options: Mapping[str, Any] | None = None, *,
+                 manager: str | None = None) -> FsspecRemoteStorageManager:
+    """The remote storage plugin's manager for ``url`` (the plugin ``manager``; by default
+    the one its scheme calls for: ``s3://...`` the s3 plugin, a path or ``file://`` URL the
+    local one), built as a LogManager builds it, so a repair writes as the tier's writer
+    does (atomic publication on a directory). RemoteStorageError when a local tier's
+    directory does not exist (a scrub never creates one)."""
+    backend = manager or backend_for_url(url)
     if backend == "local":
         path = urlsplit(url).path if "://" in url else url
         if not os.path.isdir(path):
@@ -125,13 +143,15 @@ def scrub_tier(
     storage_options: Mapping[str, Any] | None = None,
     grace_ms: int = DEFAULT_GRACE_MS,
     staging_retention_ms: int = DEFAULT_STAGING_RETENTION_MS,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
     time_ms: Callable[[], int] | None = None,
     progress: Progress | None = None,
 ) -> ScrubReport:
     """Scrub the tier at ``tier`` (a URL opened with ``storage_options``, a RemoteTier or a
     RemoteStorageManager's) and return what it found and, with ``repair``, repaired (see the
-    module docstring). ``progress`` is called with each partition directory's name as it is
-    scrubbed. Storage failures raise RemoteStorageError."""
+    module docstring). A rebuilt index places an entry every ``index_interval_bytes`` (the
+    writer's ``index.interval.bytes``). ``progress`` is called with each partition
+    directory's name as it is scrubbed. Storage failures raise RemoteStorageError."""
     if grace_ms < 0:
         raise ValueError(f"grace_ms must be >= 0, got {grace_ms}")
     now = (time_ms or (lambda: int(time.time() * 1000)))()
@@ -149,7 +169,8 @@ def scrub_tier(
     before = remote.stats.snapshot()
     report = ScrubReport(url=url, deep=deep)
     scrubber = _Scrubber(remote, storage, report, deep=deep, repair=repair,
-                         repair_owned=repair_owned, grace_ms=grace_ms, now_ms=now)
+                         repair_owned=repair_owned, grace_ms=grace_ms, now_ms=now,
+                         index_interval_bytes=index_interval_bytes)
     try:
         partitions = [p for p in remote_partitions(remote) if topic is None or p.topic == topic]
         for tip in partitions:
@@ -173,7 +194,7 @@ class _Scrubber:
 
     def __init__(self, tier: RemoteTier, storage: FsspecRemoteStorageManager,
                  report: ScrubReport, *, deep: bool, repair: bool, repair_owned: bool,
-                 grace_ms: int, now_ms: int) -> None:
+                 grace_ms: int, now_ms: int, index_interval_bytes: int) -> None:
         self._tier = tier
         self._storage = storage
         self._report = report
@@ -182,6 +203,7 @@ class _Scrubber:
         self._repair_owned = repair_owned
         self._grace_ms = grace_ms
         self._now = now_ms
+        self._index_interval_bytes = index_interval_bytes
         self._store: RemoteLogMetadataManager | None = None
         # Before any manifest: segments of backfill jobs not yet published are not committed.
         self._jobs = JobVisibility.read(tier)
@@ -213,8 +235,9 @@ class _Scrubber:
         self._report.segments += len(committed)
         segments = SegmentScrubber(self._tier, listing, deep=self._deep)
         for md in committed:
-            for finding in segments.check(md):
-                self._find(finding)
+            findings = [self._find(f) for f in segments.check(md)]
+            if self._repair and findings:
+                self._rebuild_indexes(md, findings)
         lineage = self._lineage(committed, listing)
         self._check_chain(name, manifest, committed, lineage)
         if tail is not None:
@@ -246,13 +269,12 @@ class _Scrubber:
         try:
             entries = decode_leader_epoch_checkpoint(self._tier.get_bytes(path), path)
         except (RemoteResourceNotFoundError, CorruptCheckpointError) as exc:
-            self._find(Finding(FindingKind.CORRUPT_METADATA,
-                               partition_dir_name(last.topic_id_partition), str(exc),
-                               segment_id=last.segment_id, object=path))
+            if not any(f.object == path for f in self._report.findings):  # deep found it
+                self._find(Finding(FindingKind.CORRUPT_METADATA,
+                                   partition_dir_name(last.topic_id_partition), str(exc),
+                                   segment_id=last.segment_id, object=path))
             return None
-        return {e.epoch: (e.start_offset, entries[i + 1].start_offset
-                          if i + 1 < len(entries) else None)
-                for i, e in enumerate(entries)}
+        return lineage_of(entries)
 
     def _check_chain(self, name: str, manifest: PartitionManifest,
                      committed: list[RemoteLogSegmentMetadata],
@@ -262,7 +284,7 @@ class _Scrubber:
         log_start = manifest.log_start_offset or 0
         chain = []
         for md in committed:
-            if lineage is not None and not _within_lineage(md, lineage):
+            if lineage is not None and not within_lineage(md, lineage):
                 self._find(Finding(FindingKind.OFF_LINEAGE, name,
                                    f"leader epochs {dict(md.segment_leader_epochs)} are not in "
                                    f"the partition's lineage {sorted(lineage)}",
@@ -331,6 +353,33 @@ class _Scrubber:
                 for kind, detail in tail_object_problems(self._tier, obj, path,
                                                          deep=self._deep):
                     self._find(Finding(kind, name, detail, object=path, offsets=offsets))
+
+    def _rebuild_indexes(self, md: RemoteLogSegmentMetadata, findings: list[Finding]) -> None:
+        """Rebuild the segment's missing or corrupt offset and time indexes from its
+        ``.log``, unless something is wrong with the ``.log`` itself or it does not pass
+        (then a note says why)."""
+        paths = {self._tier.path(segment_object_key(md, s)): s for s in REBUILDABLE_SUFFIXES}
+        broken = {paths[f.object]: f for f in findings if f.object in paths
+                  and f.kind in (FindingKind.MISSING_OBJECT, FindingKind.CORRUPT_INDEX)}
+        log_path = self._tier.path(segment_object_key(md, SEGMENT_SUFFIX))
+        if not broken or any(f.kind in _LOG_FINDINGS and f.object == log_path
+                             for f in findings):
+            return
+        try:
+            rebuilt = rebuilt_indexes(md, self._tier.get_bytes(log_path),
+                                      index_interval_bytes=self._index_interval_bytes,
+                                      source=log_path)
+        except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
+            self._report.notes.append(f"segment {md.segment_id}: its {', '.join(broken)} not "
+                                      f"rebuilt: {exc}")
+            log.warning("%s", self._report.notes[-1])
+            return
+        for suffix, finding in broken.items():
+            data, entries = rebuilt[suffix]
+            self._tier.put_bytes(data, self._tier.path(segment_object_key(md, suffix)))
+            self._report.repairs.append(Repair(
+                finding, f"rebuilt the {suffix} from the segment's .log ({entries} entries, "
+                         f"one per {self._index_interval_bytes} bytes)"))
 
     def _check_states(self, name: str, manifest: PartitionManifest, *, owned: bool) -> None:
         """Segments stuck in COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED past the grace."""
@@ -431,16 +480,3 @@ class _Scrubber:
         finally:
             committer.close()
 
-
-def _within_lineage(md: RemoteLogSegmentMetadata,
-                    lineage: Mapping[int, tuple[int, int | None]]) -> bool:
-    """Whether every epoch of the segment is in the lineage and starts inside that epoch's
-    offsets there (Kafka's ``isRemoteSegmentWithinLeaderEpochs``, less its log-end part)."""
-    for epoch, start in md.segment_leader_epochs.items():
-        span = lineage.get(epoch)
-        if span is None:
-            return False
-        first, end = span
-        if start < first or (end is not None and start >= end):
-            return False
-    return True

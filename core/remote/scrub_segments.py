@@ -7,9 +7,13 @@ Without ``deep`` only the bytes that must be read are: sizes come from the parti
 listing, then one ranged GET of the ``.log``'s head (its first batches), one of the offset
 index's last entry and one of the ``.log`` from that entry to its end (the batches that end
 the segment, which must end exactly at its size). With ``deep`` the whole ``.log`` and the
-whole offset and time indexes are read and every batch and entry is checked. Batches are
-walked and checked by the record layer (``tierlog.records``, ``tierlog.remote.integrity``),
+whole offset and time indexes are read and every batch and entry is checked, and so are the
+segment's small objects, each by the engine's own parser (``tierlog.remote.scrub_objects``:
+producer snapshot, leader-epoch checkpoint, transaction index, ``_metadata`` object). Batches
+are walked and checked by the record layer (``tierlog.records``, ``tierlog.remote.integrity``),
 index entries decoded by ``tierlog.index.entries``: nothing here parses either format.
+
+:func:`check_segment` checks one segment on its own (a restore checks what it relies on).
 """
 
 from __future__ import annotations
@@ -30,17 +34,29 @@ from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batch
 from tierlog.remote.layout import (
     SEGMENT_OBJECT_SUFFIXES,
     SEGMENT_SUFFIX,
+    metadata_object_key,
     partition_dir_name,
     segment_object_key,
     segment_object_name,
 )
 from tierlog.remote.object_store import ObjectEntry, RemoteTier
+from tierlog.remote.scrub_objects import (
+    epoch_checkpoint_problem,
+    metadata_object_problem,
+    snapshot_problem,
+    txn_index_problem,
+)
 from tierlog.remote.scrub_report import Finding, FindingKind
 from tierlog.remote.tail_manifest import TailObject
 
 #: Bytes of a ``.log``'s head read without ``deep``: its first batch header, and the first
 #: batches whole when they are small.
 HEAD_READ_BYTES = 16 << 10
+#: The finding kind of a small object that fails its parser or its structure rule (the
+#: leader-epoch checkpoint is the lineage's metadata, as the partition-wide check says).
+_SMALL_OBJECT_KINDS = {IndexType.PRODUCER_SNAPSHOT.suffix: FindingKind.CORRUPT_INDEX,
+                       IndexType.TRANSACTION.suffix: FindingKind.CORRUPT_INDEX,
+                       IndexType.LEADER_EPOCH.suffix: FindingKind.CORRUPT_METADATA}
 
 
 def required_suffixes(md: RemoteLogSegmentMetadata) -> tuple[str, ...]:
@@ -57,8 +73,18 @@ def named_objects(md: RemoteLogSegmentMetadata) -> set[str]:
                                                   *extra_index_suffixes(md))}
 
 
+def check_segment(tier: RemoteTier, md: RemoteLogSegmentMetadata, *, deep: bool = False
+                  ) -> list[Finding]:
+    """The findings of one committed segment's objects (empty when sound): one LIST of its
+    partition directory, then the checks of :class:`SegmentScrubber`."""
+    directory = tier.path(partition_dir_name(md.topic_id_partition))
+    listing = {e.name: e for e in tier.list_entries(directory)}
+    return SegmentScrubber(tier, listing, deep=deep).check(md)
+
+
 class SegmentScrubber:
-    """Checks the committed segments of one partition (see the module docstring)."""
+    """Checks the committed segments of one partition (see the module docstring), given the
+    partition directory's listing (object name -> entry)."""
 
     def __init__(self, tier: RemoteTier, listing: Mapping[str, ObjectEntry], *,
                  deep: bool) -> None:
@@ -111,7 +137,7 @@ class SegmentScrubber:
                 yield self._finding(md, FindingKind.CORRUPT_INDEX, IndexType.TIMESTAMP.suffix,
                                     f"the time index holds {time_size} bytes, not whole "
                                     f"{TIME_ENTRY.size}-byte entries")
-        if not index_ok or size <= HEAD_READ_BYTES:
+        if not index_ok:
             return
         index_key = segment_object_key(md, IndexType.OFFSET.suffix)
         index_size = self._listing[segment_object_name(md, IndexType.OFFSET.suffix)].size
@@ -120,6 +146,8 @@ class SegmentScrubber:
             yield self._finding(md, FindingKind.CORRUPT_INDEX, IndexType.OFFSET.suffix,
                                 f"the offset index holds {index_size} bytes, not whole "
                                 f"{entry_size}-byte entries")
+            return
+        if size <= HEAD_READ_BYTES:  # the head read the whole .log
             return
         position, anchor = 0, None
         if index_size:
@@ -147,6 +175,7 @@ class SegmentScrubber:
         data = self._get(self._tier.path(segment_object_key(md, SEGMENT_SUFFIX)))
         found = list(self._batches(md, data, 0, whole=True))
         yield from found
+        yield from self._check_small_objects(md, data)
         if index_ok and not found:
             yield from self._check_offset_index(md, data)
         if time_ok:
@@ -165,6 +194,36 @@ class SegmentScrubber:
                                                 f"segment's end {md.end_offset}")
             except CorruptIndexError as exc:
                 yield self._finding(md, FindingKind.CORRUPT_INDEX, suffix, str(exc))
+
+    def _check_small_objects(self, md: RemoteLogSegmentMetadata, data: bytes
+                             ) -> Iterator[Finding]:
+        """The producer snapshot, leader-epoch checkpoint and transaction index present in
+        the listing, and the ``_metadata`` object (see ``tierlog.remote.scrub_objects``)."""
+        for suffix, kind in _SMALL_OBJECT_KINDS.items():
+            if segment_object_name(md, suffix) not in self._listing:
+                continue  # reported missing already, or an empty .txnindex not copied
+            path = self._tier.path(segment_object_key(md, suffix))
+            content = self._get(path)
+            if suffix == IndexType.PRODUCER_SNAPSHOT.suffix:
+                problem = snapshot_problem(content, path)
+            elif suffix == IndexType.LEADER_EPOCH.suffix:
+                problem = epoch_checkpoint_problem(md, content, path)
+            else:
+                problem = txn_index_problem(md, content, path)
+            if problem is not None:
+                yield self._finding(md, kind, suffix, problem)
+        path = self._tier.path(metadata_object_key(md))
+        try:
+            stored = self._tier.get_bytes(path)
+        except RemoteResourceNotFoundError:
+            return  # deleted since the listing: the next scrub no longer sees the segment
+        first = next((header[0] for _, header in walk_headers(data)), None)
+        problem = metadata_object_problem(md, stored, path, first)
+        if problem is not None:
+            yield Finding(FindingKind.CORRUPT_METADATA,
+                          partition_dir_name(md.topic_id_partition), problem,
+                          segment_id=md.segment_id, object=path,
+                          offsets=(md.start_offset, md.end_offset))
 
     def _check_offset_index(self, md: RemoteLogSegmentMetadata, data: bytes
                             ) -> Iterator[Finding]:

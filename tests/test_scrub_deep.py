@@ -1,0 +1,191 @@
+"""``tierlog.remote.scrub`` with ``deep``: every object of a committed segment it can parse is
+verified by the engine's own parser (producer snapshot, leader-epoch checkpoint, transaction
+index, ``_metadata`` object, indexes), and ``repair`` rebuilds a missing or damaged offset or
+time index from the segment's ``.log``, byte for byte what the writer uploaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import FakeClock
+
+from tierlog import Record
+from tierlog.manager import LogManager
+from tierlog.remote import RemoteLogSegmentMetadata
+from tierlog.remote.layout import metadata_object_key, segment_object_key
+from tierlog.remote.manifest import load_partition, remote_partitions
+from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.scrub import FindingKind, ScrubReport, check_segment, open_storage, scrub_tier
+
+#: Small segments (a quick scrub reads each whole), an index entry every 1 KiB.
+INDEX_INTERVAL = 1024
+CONFIG = {"segment.bytes": 8 << 10, "index.interval.bytes": INDEX_INTERVAL,
+          "remote.log.tail.ms": -1, "remote.storage.enable": True,
+          "remote.storage.manager": "local"}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local tier written by a LogManager: small segments, each with producers in its
+    snapshot and aborted transactions in its ``.txnindex``."""
+    root = tmp_path_factory.mktemp("deep")
+    clock = FakeClock()
+    mgr = LogManager.open(root / "data", {**CONFIG, "remote.storage.url": (root / "tier").as_uri()},
+                          time_ms=clock, start_scheduler=False)
+    try:
+        log = mgr.create_topic("payments", 1)[0]
+        for i in range(90):
+            clock.advance(1000)
+            log.append_records([Record(key=b"k%d" % i, value=b"v" * 300) for _ in range(3)])
+            if i % 3 == 0:
+                pid = 9000 + i
+                log.append_records([Record(key=b"t", value=b"x" * 200)], producer_id=pid,
+                                   producer_epoch=0, base_sequence=0, transactional=True)
+                log.append_marker(pid, 0, commit=False)
+        mgr.tier_now()
+    finally:
+        mgr.close()
+    return root / "tier"
+
+
+@pytest.fixture
+def tier(pristine: Path, tmp_path: Path) -> RemoteTier:
+    shutil.copytree(pristine, tmp_path / "tier")
+    return open_storage(str(tmp_path / "tier")).tier
+
+
+def committed(tier: RemoteTier) -> list[RemoteLogSegmentMetadata]:
+    (tip,) = remote_partitions(tier)
+    return list(load_partition(tier, tip)[0].committed)
+
+
+def middle(tier: RemoteTier) -> RemoteLogSegmentMetadata:
+    """A committed segment that is neither the first nor the last (whose leader-epoch
+    checkpoint the lineage check reads anyway), with aborted transactions."""
+    segments = committed(tier)
+    assert len(segments) >= 5
+    md = segments[len(segments) // 2]
+    assert not md.txn_idx_empty
+    return md
+
+
+def path_of(tier: RemoteTier, md: RemoteLogSegmentMetadata, suffix: str) -> Path:
+    return Path(tier.path(segment_object_key(md, suffix)))
+
+
+def flip(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def cut(path: Path, drop: int) -> None:
+    os.truncate(path, path.stat().st_size - drop)
+
+
+def rewrite_metadata(tier: RemoteTier, md: RemoteLogSegmentMetadata,
+                     change: Callable[[dict], bytes]) -> Path:
+    path = Path(tier.path(metadata_object_key(md)))
+    path.write_bytes(change(json.loads(path.read_bytes())))
+    return path
+
+
+def off_by_one(data: dict) -> bytes:
+    data["startOffset"] += 1
+    return json.dumps(data).encode()
+
+
+#: Each damage: (what it does to the segment, the finding kind, the object named).
+DAMAGES: dict[str, tuple[Callable[[RemoteTier, RemoteLogSegmentMetadata], Path], FindingKind]] = {
+    "producer snapshot byte flipped": (
+        lambda t, md: (flip(p := path_of(t, md, ".snapshot"), p.stat().st_size - 5), p)[1],
+        FindingKind.CORRUPT_INDEX),
+    ".index cut mid-entry": (
+        lambda t, md: (cut(p := path_of(t, md, ".index"), 4), p)[1], FindingKind.CORRUPT_INDEX),
+    ".timeindex cut mid-entry": (
+        lambda t, md: (cut(p := path_of(t, md, ".timeindex"), 5), p)[1],
+        FindingKind.CORRUPT_INDEX),
+    "leader-epoch checkpoint byte flipped": (
+        lambda t, md: (flip(p := path_of(t, md, ".leader_epoch_checkpoint"), 0), p)[1],
+        FindingKind.CORRUPT_METADATA),
+    ".txnindex byte flipped": (
+        lambda t, md: (flip(p := path_of(t, md, ".txnindex"), 1), p)[1],
+        FindingKind.CORRUPT_INDEX),
+    "_metadata object not JSON": (
+        lambda t, md: rewrite_metadata(t, md, lambda _: b"{not json"),
+        FindingKind.CORRUPT_METADATA),
+    "_metadata start offset off by one": (
+        lambda t, md: rewrite_metadata(t, md, off_by_one), FindingKind.CORRUPT_METADATA),
+}
+
+
+def scrub(tier: RemoteTier, **kwargs: object) -> ScrubReport:
+    return scrub_tier(tier, index_interval_bytes=INDEX_INTERVAL, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_pristine_tier_scrubs_clean(tier: RemoteTier) -> None:
+    for deep in (False, True):
+        assert scrub(tier, deep=deep).findings == []
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_deep_scrub_finds_each_damage_and_names_the_object(tier: RemoteTier, damage: str
+                                                           ) -> None:
+    md = middle(tier)
+    do, kind = DAMAGES[damage]
+    path = do(tier, md)
+    (finding,) = scrub(tier, deep=True).findings
+    assert (finding.kind, finding.segment_id, finding.object) == (kind, md.segment_id,
+                                                                  str(path))
+    assert check_segment(tier, md, deep=True) == [finding]  # the one-segment entry point
+
+
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_a_quick_scrub_finds_an_index_cut_mid_entry_in_a_small_segment(tier: RemoteTier,
+                                                                       suffix: str) -> None:
+    md = middle(tier)
+    assert md.segment_size_in_bytes < 16 << 10  # read whole by the head read
+    cut(path_of(tier, md, suffix), 3)
+    (finding,) = scrub(tier).findings
+    assert finding.kind is FindingKind.CORRUPT_INDEX
+    assert finding.object == str(path_of(tier, md, suffix))
+
+
+def test_repair_rebuilds_missing_and_damaged_indexes_as_the_writer_wrote_them(
+        tier: RemoteTier) -> None:
+    segments = committed(tier)
+    gone, cut_short = segments[1], segments[3]
+    originals = {(md.segment_id, s): path_of(tier, md, s).read_bytes()
+                 for md in (gone, cut_short) for s in (".index", ".timeindex")}
+    assert all(originals.values())
+    path_of(tier, gone, ".index").unlink()
+    path_of(tier, gone, ".timeindex").unlink()
+    cut(path_of(tier, cut_short, ".index"), 4)
+    report = scrub(tier, deep=True, repair=True)
+    assert {(r.finding.kind, r.finding.segment_id, r.finding.object) for r in report.repairs} == {
+        (FindingKind.MISSING_OBJECT, gone.segment_id, str(path_of(tier, gone, ".index"))),
+        (FindingKind.MISSING_OBJECT, gone.segment_id, str(path_of(tier, gone, ".timeindex"))),
+        (FindingKind.CORRUPT_INDEX, cut_short.segment_id,
+         str(path_of(tier, cut_short, ".index")))}
+    assert report.ok and all("rebuilt" in r.action for r in report.repairs)
+    for (segment_id, suffix), data in originals.items():
+        md = gone if segment_id == gone.segment_id else cut_short
+        assert path_of(tier, md, suffix).read_bytes() == data, (segment_id, suffix)
+    assert scrub(tier, deep=True).findings == []
+
+
+def test_repair_leaves_an_index_alone_when_its_log_is_damaged(tier: RemoteTier) -> None:
+    md = middle(tier)
+    path_of(tier, md, ".index").unlink()
+    log = path_of(tier, md, ".log")
+    flip(log, log.stat().st_size // 2)  # inside a batch: its CRC fails
+    report = scrub(tier, deep=True, repair=True)
+    assert {f.kind for f in report.findings} == {FindingKind.MISSING_OBJECT,
+                                                 FindingKind.CORRUPT_DATA}
+    assert report.repairs == [] and not report.ok
+    assert not path_of(tier, md, ".index").exists()
