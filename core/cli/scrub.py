@@ -1,6 +1,7 @@
-"""``tierlog scrub URL``: check a remote tier's health (``tierlog.remote.scrub``), print what
+"""``tierlog scrub [URL]``: check a remote tier's health (``tierlog.remote.scrub``), print what
 it found (or, with --json, the report as one JSON object on stdout), optionally repair what is
-safe to repair; exit 1 when anything is wrong and not repaired.
+safe to repair; exit 1 when anything is wrong and not repaired. The tier and its storage
+options are found as every command finds them (``tierlog.cli._tier_options``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from tierlog.cli._common import parse_assignments, plural
+from tierlog.cli._common import plural, settings
+from tierlog.cli._tier_options import tier_options
 from tierlog.remote.manifest import remote_partitions
 from tierlog.remote.scrub import DEFAULT_GRACE_MS, ScrubReport, open_storage, scrub_tier
 
@@ -24,14 +26,20 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                     "epoch lineage, indexes agree with their segment, the log start offset and "
                     "the tail are consistent; lists orphan objects and segments stuck in "
                     "COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED. Exits 1 on any problem "
-                    "left unrepaired.")
-    parser.add_argument("url", help="the tier: s3://bucket/prefix, file:///dir or a path")
+                    "left unrepaired. The tier's storage options come from --option, --set, "
+                    "the --config file or <data-dir>/server.properties, in that order.")
+    parser.add_argument("url", nargs="?", default=None,
+                        help="the tier: s3://bucket/prefix, file:///dir or a path (default: "
+                             "remote.storage.url of the settings)")
     parser.add_argument("--deep", action="store_true",
-                        help="read every byte: the CRC of every batch, every index entry "
-                             "(default: sizes, the first and last batches, index tails)")
+                        help="read every byte: the CRC of every batch, every index entry, "
+                             "every producer snapshot, leader-epoch checkpoint, transaction "
+                             "index and _metadata object (default: sizes, the first and last "
+                             "batches, index tails)")
     parser.add_argument("--repair", action="store_true",
-                        help="delete orphans and stale staging, roll back stuck copies and "
-                             "finish stuck deletes (nothing else is ever changed)")
+                        help="delete orphans and stale staging, rebuild missing or corrupt "
+                             "offset and time indexes from their segment, roll back stuck "
+                             "copies and finish stuck deletes (nothing else is ever changed)")
     parser.add_argument("--force-owned", action="store_true",
                         help="with --repair, also repair stuck states of partitions a live log "
                              "owns (by default its RemoteLogManager is left to clean them)")
@@ -48,7 +56,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    storage = open_storage(args.url, parse_assignments(args.option, "--option"))
+    st = settings(args)
+    tier = tier_options(st, args.url, args.option, purpose="scrub")
+    storage = open_storage(tier.url, tier.options, manager=tier.manager)
     try:
         total = len([p for p in remote_partitions(storage.tier)
                      if args.topic is None or p.topic == args.topic])
@@ -59,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
                 bar.update(1)
             report = scrub_tier(storage, deep=args.deep, repair=args.repair,
                                 repair_owned=args.force_owned, topic=args.topic,
-                                grace_ms=args.grace_ms, progress=progress)
+                                grace_ms=args.grace_ms, progress=progress,
+                                index_interval_bytes=st.manager_config.topic_defaults[
+                                    "index.interval.bytes"])
     finally:
         storage.close()
-    report.url = args.url
+    report.url = tier.url
     if args.json:
         print(report.to_json())
     else:
