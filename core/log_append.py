@@ -62,8 +62,7 @@ class LogAppends:
         stats = log.stats
         stats.append_bytes += plan.size
         stats.append_messages += plan.record_count
-        stats.general_appends += 1
-        stats.general_append_time_ns += perf_ns() - started
+        stats.record_general_append(perf_ns() - started)
         return LogAppendInfo(
             plan.first_offset, plan.last_offset, plan.max_timestamp,
             plan.offset_of_max_timestamp, plan.log_append_time, log._log_start_offset,

@@ -649,6 +649,7 @@ class LogManager:
                             log_start_offset=start, had_clean_shutdown=True,
                             **self._log_options())
         reopened.update_high_watermark(high_watermark)
+        reopened.stats = old.stats  # the partition's counters go on (a reset reads as a gap)
         self._logs[(topic, partition)] = reopened
         self._remote.forget((topic, partition))
         self._remote.attach([reopened])

@@ -2,8 +2,8 @@
 
 A :class:`LogStats` lives on every :class:`~tierlog.log.Log` (``log.stats``) and counts what
 happened to that partition: appends, flushes, rolls, cleanup runs and its traffic with the
-remote tier. The counters are plain ints (and nanoseconds from ``perf_counter_ns`` where time
-is measured): no metrics library, no registry and no lock on the append path, which already
+remote tier. The counters are plain ints, and a timed event goes into a :class:`Histogram`
+(its count, total and recent percentiles, from ``perf_counter_ns``): no metrics library, no registry and no lock on the append path, which already
 runs under the log's lock. What is a level rather than an event (size, segment count, offsets,
 copy lag) is not counted at all: the exporter reads it from the log when scraped.
 
@@ -18,14 +18,121 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
-__all__ = ["CacheStats", "CleanupCounts", "LogStats", "perf_ns"]
+__all__ = ["QUANTILES", "QUANTILE_VALUES", "CacheStats", "CleanupCounts", "Histogram",
+           "LogStats", "percentiles", "perf_ns"]
 
 #: The clock of every measured duration (monotonic, nanoseconds).
 perf_ns = time.perf_counter_ns
+
+#: The percentiles a Kafka (Yammer) histogram reports, by their JMX attribute names.
+QUANTILES: tuple[tuple[str, float], ...] = (
+    ("50thPercentile", 0.50), ("75thPercentile", 0.75), ("95thPercentile", 0.95),
+    ("98thPercentile", 0.98), ("99thPercentile", 0.99), ("999thPercentile", 0.999))
+QUANTILE_VALUES: tuple[float, ...] = tuple(q for _, q in QUANTILES)
+
+#: A histogram's window: percentiles cover the current and the previous one (one to two
+#: minutes of the recent past; Kafka's histograms decay over about five).
+HISTOGRAM_WINDOW_NS = 60 * 10**9
+#: Sub-buckets per power of two (a percentile is within 1/8 of the true value) and the
+#: largest power of two kept (2**40 us, about 12 days; longer durations count as that).
+_SUB_BITS = 3
+_MAX_SHIFT = 36
+_BUCKETS = ((_MAX_SHIFT + 1) << _SUB_BITS) + (1 << (_SUB_BITS + 1))
+_SMALL = 1 << (_SUB_BITS + 1)
+_LARGEST_US = (1 << (_MAX_SHIFT + _SUB_BITS + 1)) - 1
+
+
+def _bounds_us(index: int) -> tuple[int, int]:
+    """The smallest and largest duration (microseconds) bucket ``index`` counts."""
+    if index < _SMALL:
+        return index, index
+    shift = (index >> _SUB_BITS) - 1
+    mantissa = index - (shift << _SUB_BITS)
+    return mantissa << shift, ((mantissa + 1) << shift) - 1
+
+
+class Histogram:
+    """Durations of one kind of event: how many (``count``, since the start), their total
+    (``total_ns``), and percentiles of the recent past.
+
+    Durations are counted in log-linear buckets of microseconds (8 per power of two) in two
+    windows of ``window_ns``: :meth:`percentiles` read the current and the previous window,
+    so they follow the recent past as Kafka's histograms do, at the cost of one list
+    increment per event. ``record`` is called by one thread at a time (the owner's lock or
+    event loop); readers on another thread see a consistent-enough view without a lock.
+    """
+
+    __slots__ = ("_clock", "_current", "_previous", "_rotate_at", "_window_ns", "count",
+                 "total_ns")
+
+    def __init__(self, window_ns: int = HISTOGRAM_WINDOW_NS,
+                 clock: Callable[[], int] = perf_ns) -> None:
+        self.count = 0
+        self.total_ns = 0
+        self._window_ns = window_ns
+        self._clock = clock
+        self._current = [0] * _BUCKETS
+        self._previous = [0] * _BUCKETS
+        self._rotate_at = clock() + window_ns
+
+    def record(self, elapsed_ns: int, now_ns: int | None = None) -> None:
+        """One event that took ``elapsed_ns`` (``now_ns``: the clock's reading, if the
+        caller has it)."""
+        self.count += 1
+        self.total_ns += elapsed_ns
+        now = self._clock() if now_ns is None else now_ns
+        if now >= self._rotate_at:
+            stale = now >= self._rotate_at + self._window_ns
+            self._previous = [0] * _BUCKETS if stale else self._current
+            self._current = [0] * _BUCKETS
+            self._rotate_at = now + self._window_ns
+        us = min(max(elapsed_ns, 0) // 1000, _LARGEST_US)
+        shift = us.bit_length() - _SUB_BITS - 1
+        if shift < 0:
+            self._current[us] += 1
+        else:
+            self._current[(shift << _SUB_BITS) + (us >> shift)] += 1
+
+    def recent(self) -> list[int]:
+        """The bucket counts of the recent past (the current and the previous window)."""
+        now = self._clock()
+        if now >= self._rotate_at + self._window_ns:
+            return [0] * _BUCKETS
+        if now >= self._rotate_at:
+            return list(self._current)  # the current window is already the previous one
+        return [a + b for a, b in zip(self._current, self._previous, strict=True)]
+
+    def percentiles(self, quantiles: Sequence[float] = QUANTILE_VALUES
+                    ) -> list[float]:
+        """Each quantile of the recent durations, in milliseconds (see :func:`percentiles`)."""
+        return percentiles([self], quantiles)
+
+
+def percentiles(histograms: Iterable[Histogram],
+                quantiles: Sequence[float] = QUANTILE_VALUES) -> list[float]:
+    """Each quantile of the recent durations of ``histograms`` together, in milliseconds: the
+    middle of the bucket it falls in (0 when there were none, as Kafka reports it)."""
+    counts = [0] * _BUCKETS
+    for histogram in histograms:
+        counts = [a + b for a, b in zip(counts, histogram.recent(), strict=True)]
+    total = sum(counts)
+    out: list[float] = []
+    for q in quantiles:
+        if total == 0:
+            out.append(0.0)
+            continue
+        rank, seen = q * total, 0
+        for index, n in enumerate(counts):
+            seen += n
+            if n and seen >= rank:
+                low, high = _bounds_us(index)
+                out.append((low + high) / 2 / 1000)
+                break
+    return out
 
 
 class CleanupCounts(Protocol):
@@ -52,13 +159,10 @@ class LogStats:
         "cleaner_bytes_after",
         "cleaner_bytes_before",
         "cleaner_bytes_deleted",
-        "cleaner_runs",
         "cleaner_segments_deleted",
-        "cleaner_time_ns",
-        "flush_time_ns",
-        "flushes",
-        "general_append_time_ns",
-        "general_appends",
+        "cleanup_time",
+        "flush_time",
+        "general_append_time",
         "remote_copy_bytes",
         "remote_copy_errors",
         "remote_copy_requests",
@@ -75,17 +179,16 @@ class LogStats:
         self.append_bytes = 0
         self.append_messages = 0
         #: Appends that took the general path (producer ids, compression, control batches,
-        #: rolls) and their time; the plain producer hot path is counted but not timed
+        #: rolls) and their times; the plain producer hot path is counted but not timed
         #: (two clock reads would cost it ~5%).
-        self.general_appends = 0
-        self.general_append_time_ns = 0
-        self.flushes = 0
-        self.flush_time_ns = 0
+        self.general_append_time = Histogram()
+        #: Flushes (fsync up to a new recovery point) and their times.
+        self.flush_time = Histogram()
         self.rolls = 0
-        #: Runs of a cleanup policy (delete, compact, a plugin's) on this log, their time,
-        #: the bytes of the segments compaction rewrote before/after, what retention deleted.
-        self.cleaner_runs = 0
-        self.cleaner_time_ns = 0
+        #: Runs of a cleanup policy (delete, compact, a plugin's) on this log and their
+        #: times, the bytes of the segments compaction rewrote before/after, what retention
+        #: deleted.
+        self.cleanup_time = Histogram()
         self.cleaner_bytes_before = 0
         self.cleaner_bytes_after = 0
         self.cleaner_segments_deleted = 0
@@ -102,14 +205,16 @@ class LogStats:
 
     # -- the log's own events (under the log's lock) ------------------------------------
 
+    def record_general_append(self, elapsed_ns: int) -> None:
+        """One append down the general path (its bytes and records are counted apart)."""
+        self.general_append_time.record(elapsed_ns)
+
     def record_flush(self, elapsed_ns: int) -> None:
-        self.flushes += 1
-        self.flush_time_ns += elapsed_ns
+        self.flush_time.record(elapsed_ns)
 
     def record_cleanup(self, result: CleanupCounts, elapsed_ns: int) -> None:
         """One run of a cleanup policy over the log and what it reported."""
-        self.cleaner_runs += 1
-        self.cleaner_time_ns += elapsed_ns
+        self.cleanup_time.record(elapsed_ns)
         self.cleaner_bytes_before += result.bytes_before
         self.cleaner_bytes_after += result.bytes_after
         self.cleaner_segments_deleted += result.segments_deleted
@@ -163,8 +268,15 @@ class LogStats:
             raise
 
     def snapshot(self) -> dict[str, int]:
-        """Every counter by name (a copy)."""
-        return {name: getattr(self, name) for name in self.__slots__ if not name.startswith("_")}
+        """Every counter by name (a copy); a timer as ``<name>_count`` and ``<name>_ns``."""
+        out: dict[str, int] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if isinstance(value, Histogram):
+                out[f"{name}_count"], out[f"{name}_ns"] = value.count, value.total_ns
+            elif not name.startswith("_"):
+                out[name] = value
+        return out
 
 
 class CacheStats:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -25,10 +25,12 @@ class ServerProcess:
     """Handle on one ``tierlog serve`` process (and its restarts on the same data dir)."""
 
     def __init__(self, tmp_path: Path, config: Mapping[str, Any] | None = None,
-                 data_dir: Path | None = None) -> None:
+                 data_dir: Path | None = None, args: Sequence[str] = ()) -> None:
         self.tmp_path = Path(tmp_path)
         self.data_dir = Path(data_dir) if data_dir is not None else self.tmp_path / "data"
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        #: More ``tierlog serve`` options (``--metrics-port 0``, ...).
+        self.args = list(args)
         self.port = 0
         self.host = "127.0.0.1"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -50,7 +52,7 @@ class ServerProcess:
         if self.port:
             config["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "tierlog.cli", "serve", "--data-dir", str(self.data_dir),
-                "--port-file", str(port_file)]
+                "--port-file", str(port_file), *self.args]
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
         with open(self.log_path, "wb") as log_file:
@@ -118,7 +120,8 @@ class ServerProcess:
 
 
 def start(tmp_path: Path, config: Mapping[str, Any] | None = None, *,
-          data_dir: Path | None = None) -> ServerProcess:
+          data_dir: Path | None = None, args: Sequence[str] = ()) -> ServerProcess:
     """Start ``tierlog serve`` over ``tmp_path/data`` (or ``data_dir``) with ``config``
-    (Kafka's server.properties keys) on an ephemeral port; stop it with ``terminate()``."""
-    return ServerProcess(tmp_path, config, data_dir).start()
+    (Kafka's server.properties keys) and more ``args`` on an ephemeral port; stop it with
+    ``terminate()``."""
+    return ServerProcess(tmp_path, config, data_dir, args).start()

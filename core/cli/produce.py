@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         topic_partitions(mgr, args.topic, args.partition)
         batcher = Batcher(mgr, args.topic, args.compression, args.batch_size)
         source = "<stdin>" if args.file is None else args.file
-        with metrics_served(mgr, args.metrics_port), _open_input(args.file) as stream:
+        with metrics_served(mgr, args.metrics_port, args.metrics_host), \
+                _open_input(args.file) as stream:
             try:
                 for number, line in _lines(stream):
                     where = f"{source}, line {number}"

@@ -66,8 +66,10 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
 
 
 async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | None = None,
-                stop: asyncio.Event | None = None) -> None:
-    """Serve until ``stop`` is set (or SIGTERM/SIGINT when run from the command line)."""
+                stop: asyncio.Event | None = None, metrics_port: int | None = None,
+                metrics_host: str = "127.0.0.1") -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT when run from the command line), with
+    the storage and broker metrics on ``metrics_host:metrics_port`` if a port is given."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -77,12 +79,13 @@ async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | 
             pass
     server = Server(config, manager)
     await server.start()
-    address = f"{server.host}:{server.port}"
-    log.warning("tierlog serving Kafka clients on %s", address)
-    if port_file is not None:
-        atomic_write_text(port_file, address)
     try:
-        await stop.wait()
+        with metrics_served(manager, metrics_port, metrics_host, server=server):
+            address = f"{server.host}:{server.port}"
+            log.warning("tierlog serving Kafka clients on %s", address)
+            if port_file is not None:  # written once the metrics are served too
+                atomic_write_text(port_file, address)
+            await stop.wait()
     finally:
         log.warning("tierlog server stopping")
         await server.stop()
@@ -94,9 +97,9 @@ def run(args: argparse.Namespace) -> int:
         directory.mkdir(parents=True, exist_ok=True)
     manager = LogManager.open(list(config.log_dirs), config.manager)
     try:
-        with metrics_served(manager, args.metrics_port):
-            asyncio.run(serve(config, manager,
-                              port_file=Path(args.port_file) if args.port_file else None))
+        asyncio.run(serve(config, manager,
+                          port_file=Path(args.port_file) if args.port_file else None,
+                          metrics_port=args.metrics_port, metrics_host=args.metrics_host))
     finally:
         manager.close()
     sys.stderr.flush()

@@ -175,6 +175,7 @@ def install(registry: Registry, services: Services) -> None:
             if total >= min_bytes or errors or left <= 0:
                 break
             await services.wait_appended(left)
+        services.request_stats.fetched(reads)
         return build_response(ctx.response_type, fetch, reads)
 
     registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)

@@ -95,6 +95,7 @@ def install(registry: Registry, services: Services) -> None:
             else:
                 outcomes = await services.run_blocking(lambda: append_all(manager, request))
             services.appended()
+        services.request_stats.produced(outcomes)
         if acks == 0:
             return None
         return EncodedResponse(ctx.response_type,

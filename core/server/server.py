@@ -39,6 +39,7 @@ from tierlog.server.framing import (
 )
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
+from tierlog.stats import perf_ns
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,12 @@ class Server:
         self.host = config.listener.host
         self.port = config.listener.port
 
+    @property
+    def coordinators(self) -> Any:
+        """The group and transaction coordinators once started (None before, or when
+        tierlog.server.coordinators is missing)."""
+        return getattr(self, "_coordinators", None)
+
     async def start(self) -> None:
         """Bind the listener (port 0: an ephemeral port, then advertised) and register the
         handlers."""
@@ -133,6 +140,7 @@ class Server:
         task = asyncio.get_running_loop().create_task(self._serve_connection(connection))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
+        self.services.request_stats.track_connection(task)
         return connection
 
     async def _serve_connection(self, connection: FramedConnection) -> None:
@@ -150,6 +158,7 @@ class Server:
                 if not connection.has_frame():
                     await connection.flush()  # answer everything before waiting
                 frame = await connection.next_frame()
+                started = perf_ns()
                 if connection.has_pending() and peek_key_version(frame)[0] != PRODUCE_KEY:
                     # Only produce responses wait for the next request's: other handlers
                     # may long-poll (Fetch) or wait for a group, and must not hold them.
@@ -157,6 +166,7 @@ class Server:
                 out = await self._handle(frame, connection_id, host)
                 if out is not None:
                     await self._write(connection, out)
+                self.services.request_stats.request_done(frame, started)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except BadRequestError as exc:  # FrameTooLargeError too

@@ -12,6 +12,7 @@ from typing import TypeVar
 from tierlog.manager import LogManager
 from tierlog.scheduler import system_time_ms
 from tierlog.server.config import ServerConfig
+from tierlog.server.request_stats import RequestStats
 
 _T = TypeVar("_T")
 
@@ -30,6 +31,8 @@ class Services:
         self._time_ms = time_ms
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tierlog-io")
         self._waiters: set[asyncio.Future[None]] = set()
+        #: Request times, connections and per-topic produce/fetch counts, for metrics.
+        self.request_stats = RequestStats()
 
     def time_ms(self) -> int:
         return self._time_ms()

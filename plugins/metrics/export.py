@@ -1,15 +1,16 @@
-"""Getting the metrics out: an HTTP endpoint for Prometheus (``--metrics-port``), the text
-format, and the human table of ``tierlog metrics``."""
+"""Getting the metrics out: an HTTP endpoint for Prometheus (``--metrics-port`` and
+``--metrics-host``), the text format, and the human table of ``tierlog metrics``."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import generate_latest, start_http_server
 from prometheus_client.registry import CollectorRegistry
 
+from tierlog.errors import MetricsBindError
 from tierlog.plugins.metrics.collector import registry_for
 
 if TYPE_CHECKING:
@@ -17,9 +18,12 @@ if TYPE_CHECKING:
 
     from tierlog.manager import LogManager
 
-__all__ = ["MetricsServer", "prometheus_text", "serve_metrics", "table"]
+__all__ = ["DEFAULT_HOST", "MetricsServer", "prometheus_text", "serve_metrics", "table"]
 
 log = logging.getLogger(__name__)
+
+#: Where the endpoint listens unless told otherwise: loopback, as the metrics name every topic.
+DEFAULT_HOST = "127.0.0.1"
 
 
 class MetricsServer:
@@ -35,7 +39,8 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
         self._server.shutdown()
@@ -43,13 +48,22 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def serve_metrics(manager: LogManager, port: int, host: str = "127.0.0.1",
-                  registry: CollectorRegistry | None = None) -> MetricsServer:
+def serve_metrics(manager: LogManager, port: int, host: str = DEFAULT_HOST,
+                  registry: CollectorRegistry | None = None, *, server: Any = None,
+                  idle_internal: bool = False) -> MetricsServer:
     """Serve ``manager``'s metrics (or ``registry``) for Prometheus at
     ``http://host:port/metrics``; port 0 picks a free port (see ``.port``). Loopback unless
-    ``host`` says otherwise: the metrics name every topic."""
-    server, thread = start_http_server(port, host, registry or registry_for(manager))
-    served = MetricsServer(server, thread)
+    ``host`` says otherwise (``0.0.0.0``: every interface): the metrics name every topic.
+    ``server`` and ``idle_internal`` are passed to :func:`registry_for`. MetricsBindError
+    names the host and port when they cannot be bound (in use, not this machine's)."""
+    if registry is None:
+        registry = registry_for(manager, server=server, idle_internal=idle_internal)
+    try:
+        http_server, thread = start_http_server(port, host, registry)
+    except OSError as exc:
+        raise MetricsBindError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
+    served = MetricsServer(http_server, thread)
     log.warning("tierlog metrics on %s", served.url)
     return served
 

@@ -2,8 +2,8 @@
 
 Registered through the ``tierlog`` entry point ``metrics``. Its event hooks count local segment
 deletions by reason (retention, truncation, log start offset, ...), which no engine counter
-splits that way, for :class:`EventCollector`. The hooks only add to counters under a short
-lock; like every event hook they run after the log's lock is released, and a failure in them
+splits that way, for :class:`EventCollector` (per topic and reason). The hooks only add to
+counters under a short lock; like every event hook they run after the log's lock is released, and a failure in them
 is logged and skipped by the engine's event delivery.
 """
 
@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from tierlog.events import SegmentDeleted
 from tierlog.hookspecs import hookimpl
-from tierlog.plugins.metrics.names import prometheus_name
+from tierlog.plugins.metrics.names import export
 
 if TYPE_CHECKING:
     from tierlog.manager import LogManager
@@ -65,8 +65,16 @@ def tierlog_segment_deleted(event: SegmentDeleted) -> None:
     EVENTS.segment_deleted(event)
 
 
+def _family(mbean: str) -> str:
+    """The counter family of a meter tagged topic and reason (named by the rules, which
+    take at most two tags: the partitions of a topic are summed)."""
+    exported = export(f"{mbean},topic=t,reason=r", "Count")
+    assert exported is not None, mbean
+    return exported.name.removesuffix("_total")
+
+
 class EventCollector(Collector):
-    """The event counts of one LogManager's partitions, labelled topic, partition, reason."""
+    """The event counts of one LogManager's topics, labelled topic and reason."""
 
     def __init__(self, manager: LogManager, counts: EventCounts = EVENTS) -> None:
         self.manager = manager
@@ -75,17 +83,22 @@ class EventCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         ours = {(lg.topic_id, topic, partition)
                 for (topic, partition), lg in self.manager.logs().items()}
-        labels = ["topic", "partition", "reason"]
-        segments = CounterMetricFamily(
-            prometheus_name(DELETED_SEGMENTS, "counter").removesuffix("_total"),
-            "Local segments that left the log, by reason.", labels=labels)
-        size = CounterMetricFamily(
-            prometheus_name(DELETED_BYTES, "counter").removesuffix("_total"),
-            "Bytes of the local segments that left the log, by reason.", labels=labels)
-        for (topic_id, topic, partition, reason), (count, nbytes) in sorted(
-                self.counts.deleted().items(), key=lambda item: item[0][1:]):
+        totals: dict[tuple[str, str], list[int]] = {}
+        for (topic_id, topic, partition, reason), (count, nbytes) in \
+                self.counts.deleted().items():
             if (topic_id, topic, partition) in ours:
-                segments.add_metric([topic, str(partition), reason], count)
-                size.add_metric([topic, str(partition), reason], nbytes)
+                total = totals.setdefault((topic, reason), [0, 0])
+                total[0] += count
+                total[1] += nbytes
+        labels = ["topic", "reason"]
+        segments = CounterMetricFamily(
+            _family(DELETED_SEGMENTS), "Local segments that left the log, by reason.",
+            labels=labels)
+        size = CounterMetricFamily(
+            _family(DELETED_BYTES), "Bytes of the local segments that left the log, by reason.",
+            labels=labels)
+        for (topic, reason), (count, nbytes) in sorted(totals.items()):
+            segments.add_metric([topic, reason], count)
+            size.add_metric([topic, reason], nbytes)
         yield segments
         yield size
