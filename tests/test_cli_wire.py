@@ -17,7 +17,7 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic
 from server_process import ServerProcess, start
 from tierlog.cli import main
@@ -93,3 +93,89 @@ def test_broker_mistakes_are_one_line(server: ServerProcess,
     code, _, err = cli(capsys, "topics", "--bootstrap-server", server.bootstrap, "--list",
                        "--data-dir", "somewhere")
     assert code == 1 and "--data-dir is for local logs" in err
+
+
+def test_produce_then_consume_from_beginning_as_a_group(
+        server: ServerProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    create(server, "rt", 3)
+    lines = tmp_path / "in.txt"
+    lines.write_text("".join(f"key-{i}:value {i}\n" for i in range(30)))
+    code, out, _ = cli(capsys, "produce", "--bootstrap-server", server.bootstrap, "--topic",
+                       "rt", "--key-separator", ":", "--compression", "lz4", "--header",
+                       "src=cli", "--file", str(lines))
+    assert code == 0 and out.startswith("produced 30 records to rt (compression lz4)\n")
+    b = ("--bootstrap-server", server.bootstrap)
+    code, out, err = cli(capsys, "consume", *b, "--topic", "rt", "--group", "rt-g",
+                         "--from-beginning", "--max-messages", "20", "--print-key",
+                         "--print-partition", "--print-headers")
+    code2, out2, err2 = cli(capsys, "consume", *b, "--topic", "rt", "--group", "rt-g",
+                            "--max-messages", "10", "--timeout-ms", "30000", "--print-key",
+                            "--print-partition", "--print-headers")
+    assert (code, code2) == (0, 0)
+    assert err.endswith("Processed a total of 20 messages\n")
+    assert err2.endswith("Processed a total of 10 messages\n")
+    seen = {}
+    assert len((out + out2).splitlines()) == 30
+    for line in (out + out2).splitlines():
+        partition, headers, key, value = line.split("\t")
+        assert headers == "src:cli"
+        seen[key] = (int(partition.removeprefix("Partition:")), value)
+    # Every record once across the two runs (the first committed what it printed), each in
+    # the partition Kafka's Java producer would choose.
+    assert seen == {f"key-{i}": (partition_for_key(f"key-{i}".encode(), 3), f"value {i}")
+                    for i in range(30)}
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("rt-g")])
+    offsets = {tp.partition: tp.offset for tp in committed["rt-g"].result(30).topic_partitions}
+    assert sum(offsets.values()) == 30
+
+
+def test_consume_follows_a_record_produced_after_it_started(server: ServerProcess) -> None:
+    create(server, "follow", 1)
+    producer = ck.Producer({"bootstrap.servers": server.bootstrap})
+    producer.produce("follow", value=b"before")
+    assert producer.flush(DEADLINE_S) == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tierlog.cli", "consume", "--bootstrap-server",
+         server.bootstrap, "--topic", "follow", "--group", "follower", "--from-beginning",
+         "--max-messages", "2", "--timeout-ms", str(int(DEADLINE_S * 1000))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+    lines: queue.Queue[bytes] = queue.Queue()
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout],
+                              daemon=True)
+    reader.start()
+    try:
+        assert lines.get(timeout=DEADLINE_S) == b"before\n"
+        producer.produce("follow", value=b"after")  # the consumer is running and caught up
+        assert producer.flush(DEADLINE_S) == 0
+        assert lines.get(timeout=DEADLINE_S) == b"after\n"
+        assert proc.wait(DEADLINE_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stderr is not None
+    assert proc.stderr.read().decode().endswith("Processed a total of 2 messages\n")
+
+
+def test_consumer_mistakes_are_one_line(server: ServerProcess,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    b = ("--bootstrap-server", server.bootstrap)
+    code, _, err = cli(capsys, "consume", *b, "--topic", "absent", "--timeout-ms", "0")
+    assert code == 1 and "unknown topic 'absent'" in err
+    code, _, err = cli(capsys, "consume", *b, "--topic", "follow", "--offset", "3")
+    assert code == 1 and "--offset needs --partition" in err
+    code, _, err = cli(capsys, "consume", "--topic", "follow", "--group", "g")
+    assert code == 1 and "--group and --timeout-ms go with --bootstrap-server" in err
+
+
+def test_without_the_client_library_the_error_says_what_to_install() -> None:
+    code = ("import sys\n"
+            "sys.modules['confluent_kafka'] = None\n"
+            "from tierlog.cli import main\n"
+            "sys.exit(main(['topics', '--list', '--bootstrap-server', '127.0.0.1:1']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr == ("tierlog: error: --bootstrap-server needs the Kafka client library "
+                           "confluent-kafka: pip install 'tierlog[cli]'\n")

@@ -27,6 +27,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("produce", "produce", "append lines or JSON records to a topic"),
     ("consume", "consume", "print a topic's records"),
     ("topics", "topics", "create, list, describe, alter or delete topics"),
+    ("groups", "groups", "list, describe, reset the offsets of or delete consumer groups"),
     ("tier", "tier", "copy closed segments to the remote tier now"),
     ("restore", "restore", "rebuild topics from the remote tier"),
     ("dump-log", "dump_log",

@@ -1,5 +1,6 @@
 """``tierlog consume``: print a topic's records as text or JSON lines, read through ``Log.read``
-(so offsets below the local log start come transparently from the remote tier).
+(so offsets below the local log start come transparently from the remote tier), or with
+``--bootstrap-server`` from a broker, following the topic (:mod:`tierlog.cli.wire_consume`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from tierlog.cli._common import CliError, open_manager, settings, topic_partitions
+from tierlog.cli.wire import add_bootstrap_options, uses_broker
 from tierlog.fetch import FetchDataInfo
 from tierlog.log import Log
 from tierlog.records.record import Record
@@ -28,15 +30,19 @@ NO_HEADERS = b"NO_HEADERS"
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "consume", parents=[common], help="print a topic's records",
-        description="Print the records of a topic, partition by partition, then exit (there "
-                    "is no follow mode). Offsets below the local log start offset are read "
-                    "from the remote tier when the topic is tiered.")
+        description="Print the records of a topic. From a data dir: partition by partition, "
+                    "then exit; offsets below the local log start offset are read from the "
+                    "remote tier when the topic is tiered. With --bootstrap-server: as Kafka's "
+                    "console consumer, from the group's committed offsets (or the latest, or "
+                    "with --from-beginning the earliest), following new records until "
+                    "--max-messages, --timeout-ms or Ctrl-C.")
     parser.add_argument("--topic", required=True, help="topic to read")
     parser.add_argument("--partition", type=int, metavar="P",
                         help="read only partition P (default: every partition)")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true",
-                       help="start at the log start offset (the default)")
+                       help="start at the log start offset (the default of a data dir; from a "
+                            "broker, where a group has no committed offset)")
     start.add_argument("--offset", metavar="OFFSET",
                        help="start at OFFSET (a number, 'earliest' or 'latest'); a number "
                             "needs --partition when the topic has several partitions")
@@ -44,6 +50,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="start at the first record with a timestamp >= MS (epoch ms)")
     parser.add_argument("--max-messages", type=int, metavar="N",
                         help="stop after N records")
+    parser.add_argument("--group", metavar="GROUP",
+                        help="with --bootstrap-server: consume as this consumer group and "
+                             "commit its offsets (default: a new group that commits nothing)")
+    parser.add_argument("--timeout-ms", type=int, metavar="MS",
+                        help="with --bootstrap-server: stop when no record came for MS "
+                             "milliseconds (default: follow until Ctrl-C or --max-messages)")
     parser.add_argument("--isolation-level", choices=ISOLATION_LEVELS,
                         default="read_uncommitted",
                         help="read_committed stops at the last stable offset and skips aborted "
@@ -54,12 +66,20 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     for part in ("key", "headers", "offset", "partition", "timestamp"):
         parser.add_argument(f"--print-{part}", action="store_true",
                             help=f"text format: print the record's {part}")
+    add_bootstrap_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.max_messages is not None and args.max_messages < 0:
         raise CliError(f"--max-messages must not be negative, got {args.max_messages}")
+    if uses_broker(args):
+        from tierlog.cli import wire_consume
+
+        return wire_consume.run(args)
+    if args.group is not None or args.timeout_ms is not None:
+        raise CliError("--group and --timeout-ms go with --bootstrap-server (a data dir is "
+                       "read once, without a group)")
     st = settings(args)
     out = sys.stdout.buffer
     total = 0
@@ -73,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             start = _start_offset(log, args)
             if start is None or total == args.max_messages:
                 continue
-            formatter = _formatter(args, log)
+            formatter = record_formatter(args, log.topic, partition, _timestamp_type(log))
             for record in records_from(log, start, args.isolation_level):
                 out.write(formatter(record) + b"\n")
                 total += 1
@@ -123,10 +143,15 @@ def records_from(log: Log, start: int, isolation: str) -> Iterator[Record]:
         yield from res.records()
 
 
-def _formatter(args: argparse.Namespace, log: Log) -> Callable[[Record], bytes]:
-    timestamp_type = ("LogAppendTime" if log.config["message.timestamp.type"].lower()
-                      == "logappendtime" else "CreateTime")
-    topic, partition = log.topic, log.partition
+def _timestamp_type(log: Log) -> str:
+    return ("LogAppendTime" if log.config["message.timestamp.type"].lower() == "logappendtime"
+            else "CreateTime")
+
+
+def record_formatter(args: argparse.Namespace, topic: str, partition: int,
+                     timestamp_type: str) -> Callable[[Record], bytes]:
+    """How --format and the --print-* options show a record of ``topic``/``partition``
+    (``timestamp_type``: CreateTime or LogAppendTime), as one line without its newline."""
     if args.format == "json":
         def as_json(record: Record) -> bytes:
             obj: dict[str, Any] = {

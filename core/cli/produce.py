@@ -1,5 +1,6 @@
 """``tierlog produce``: lines (or JSON objects) from a file or stdin into a topic, many records
 per batch, partitioned as Kafka's default partitioner would; prints where the records landed.
+Into a data dir, or with ``--bootstrap-server`` through a broker (:mod:`tierlog.cli.wire_produce`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tierlog.cli._common import (
     settings,
     topic_partitions,
 )
+from tierlog.cli.wire import add_bootstrap_options, uses_broker
 from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.partitioner import partition_for_key
@@ -69,6 +71,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     add_metrics_port(parser)
     parser.add_argument("--batch-size", type=_positive_int, default=1000, metavar="N",
                         help="records per batch at most (default: %(default)s)")
+    add_bootstrap_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -83,36 +86,46 @@ def _positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if uses_broker(args):
+        from tierlog.cli import wire_produce
+
+        return wire_produce.run(args)
     st = settings(args)
-    extra_headers: list[Header] = [  # a list: a header key may repeat
-        (k, v.encode()) for k, v in (parse_assignment(h, "--header") for h in args.header or ())
-    ]
     with open_manager(st) as mgr:
         topic_partitions(mgr, args.topic, args.partition)
         batcher = Batcher(mgr, args.topic, args.compression, args.batch_size)
-        source = "<stdin>" if args.file is None else args.file
-        with metrics_served(mgr, args.metrics_port, args.metrics_host), \
-                _open_input(args.file) as stream:
+        with metrics_served(mgr, args.metrics_port, args.metrics_host):
             try:
-                for number, line in _lines(stream):
-                    where = f"{source}, line {number}"
-                    if args.json:
-                        if not line.strip():
-                            continue
-                        record, partition = record_from_json(line, where)
-                    else:
-                        record, partition = _record_from_line(line, args.key_separator, where)
-                    if extra_headers:
-                        record.headers = [*extra_headers, *record.headers]
-                    batcher.add(record, partition if args.partition is None else args.partition,
-                                where)
+                for where, record, partition in input_records(args):
+                    batcher.add(record, partition, where)
             except CliError as exc:
                 batcher.flush_all()
                 raise CliError(f"{exc} (records written before it: {batcher.count})"
                                if batcher.count else str(exc)) from None
         batcher.flush_all()
-        _print_summary(args.topic, args.compression, batcher)
+        print_summary(args.topic, args.compression, batcher.count, batcher.ranges)
     return 0
+
+
+def input_records(args: argparse.Namespace) -> Iterator[tuple[str, Record, int | None]]:
+    """Each input line as (where it is, its record, the partition asked for or None): the
+    line or JSON object, the --header headers first, --partition over a JSON line's own."""
+    extra_headers: list[Header] = [  # a list: a header key may repeat
+        (k, v.encode()) for k, v in (parse_assignment(h, "--header") for h in args.header or ())
+    ]
+    source = "<stdin>" if args.file is None else args.file
+    with _open_input(args.file) as stream:
+        for number, line in _lines(stream):
+            where = f"{source}, line {number}"
+            if args.json:
+                if not line.strip():
+                    continue
+                record, partition = record_from_json(line, where)
+            else:
+                record, partition = _record_from_line(line, args.key_separator, where)
+            if extra_headers:
+                record.headers = [*extra_headers, *record.headers]
+            yield where, record, partition if args.partition is None else args.partition
 
 
 @contextmanager
@@ -280,10 +293,12 @@ class Batcher:
             self.flush(partition)
 
 
-def _print_summary(topic: str, compression: str, batcher: Batcher) -> None:
-    if not batcher.count:
+def print_summary(topic: str, compression: str, count: int,
+                  ranges: dict[int, tuple[int, int, int]]) -> None:
+    """What was produced: the count, then each partition's records and offsets."""
+    if not count:
         print(f"no records read; nothing appended to {topic}")
         return
-    print(f"produced {plural(batcher.count, 'record')} to {topic} (compression {compression})")
-    for partition, (first, last, count) in sorted(batcher.ranges.items()):
-        print(f"  partition {partition}: {plural(count, 'record')} at offsets {first}-{last}")
+    print(f"produced {plural(count, 'record')} to {topic} (compression {compression})")
+    for partition, (first, last, records) in sorted(ranges.items()):
+        print(f"  partition {partition}: {plural(records, 'record')} at offsets {first}-{last}")

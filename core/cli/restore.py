@@ -71,14 +71,15 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_timestamp(text: str) -> int:
-    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names a zone), as ms."""
+def parse_timestamp(text: str, option: str = "--to-timestamp") -> int:
+    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names a zone), as ms; a
+    mistake is a CliError naming ``option``."""
     if text.lstrip("-").isdigit():
         return int(text)
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise CliError(f"--to-timestamp expects epoch milliseconds or an ISO 8601 time, "
+        raise CliError(f"{option} expects epoch milliseconds or an ISO 8601 time, "
                        f"got {text!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
