@@ -78,17 +78,18 @@ async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | 
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
     server = Server(config, manager)
-    await server.start()
-    try:
-        with metrics_served(manager, metrics_port, metrics_host, server=server):
-            address = f"{server.host}:{server.port}"
-            log.warning("tierlog serving Kafka clients on %s", address)
-            if port_file is not None:  # written once the metrics are served too
-                atomic_write_text(port_file, address)
+    # The metrics endpoint binds first: a taken port fails before the listener opens.
+    with metrics_served(manager, metrics_port, metrics_host, server=server):
+        await server.start()
+        address = f"{server.host}:{server.port}"
+        log.warning("tierlog serving Kafka clients on %s", address)
+        if port_file is not None:
+            atomic_write_text(port_file, address)
+        try:
             await stop.wait()
-    finally:
-        log.warning("tierlog server stopping")
-        await server.stop()
+        finally:
+            log.warning("tierlog server stopping")
+            await server.stop()
 
 
 def run(args: argparse.Namespace) -> int:
