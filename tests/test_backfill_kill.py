@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from backfill_crash_driver import rows
 from backfill_crash_driver import run_job as run_job_here
-
 from fsspec.implementations.local import LocalFileSystem
 
 from tierlog.manager import LogManager
