@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Self
 
 
 class TierlogError(Exception):
@@ -67,7 +68,7 @@ class CorruptRecordError(TierlogError, ValueError):
     def located(self, *, topic: str | None = None, partition: int | None = None,
                 file: str | None = None, offset: int | None = None,
                 position: int | None = None, check: str | None = None,
-                shift: int = 0) -> CorruptRecordError:
+                shift: int = 0) -> Self:
         """A copy of this error (same class, chained by the caller with ``from``) with the
         fields it lacks filled in: what a caller knows that the code below it did not. Fields
         already set are kept (they are more precise). ``shift`` is where the parsed buffer

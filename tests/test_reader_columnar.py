@@ -259,10 +259,13 @@ def test_a_damaged_record_names_the_object_and_batch(tmp_path: Path) -> None:
     raw = bytearray(build_batch([Record(key=b"k", value=b"v" * 20, timestamp=1)] * 4,
                                 base_offset=0))
     raw[HEADER_SIZE] = 0x7E  # the first record's length runs past the batch
+    from crc32c import crc32c  # a CRC-valid batch: else its CRC failure is what is reported
+
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
     log_path.write_bytes(bytes(raw))
     from tierlog.reader import ReadSplit
     split = ReadSplit(url=(tmp_path / "tier").as_uri(), storage_options={}, topic="t",
                       partition=0, log_path=str(log_path), byte_start=0, byte_end=len(raw),
                       start_offset=0, end_offset=4, verify_crc=False, segment_last_offset=3)
-    with pytest.raises(CorruptRecordError, match=r"x\.log: batch at offset 0 .*record 0"):
+    with pytest.raises(CorruptRecordError, match=r"x\.log, batch at offset 0 .*record 0"):
         list(read_split(split))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tierlog.cli._common import CliError, add_global_options, common_parser, verbosity
-from tierlog.errors import TierlogError
+from tierlog.errors import CorruptRecordError, TierlogError
 
 #: Exit status of a command that failed on the user's input, config or data.
 EXIT_ERROR = 1
@@ -87,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.func
     try:
         return command(args)
+    except CorruptRecordError as exc:
+        return _fail(_with_next_step(exc))
     except (TierlogError, CliError) as exc:
         return _fail(str(exc))
     except BrokenPipeError:  # `tierlog consume ... | head`: the reader left; not an error
@@ -103,6 +105,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str) -> int:
     sys.stderr.write(f"tierlog: error: {message}\n")
     return EXIT_ERROR
+
+
+def _with_next_step(exc: CorruptRecordError) -> str:
+    """The damage error, and what to run next to see how far the damage goes: dump-log on a
+    local segment file, a deep scrub of the remote tier otherwise."""
+    message = str(exc)
+    if "tierlog dump-log" in message:  # the error says what to run already
+        return message
+    if exc.file is not None and os.path.isfile(exc.file):
+        return (f"{message}; check the file with 'tierlog dump-log --verify {exc.file}' and, "
+                f"for a tiered topic, the tier with 'tierlog scrub --deep URL'")
+    return (f"{message}; check the tier with 'tierlog scrub --deep URL' (a local segment "
+            f"with 'tierlog dump-log --verify FILE')")
 
 
 def _describe_os_error(exc: OSError) -> str:

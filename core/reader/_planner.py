@@ -325,7 +325,7 @@ class PartitionPlanner:
                 min_timestamp=request.min_timestamp, batch_rows=self.batch_rows,
                 verify_crc=self.verify_crc, segment_first_offset=md.start_offset,
                 segment_last_offset=md.end_offset, anchor_offset=anchors[a],
-                fetch_end=min(size, b + HEADER_SIZE),
+                fetch_end=min(size, b + HEADER_SIZE), object_size=size,
             )
             for a, b in itertools.pairwise(bounds)
         ]
@@ -349,6 +349,7 @@ class PartitionPlanner:
             min_timestamp=request.min_timestamp, batch_rows=self.batch_rows,
             verify_crc=self.verify_crc, segment_first_offset=obj.first_offset,
             segment_last_offset=obj.end_offset - 1, anchor_offset=None, fetch_end=obj.size,
+            object_size=obj.size,
         )
 
     def _aborted_txns(self, start: int, end: int) -> tuple[tuple[int, int, int], ...]:

@@ -10,15 +10,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from tierlog.errors import CorruptRecordError
+from tierlog.errors import CorruptRecordError, TruncatedBatchError
 from tierlog.fetch import AbortedTracker
 from tierlog.reader._arrow import MAX_DATA_BYTES, ColumnBuilder
 from tierlog.reader._catalog import open_tier
 from tierlog.records import Record, iter_batches
-from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, RecordBatch
+from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchOrigin, RecordBatch
 from tierlog.records.compression import NONE, ZSTD, codec_name, decompress_into
 from tierlog.remote.integrity import check_batch_offsets
-from tierlog.remote.object_store import RequestStats
+from tierlog.remote.object_store import RemoteTier, RequestStats
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -74,6 +74,9 @@ class ReadSplit:
     the last batch returned is checked against it."""
     include_headers: bool = True
     """Decode the ``headers`` column (``SCHEMA``); False skips it (``SCHEMA_NO_HEADERS``)."""
+    object_size: int | None = None
+    """The object's size by the tier's metadata: a read finding fewer bytes, or a batch
+    running past it, is damage reported with both sizes."""
 
     @property
     def size_in_bytes(self) -> int:
@@ -98,10 +101,16 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
     if split.byte_end <= split.byte_start or split.end_offset <= split.start_offset:
         return
     tier = open_tier(split.url, split.storage_options, stats)
-    fetched = tier.get_bytes(split.log_path, split.byte_start,
-                             max(split.byte_end, split.fetch_end or 0))
+    origin = BatchOrigin(split.log_path, split.byte_start, split.topic, split.partition)
+    fetch_end = max(split.byte_end, split.fetch_end or 0)
+    fetched = tier.get_bytes(split.log_path, split.byte_start, fetch_end)
+    if len(fetched) < fetch_end - split.byte_start:
+        raise origin.locate(CorruptRecordError(
+            f"a read of bytes [{split.byte_start}, {fetch_end}) returned {len(fetched)}: the "
+            f"object is cut short; expected {split.object_size or fetch_end} bytes (its "
+            f"metadata), found {split.byte_start + len(fetched)}", check="size"))
     # Damage to a base offset (outside the CRC) would drop or renumber rows silently.
-    check_batch_offsets(fetched, split.log_path, first_offset=split.segment_first_offset,
+    check_batch_offsets(fetched, origin, first_offset=split.segment_first_offset,
                         last_offset=split.segment_last_offset, anchor=split.anchor_offset,
                         position=split.byte_start)
     data = memoryview(fetched)[:split.byte_end - split.byte_start]
@@ -110,7 +119,7 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
     tracker: AbortedTracker | None = None
     start, end = split.start_offset, split.end_offset
     seek, stop, min_ts = split.seek_timestamp, split.stop_timestamp, split.min_timestamp
-    for batch in iter_batches(data, strict=True):
+    for batch in _whole_batches(data, origin, split, tier):
         if batch.base_offset >= end:
             break
         if split.verify_crc:
@@ -144,7 +153,7 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
                 continue
         if batch.is_control:
             continue
-        _add_batch(builder, batch, data, scratch, split.log_path, split.byte_start, start, end,
+        _add_batch(builder, batch, data, scratch, start, end,
                    _INT64_MIN if min_ts is None else min_ts)
         if len(builder) >= split.batch_rows or builder.data_bytes >= MAX_DATA_BYTES:
             yield builder.build()
@@ -152,11 +161,29 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
         yield builder.build()
 
 
+def _whole_batches(data: memoryview, origin: BatchOrigin, split: ReadSplit, tier: RemoteTier
+                   ) -> Iterator[RecordBatch]:
+    """The whole batches of ``data``; a batch cut by the end of the range is damage, and when
+    the range ends where the metadata says the object ends, the error gives both sizes (one
+    more request, to count the object's bytes past it)."""
+    try:
+        yield from iter_batches(data, strict=True, origin=origin)
+    except TruncatedBatchError as e:
+        size = split.object_size
+        if size is None or split.byte_end < size:
+            raise
+        found = size + len(tier.get_bytes(split.log_path, size, None))
+        raise TruncatedBatchError(
+            f"{e.detail}; expected {size} bytes (the object's size in its metadata), found "
+            f"{found}", topic=e.topic, partition=e.partition, file=e.file, offset=e.offset,
+            position=e.position, check=e.check) from e
+
+
 def _add_batch(builder: ColumnBuilder, batch: RecordBatch, data: memoryview, scratch: bytearray,
-               log_path: str, byte_start: int, start: int, end: int, min_ts: int) -> None:
+               start: int, end: int, min_ts: int) -> None:
     """Decompress (into ``scratch``) and decode one data batch's records into ``builder``,
     those in ``[start, end)`` stamped at or after ``min_ts``. CorruptRecordError names the
-    object, the batch and the record."""
+    object, the batch and the check that failed (the CRC first, when it fails too)."""
     count = batch.record_count
     if count == 0:
         return
@@ -178,6 +205,6 @@ def _add_batch(builder: ColumnBuilder, batch: RecordBatch, data: memoryview, scr
                     batch.base_timestamp, batch.timestamp_type, log_append_time, start, end,
                     min_ts)
     except CorruptRecordError as e:
-        note = f" ({codec_name(codec)})" if codec != NONE else ""
-        raise type(e)(f"{log_path}: batch at offset {batch.base_offset} (position "
-                      f"{byte_start + batch.position}){note}: {e}") from e
+        batch.ensure_valid()  # damage the CRC catches is reported as a CRC failure
+        check = "record framing" if codec == NONE else f"record framing ({codec_name(codec)})"
+        raise batch.locate(e, check) from e

@@ -8,11 +8,16 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeAlias, TypeVar
 
 from crc32c import crc32c
 
-from tierlog.errors import CorruptRecordError, TruncatedBatchError, UnsupportedMagicError
+from tierlog.errors import (
+    CorruptRecordError,
+    DecompressionLimitError,
+    TruncatedBatchError,
+    UnsupportedMagicError,
+)
 from tierlog.records._codec import check_records, decode_records
 from tierlog.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -28,6 +33,25 @@ if TYPE_CHECKING:
 
 #: What a batch view can sit on: any bytes-like object with a length.
 ByteBuffer: TypeAlias = bytes | bytearray | memoryview | mmap.mmap
+
+
+_Error = TypeVar("_Error", bound=CorruptRecordError)
+
+
+class BatchOrigin(NamedTuple):
+    """Where a buffer of batches came from, for the errors about them: the segment file or
+    remote object (``file``), the position in it where the buffer starts (``shift``), and
+    the topic-partition when known. Errors of a batch read from it name all of them."""
+
+    file: str
+    shift: int = 0
+    topic: str | None = None
+    partition: int | None = None
+
+    def locate(self, error: _Error) -> _Error:
+        """``error`` (positions in the buffer) with this origin filled in."""
+        return error.located(file=self.file, shift=self.shift, topic=self.topic,
+                             partition=self.partition)
 
 # --- header layout -----------------------------------------------------------------------
 BASE_OFFSET = 0
@@ -94,34 +118,41 @@ class RecordBatch:
     Instances are immutable and safe to share between threads if the buffer is.
     """
 
-    __slots__ = ("_buffer", "_complete", "_header", "_position")
+    __slots__ = ("_buffer", "_complete", "_header", "_origin", "_position")
     _buffer: ByteBuffer
     _complete: bool
     _header: tuple[int, ...]
+    _origin: BatchOrigin | None
     _position: int
 
     def __init__(
-        self, buffer: ByteBuffer, position: int = 0, *, header_only: bool = False
+        self, buffer: ByteBuffer, position: int = 0, *, header_only: bool = False,
+        origin: BatchOrigin | None = None,
     ) -> None:
         total = len(buffer)
         available = total - position
         if position < 0 or available < 0:
             raise ValueError(f"position {position} is outside a buffer of {total} bytes")
-        if available < HEADER_SIZE:
-            _check_short_header(buffer, position, available)
-        header = HEADER.unpack_from(buffer, position)
-        if header[3] != CURRENT_MAGIC or header[1] < MIN_BATCH_LENGTH:
-            _reject_header(header, position)
+        try:
+            if available < HEADER_SIZE:
+                _check_short_header(buffer, position, available)
+            header = HEADER.unpack_from(buffer, position)
+            if header[3] != CURRENT_MAGIC or header[1] < MIN_BATCH_LENGTH:
+                _reject_header(header, position)
+        except CorruptRecordError as e:
+            if origin is None:
+                raise
+            raise origin.locate(e) from e
         size = header[1] + LOG_OVERHEAD
         if size > available and not header_only:
-            raise TruncatedBatchError(
-                f"batch at position {position} (offset {header[0]}) declares {size} bytes "
-                f"but only {available} are available"
-            )
+            raise _in(origin, TruncatedBatchError(
+                f"the batch declares {size} bytes but only {available} are available",
+                offset=header[0], position=position, check="size"))
         self._buffer = buffer
         self._position = position
         self._header = header
         self._complete = size <= available
+        self._origin = origin
 
     base_offset: int = _field(0, "Offset of the first record (patched by the log on append).")
     batch_length: int = _field(1, "Bytes after the batchLength field (size_in_bytes - 12).")
@@ -216,26 +247,31 @@ class RecordBatch:
         and a non-empty batch has no more records than its offset range (compaction may
         leave fewer, never more).
         """
-        stored, computed = self._header[4], self.compute_crc()
-        if stored != computed:
-            raise CorruptRecordError(
-                f"batch at offset {self.base_offset} (position {self._position}) is corrupt: "
-                f"stored crc {stored:#010x} != computed crc {computed:#010x}"
-            )
+        self._check_crc()
         count, delta = self._header[12], self._header[6]
         if count < 0:
-            raise CorruptRecordError(
-                f"batch at offset {self.base_offset} has a negative record count {count}"
-            )
+            raise self._error(f"negative record count {count}", "record count")
         if delta < 0:
-            raise CorruptRecordError(
-                f"batch at offset {self.base_offset} has a negative lastOffsetDelta {delta}"
-            )
+            raise self._error(f"negative lastOffsetDelta {delta}", "record count")
         if count > delta + 1:
-            raise CorruptRecordError(
-                f"batch at offset {self.base_offset} declares {count} records but its "
-                f"lastOffsetDelta {delta} spans only {delta + 1} offsets"
-            )
+            raise self._error(f"declares {count} records but its lastOffsetDelta {delta} "
+                              f"spans only {delta + 1} offsets", "record count")
+
+    def _check_crc(self, cause: CorruptRecordError | None = None) -> None:
+        """Raise the CRC failure, if there is one (chained to ``cause``, the error of a
+        decode that the damage made fail)."""
+        stored, computed = self._header[4], self.compute_crc()
+        if stored != computed:
+            raise self._error(f"stored crc {stored:#010x} != computed crc {computed:#010x}",
+                              "CRC") from cause
+
+    def _error(self, detail: str, check: str) -> CorruptRecordError:
+        return self.locate(CorruptRecordError(detail), check)
+
+    def locate(self, error: CorruptRecordError, check: str | None = None) -> CorruptRecordError:
+        """``error`` with this batch's offset, position, origin and ``check`` filled in."""
+        error = error.located(offset=self._header[0], position=self._position, check=check)
+        return error if self._origin is None else self._origin.locate(error)
 
     # -- records ------------------------------------------------------------------------
 
@@ -252,9 +288,7 @@ class RecordBatch:
         base_offset = header[0]
         if count <= 0:
             if count < 0:
-                raise CorruptRecordError(
-                    f"batch at offset {base_offset} has a negative record count {count}"
-                )
+                raise self._error(f"negative record count {count}", "record count")
             return []
         codec = self._known_codec()
         try:
@@ -286,7 +320,8 @@ class RecordBatch:
     def _known_codec(self) -> int:
         codec = self._header[5] & COMPRESSION_MASK
         if codec > ZSTD:
-            raise CorruptRecordError(f"{self._where()} has unknown compression codec id {codec}")
+            self._check_crc()
+            raise self._error(f"unknown compression codec id {codec}", "attributes")
         return codec
 
     def _records_section(self, codec: int, max_bytes: int) -> tuple[ByteBuffer, int, int]:
@@ -300,9 +335,14 @@ class RecordBatch:
         return data, 0, len(data)
 
     def _located(self, error: CorruptRecordError, codec: int) -> CorruptRecordError:
-        """``error`` from the records section, prefixed with where this batch is."""
-        codec_note = f" ({codec_name(codec)})" if codec != NONE else ""
-        return type(error)(f"{self._where()}{codec_note}: {error}")
+        """``error`` from the records section with where this batch is; a CRC failure
+        instead when the batch's bytes do not match its CRC (the damage the decode tripped
+        on), so the check that failed first is the one reported."""
+        self._check_crc(error)
+        check = "record framing" if codec == NONE else f"record framing ({codec_name(codec)})"
+        if isinstance(error, DecompressionLimitError):
+            check = "decompression"
+        return self.locate(error, check)
 
     def control_record(self) -> ControlRecord | None:
         """The control record of a control batch (None for data or empty batches)."""
@@ -314,17 +354,14 @@ class RecordBatch:
         try:
             return decode_control_record(records[0].key, records[0].value)
         except CorruptRecordError as e:
-            raise CorruptRecordError(f"control batch at offset {self.base_offset}: {e}") from e
-
-    def _where(self) -> str:
-        return f"batch at offset {self.base_offset} (position {self._position})"
+            self._check_crc(e)
+            raise self.locate(e, "control record") from e
 
     def _require_body(self) -> None:
         if not self._complete:
-            raise TruncatedBatchError(
-                f"batch at position {self._position} (offset {self.base_offset}) was read "
-                f"header-only; its {self.size_in_bytes} bytes are not in the buffer"
-            )
+            raise self.locate(TruncatedBatchError(
+                f"read header-only; its {self.size_in_bytes} bytes are not in the buffer"),
+                "size")
 
     def __repr__(self) -> str:
         return (
@@ -346,9 +383,8 @@ def _check_short_header(buffer: ByteBuffer, position: int, available: int) -> No
             raise _bad_magic(base_offset, position, magic)
         if length < MIN_BATCH_LENGTH:
             raise _short_length(base_offset, position, length)
-    raise TruncatedBatchError(
-        f"only {available} bytes at position {position}; a batch header needs {HEADER_SIZE}"
-    )
+    raise TruncatedBatchError(f"only {available} bytes; a batch header needs {HEADER_SIZE}",
+                              position=position, check="size")
 
 
 def _reject_header(header: tuple[int, ...], position: int) -> NoReturn:
@@ -363,16 +399,18 @@ def _reject_header(header: tuple[int, ...], position: int) -> NoReturn:
 
 def _bad_magic(base_offset: int, position: int, magic: int) -> UnsupportedMagicError:
     return UnsupportedMagicError(
-        f"batch at position {position} (offset {base_offset}) has magic {magic}; only "
-        f"v{CURRENT_MAGIC} record batches are supported"
-    )
+        f"magic {magic}; only v{CURRENT_MAGIC} record batches are supported",
+        offset=base_offset, position=position, check="batch header")
 
 
 def _short_length(base_offset: int, position: int, length: int) -> CorruptRecordError:
     return CorruptRecordError(
-        f"batch at position {position} (offset {base_offset}) has batchLength {length}, "
-        f"less than the {MIN_BATCH_LENGTH}-byte minimum"
-    )
+        f"batchLength {length}, less than the {MIN_BATCH_LENGTH}-byte minimum",
+        offset=base_offset, position=position, check="batch header")
+
+
+def _in(origin: BatchOrigin | None, error: CorruptRecordError) -> CorruptRecordError:
+    return error if origin is None else origin.locate(error)
 
 
 def walk_headers(
@@ -412,7 +450,8 @@ def declared_size(buffer: ByteBuffer, position: int = 0) -> int | None:
 
 
 def iter_batches(
-    buffer: ByteBuffer, position: int = 0, end: int | None = None, *, strict: bool = False
+    buffer: ByteBuffer, position: int = 0, end: int | None = None, *, strict: bool = False,
+    origin: BatchOrigin | None = None,
 ) -> Iterator[RecordBatch]:
     """Walk the batches in ``buffer[position:end]`` as zero-copy RecordBatch views.
 
@@ -420,14 +459,15 @@ def iter_batches(
     quietly, or raises TruncatedBatchError when ``strict``. A batch with a bad magic or
     batchLength raises wherever it is. ``end`` defaults to (and is capped at) the
     buffer's length; an ``end`` short of it makes the batches hold a memoryview of the
-    buffer (an mmap then cannot close while they live).
+    buffer (an mmap then cannot close while they live). ``origin`` says where the buffer
+    came from: every error of the walk and of its batches names it.
     """
     if end is not None and end < len(buffer):
         buffer = memoryview(buffer)[:end]
     limit = len(buffer)
     while position < limit:
         try:
-            batch = RecordBatch(buffer, position)
+            batch = RecordBatch(buffer, position, origin=origin)
         except TruncatedBatchError:
             if strict:
                 raise

@@ -13,10 +13,18 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from tierlog.errors import CorruptRecordError, LogClosedError, TruncatedBatchError
+from tierlog.errors import (
+    CorruptRecordError,
+    LogClosedError,
+    TierlogError,
+    TruncatedBatchError,
+    locating_corrupt_records,
+)
+from tierlog.filenames import parse_partition_dir
 from tierlog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    BatchOrigin,
     RecordBatch,
     declared_size,
     iter_batches,
@@ -82,21 +90,24 @@ def _fileno(destination: socket.socket | int) -> int:
 
 
 class MemoryRecords:
-    """Batches held in memory (a remote fetch, a builder's output): the Records interface over bytes."""
+    """Batches held in memory (a remote fetch, a builder's output): the Records interface over
+    bytes. ``origin`` (where the bytes were read from) is named by the errors of its batches."""
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_buffer", "_origin")
 
-    def __init__(self, buffer: bytes | bytearray | memoryview) -> None:
+    def __init__(self, buffer: bytes | bytearray | memoryview,
+                 origin: BatchOrigin | None = None) -> None:
         self._buffer = buffer
+        self._origin = origin
 
     def size_in_bytes(self) -> int:
         return len(self._buffer)
 
     def batches(self) -> Iterator[RecordBatch]:
-        return iter_batches(self._buffer)
+        return iter_batches(self._buffer, origin=self._origin)
 
     def records(self) -> Iterator[Record]:
-        for batch in iter_batches(self._buffer):
+        for batch in self.batches():
             yield from batch.records()
 
     def to_bytes(self) -> bytes:
@@ -143,8 +154,9 @@ class FileSlice:
         return self._file.read_bytes(self.position, self.size)
 
     def batches(self) -> Iterator[RecordBatch]:
-        """Zero-copy views of the complete batches in the slice (read into memory once)."""
-        return iter_batches(self.to_bytes())
+        """Zero-copy views of the complete batches in the slice (read into memory once); their
+        errors name the file and the position in it."""
+        return iter_batches(self.to_bytes(), origin=self._file.origin(self.position))
 
     def records(self) -> Iterator[Record]:
         for batch in self.batches():
@@ -236,6 +248,22 @@ class FileRecords:
         if self._fd < 0:
             raise LogClosedError(f"{self._path} is closed")
         return self._fd
+
+    def origin(self, position: int = 0) -> BatchOrigin:
+        """Where bytes read from ``position`` of this file came from, for the errors about
+        them: the file and, when its directory is a partition's, the topic-partition."""
+        try:
+            topic: str | None
+            partition: int | None
+            topic, partition = parse_partition_dir(self._path.parent.name)
+        except TierlogError:
+            topic, partition = None, None
+        return BatchOrigin(str(self._path), position, topic, partition)
+
+    def _truncated(self, detail: str, position: int, offset: int | None = None
+                   ) -> TruncatedBatchError:
+        return self.origin().locate(TruncatedBatchError(detail, offset=offset,
+                                                        position=position, check="size"))
 
     # -- writing -------------------------------------------------------------------------
 
@@ -386,21 +414,16 @@ class FileRecords:
         while position + LOG_OVERHEAD <= size:
             header = os.pread(fd, HEADER_SIZE, position)
             if len(header) < HEADER_SIZE:
-                raise TruncatedBatchError(
-                    f"{self._path}: batch at position {position} is cut off by the end of the file"
-                )
-            batch = RecordBatch(header, 0, header_only=True)
+                raise self._truncated("the batch is cut off by the end of the file", position)
+            batch = RecordBatch(header, 0, header_only=True, origin=self.origin(position))
             if position + batch.size_in_bytes > size:
-                raise TruncatedBatchError(
-                    f"{self._path}: batch at position {position} (offset {batch.base_offset}) "
-                    f"declares {batch.size_in_bytes} bytes but only {size - position} remain"
-                )
+                raise self._truncated(
+                    f"the batch declares {batch.size_in_bytes} bytes but only {size - position} "
+                    f"remain", position, batch.base_offset)
             yield position, batch
             position += batch.size_in_bytes
         if position != size:
-            raise TruncatedBatchError(
-                f"{self._path}: {size - position} trailing bytes at position {position}"
-            )
+            raise self._truncated(f"{size - position} trailing bytes", position)
 
     def batches_from(
         self, position: int = 0, end: int | None = None, chunk_bytes: int = SCAN_CHUNK_BYTES
@@ -415,19 +438,20 @@ class FileRecords:
         while position < end:
             chunk = os.pread(fd, min(chunk_bytes, end - position), position)
             consumed = 0
-            for batch in iter_batches(chunk):
+            origin = self.origin(position)
+            for batch in iter_batches(chunk, origin=origin):
                 yield position + batch.position, batch
                 consumed = batch.position + batch.size_in_bytes
             if consumed == 0:
-                needed = declared_size(chunk)  # a batch bigger than the chunk: read it alone
+                with locating_corrupt_records(file=origin.file, shift=position,
+                                              topic=origin.topic, partition=origin.partition):
+                    needed = declared_size(chunk)  # a batch bigger than the chunk: read it alone
                 if needed is not None and len(chunk) < needed <= end - position:
-                    yield position, RecordBatch(os.pread(fd, needed, position), 0)
+                    yield position, RecordBatch(os.pread(fd, needed, position), 0, origin=origin)
                     position += needed
                     continue
-                raise TruncatedBatchError(
-                    f"{self._path}: incomplete batch at position {position} "
-                    f"({end - position} bytes before the end)"
-                )
+                raise self._truncated(f"incomplete batch ({end - position} bytes before the end)",
+                                      position)
             position += consumed
 
     def search_for_offset_with_size(
@@ -447,7 +471,8 @@ class FileRecords:
         for position, header in self.headers_from(starting_position):
             if header.max_timestamp < target_timestamp:
                 continue
-            batch = RecordBatch(self.read_bytes(position, header.size_in_bytes))
+            batch = RecordBatch(self.read_bytes(position, header.size_in_bytes),
+                                origin=self.origin(position))
             found = first_record_at_or_after(batch, target_timestamp, starting_offset)
             if found is not None:
                 return found

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from tierlog.errors import CorruptRemoteMetadataError
 from tierlog.filenames import validate_topic
+from tierlog.remote.json_fields import SEGMENT_METADATA_KINDS, check_json_int, json_int
 
 #: Kafka's ``Uuid`` text form: 16 bytes as 22 characters of URL-safe base64 without padding.
 _UUID_RE = re.compile(r"[A-Za-z0-9_-]{22}")
@@ -322,10 +323,7 @@ def _state(name: object) -> RemoteLogSegmentState:
 
 
 def _int(data: Mapping[str, Any], key: str) -> int:
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"field {key!r} must be an int, got {value!r:.60}")
-    return value
+    return json_int(data, key, SEGMENT_METADATA_KINDS[key])
 
 
 def _str(data: Mapping[str, Any], key: str) -> str:
@@ -344,7 +342,8 @@ def _epochs(pairs: object) -> dict[int, int]:
         if not (isinstance(pair, list) and len(pair) == 2
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
             raise TypeError(f"'segmentLeaderEpochs' entry {pair!r:.60} is not [epoch, offset]")
-        epochs[pair[0]] = pair[1]
+        epochs[check_json_int(pair[0], "leader epoch", "a leader epoch")] = \
+            check_json_int(pair[1], "offset", "a leader epoch's start offset")
     return epochs
 
 

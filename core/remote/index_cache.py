@@ -15,17 +15,20 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import CorruptIndexError, RemoteResourceNotFoundError
 from tierlog.index import OffsetIndex, TimeIndex, TransactionIndex
+from tierlog.index.offset_index import OffsetPosition
+from tierlog.index.time_index import TimestampOffset
 from tierlog.remote.api import (
     IndexObject,
     IndexType,
     RemoteLogSegmentMetadata,
     RemoteStorageManager,
 )
+from tierlog.remote.layout import segment_object_key
 from tierlog.stats import CacheStats
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,47 @@ _KIND_OF_SUFFIX = {kind.suffix: kind for kind in _KINDS}
 #: Stands in the opened indexes for a plugin index the tier does not hold (the segment was
 #: copied before the index type was installed): asked again, it is not fetched again.
 _ABSENT = object()
+
+
+class OffsetLookup(Protocol):
+    """What a read asks of a remote segment's offset index."""
+
+    def lookup(self, target_offset: int) -> OffsetPosition: ...
+
+
+class TimeLookup(Protocol):
+    """What a timestamp search asks of a remote segment's time index."""
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset: ...
+
+
+class _FromTheStart:
+    """Stands in, in memory only, for a segment's offset or time index missing from the tier:
+    every lookup answers the segment's start, so a read scans its ``.log`` from there (as the
+    tier reader does without an index). Never written to the cache directory, so the object
+    is fetched again once it is repaired (``tierlog scrub --repair``) and this is evicted."""
+
+    __slots__ = ("_start",)
+
+    def __init__(self, start_offset: int) -> None:
+        self._start = start_offset
+
+    def close(self) -> None:
+        pass
+
+
+class _MissingOffsetIndex(_FromTheStart):
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        return OffsetPosition(self._start, 0)
+
+
+class _MissingTimeIndex(_FromTheStart):
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        return TimestampOffset(-1, self._start)
+
+
+_STAND_INS: dict[IndexType | IndexObject, type[_FromTheStart]] = {
+    IndexType.OFFSET: _MissingOffsetIndex, IndexType.TIMESTAMP: _MissingTimeIndex}
 
 
 def cache_file_name(start_offset: int, segment_id: str, kind: IndexType | IndexObject) -> str:
@@ -120,11 +164,15 @@ class RemoteIndexCache:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def offset_index(self, metadata: RemoteLogSegmentMetadata) -> OffsetIndex:
-        return cast(OffsetIndex, self._get(metadata, IndexType.OFFSET))
+    def offset_index(self, metadata: RemoteLogSegmentMetadata) -> OffsetLookup:
+        """The segment's offset index; when the tier has lost it, a stand-in whose lookups
+        answer the segment's start (the read scans from there), after one WARNING naming the
+        missing object."""
+        return cast(OffsetLookup, self._get(metadata, IndexType.OFFSET))
 
-    def time_index(self, metadata: RemoteLogSegmentMetadata) -> TimeIndex:
-        return cast(TimeIndex, self._get(metadata, IndexType.TIMESTAMP))
+    def time_index(self, metadata: RemoteLogSegmentMetadata) -> TimeLookup:
+        """The segment's time index, or a stand-in as for :meth:`offset_index`."""
+        return cast(TimeLookup, self._get(metadata, IndexType.TIMESTAMP))
 
     def transaction_index(self, metadata: RemoteLogSegmentMetadata) -> TransactionIndex | None:
         """The segment's aborted transactions; None when it has none (no request is made for a
@@ -166,6 +214,15 @@ class RemoteIndexCache:
                 try:
                     data = self._fetch(metadata, kind)
                 except RemoteResourceNotFoundError:
+                    stand_in = _STAND_INS.get(kind)
+                    if stand_in is not None:
+                        log.warning(
+                            "remote index %s is missing from the tier: reads of its segment "
+                            "scan the .log from the segment's start instead (repair the tier "
+                            "with 'tierlog scrub --repair')",
+                            segment_object_key(metadata, kind.suffix))
+                        index = entry.indexes[suffix] = stand_in(metadata.start_offset)
+                        return index
                     if not missing_ok:
                         raise
                     entry.indexes[suffix] = _ABSENT

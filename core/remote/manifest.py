@@ -23,6 +23,7 @@ from tierlog.remote.api import (
     dumps,
     load_json_object,
 )
+from tierlog.remote.json_fields import json_int
 from tierlog.remote.layout import (
     is_metadata_object_name,
     manifest_key,
@@ -90,13 +91,10 @@ class PartitionManifest:
                 raise ValueError(f"unknown manifest version {data['version']!r}")
             tip = TopicIdPartition(data["topicId"], data["topic"], data["partition"])
             entries = data["segments"]
-            log_start = data.get("logStartOffset")
+            log_start = None if data.get("logStartOffset") is None else \
+                json_int(data, "logStartOffset", "offset")
             if not isinstance(entries, list):
                 raise TypeError(f"'segments' must be a list, got {type(entries).__name__}")
-            if log_start is not None and (isinstance(log_start, bool)
-                                          or not isinstance(log_start, int) or log_start < 0):
-                raise ValueError(f"'logStartOffset' must be a non-negative int, got "
-                                 f"{log_start!r:.60}")
         except KeyError as e:
             raise CorruptRemoteMetadataError(f"{source} lacks field {e}") from e
         except (TypeError, ValueError, RecursionError) as e:

@@ -21,6 +21,7 @@ from tierlog.index.aborted_txns import AbortedTxnSource, collect_aborted_txns
 from tierlog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    BatchOrigin,
     declared_size,
     iter_batches,
     walk_headers,
@@ -30,6 +31,7 @@ from tierlog.records.file_records import (
     TimestampAndOffset,
     first_record_at_or_after,
 )
+from tierlog.records.timestamps import format_timestamp_ms
 from tierlog.remote.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -37,7 +39,7 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_name
+from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.log_protocol import TieredLog
 
 if TYPE_CHECKING:
@@ -101,7 +103,7 @@ class RemoteLogReader:
         entry = self._rlm.index_cache.offset_index(metadata).lookup(offset)
         position = entry.position
         size = metadata.segment_size_in_bytes
-        name = segment_object_name(metadata, SEGMENT_SUFFIX)
+        name = self._origin(metadata)
         # The index is sparse: the batch holding `offset` starts up to an index interval
         # after `position`, so one read covers that gap as well as max_bytes.
         gap = self._log.config["index.interval.bytes"] + HEADER_SIZE
@@ -120,32 +122,54 @@ class RemoteLogReader:
             data = self._fetch(metadata, name, position,
                                min(size, position + max(length, max_bytes)), None)
             found, at, length = _locate(data, offset)
-        view = memoryview(data)[:0]
-        if found:
-            view = memoryview(data)[at:_batches_end(data, at, max_bytes, upper, min_one_message)]
-        try:
-            validate_fetched_batches(view)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(
-                f"{self._log.directory.name}: remote segment {name} "
-                f"({metadata.remote_log_segment_id}) returned corrupt data near position "
-                f"{position}: {exc}"
-            ) from exc
+        if not found:
+            raise name.locate(CorruptRecordError(
+                f"offset {offset} is not in the object, which ends at position "
+                f"{position + at}, though its metadata says it holds offsets "
+                f"{metadata.start_offset}..{metadata.end_offset} in {size} bytes",
+                check="size"))
+        if position + at + length > size:
+            raise self._beyond_size(metadata, name, position + at, length)
+        view = memoryview(data)[at:_batches_end(data, at, max_bytes, upper, min_one_message)]
+        origin = name._replace(shift=position + at)
+        validate_fetched_batches(view, origin)
         aborted = None
         if isolation == "read_committed":
             aborted = self._aborted(metadata, offset, upper, local_segments)
-        return FetchDataInfo(offset, upper, MemoryRecords(view), isolation, False, aborted,
-                             from_remote=True)
+        return FetchDataInfo(offset, upper, MemoryRecords(view, origin), isolation, False,
+                             aborted, from_remote=True)
 
-    def _fetch(self, metadata: RemoteLogSegmentMetadata, name: str, start: int, end: int,
-               anchor: int | None) -> bytes:
+    def _origin(self, metadata: RemoteLogSegmentMetadata) -> BatchOrigin:
+        """What errors about the segment's ``.log`` object name: its key and partition."""
+        return BatchOrigin(segment_object_key(metadata, SEGMENT_SUFFIX), 0, self._log.topic,
+                           self._log.partition)
+
+    def _beyond_size(self, metadata: RemoteLogSegmentMetadata, name: BatchOrigin,
+                     position: int, length: int) -> CorruptRecordError:
+        """The error of a batch running past the object's size in its metadata: the object
+        is longer than the metadata says (one more request, to count how much)."""
+        size = metadata.segment_size_in_bytes
+        found = size + len(_read_range(self._rlm.rsm, metadata, size, None))
+        return name.locate(CorruptRecordError(
+            f"the batch of {length} bytes at position {position} runs past the object's size "
+            f"in its metadata: expected {size} bytes, found {found}", position=position,
+            check="size"))
+
+    def _fetch(self, metadata: RemoteLogSegmentMetadata, name: BatchOrigin, start: int,
+               end: int, anchor: int | None) -> bytes:
         """Bytes ``[start, end)`` of the segment, their batch offsets checked against its
         metadata and (``anchor``) the index entry for ``start``: damage to a base offset lies
-        outside the CRC and would renumber or drop records silently."""
+        outside the CRC and would renumber or drop records silently. Fewer bytes than asked
+        for (within the size the metadata promises) is a cut object: CorruptRecordError
+        naming the object, the expected and the found size."""
         data = _read_range(self._rlm.rsm, metadata, start, end - 1)
         self._log.stats.remote_fetched(len(data))
-        check_batch_offsets(data, f"{self._log.directory.name}: remote segment {name}",
-                            first_offset=metadata.start_offset,
+        if len(data) < end - start:
+            raise name.locate(CorruptRecordError(
+                f"a read of bytes [{start}, {end}) returned {len(data)}: the object is cut "
+                f"short; expected {metadata.segment_size_in_bytes} bytes (its metadata), found "
+                f"{start + len(data)}", check="size"))
+        check_batch_offsets(data, name, first_offset=metadata.start_offset,
                             last_offset=metadata.end_offset, anchor=anchor, position=start)
         return data
 
@@ -196,7 +220,8 @@ class RemoteLogReader:
     def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         return self._rlm.submit_read(
             lambda: self._find_timestamp(timestamp, start_offset),
-            f"{self._log.directory.name}: remote lookup of timestamp {timestamp}",
+            f"{self._log.directory.name}: remote lookup of timestamp "
+            f"{format_timestamp_ms(timestamp)}",
             self._rlm.limits.list_offsets_timeout_ms)
 
     def _find_timestamp(self, timestamp: int, start_offset: int) -> TimestampAndOffset | None:
@@ -216,12 +241,12 @@ class RemoteLogReader:
     def _scan_for_timestamp(self, metadata: RemoteLogSegmentMetadata, position: int,
                             timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         size = metadata.segment_size_in_bytes
-        name = segment_object_name(metadata, SEGMENT_SUFFIX)
+        name = self._origin(metadata)
         while position < size:
             data = self._fetch(metadata, name, position,
                                min(size, position + _TIMESTAMP_SCAN_BYTES), None)
             consumed = 0
-            for batch in iter_batches(data):
+            for batch in iter_batches(data, origin=name._replace(shift=position)):
                 consumed = batch.position + batch.size_in_bytes
                 if batch.max_timestamp < timestamp:
                     continue
@@ -232,13 +257,17 @@ class RemoteLogReader:
                 # A batch bigger than one read: read it whole.
                 length = declared_size(data)
                 if length is None:
-                    raise TruncatedBatchError(
-                        f"{self._log.directory.name}: remote segment {name} ends {len(data)} "
-                        f"bytes after position {position}, inside a batch header")
+                    raise name.locate(TruncatedBatchError(
+                        f"the object's size in its metadata, {size}, ends {len(data)} bytes "
+                        f"after the position, inside a batch header", position=position,
+                        check="size"))
+                if position + length > size:
+                    raise self._beyond_size(metadata, name, position, length)
                 data = self._fetch(metadata, name, position, position + length, None)
                 consumed = length
-                found = first_record_at_or_after(next(iter_batches(data)), timestamp,
-                                                 start_offset)
+                found = first_record_at_or_after(
+                    next(iter_batches(data, origin=name._replace(shift=position))), timestamp,
+                    start_offset)
                 if found is not None:
                     return found
             position += consumed
@@ -246,7 +275,7 @@ class RemoteLogReader:
 
 
 def _read_range(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, start: int,
-                end: int) -> bytes:
+                end: int | None) -> bytes:
     with rsm.fetch_log_segment(metadata, start, end) as stream:
         return stream.read() if not isinstance(stream, io.BytesIO) else stream.getvalue()
 

@@ -19,6 +19,7 @@ from typing import Any
 from tierlog.errors import CorruptRemoteMetadataError, RemoteResourceNotFoundError
 from tierlog.index.transaction_index import AbortedTxn
 from tierlog.remote.api import TopicIdPartition, dumps, load_json_object
+from tierlog.remote.json_fields import check_json_int, json_int
 from tierlog.remote.layout import is_tail_object_name, tail_manifest_key
 from tierlog.remote.object_store import RemoteTier
 
@@ -54,15 +55,13 @@ class TailObject:
         name = data["name"]
         if not isinstance(name, str) or not is_tail_object_name(name):
             raise ValueError(f"{name!r:.80} is not a tail object name")
-        ints = [_offset(data, k) for k in ("firstOffset", "endOffset", "size", "segment",
-                                           "position")]
-        max_ts = data["maxTimestamp"]
+        ints = [json_int(data, k, kind) for k, kind in _OBJECT_INTS]
+        max_ts = json_int(data, "maxTimestamp", "timestamp")
         last = data["lastBatch"]
-        if not isinstance(max_ts, int) or isinstance(max_ts, bool):
-            raise TypeError(f"'maxTimestamp' must be an int, got {max_ts!r:.40}")
-        if (not isinstance(last, list) or len(last) != 3
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in last)):
+        if not isinstance(last, list) or len(last) != 3:
             raise TypeError(f"'lastBatch' must be three ints, got {last!r:.60}")
+        for value, (what, kind) in zip(last, _LAST_BATCH_INTS, strict=True):
+            check_json_int(value, kind, f"'lastBatch' {what}")
         first, end, size, segment, position = ints
         if end <= first or size <= 0:
             raise ValueError(f"tail object {name} has an empty range [{first}, {end}) or size "
@@ -71,11 +70,16 @@ class TailObject:
                    (last[0], last[1], last[2]))
 
 
-def _offset(data: dict[str, Any], key: str) -> int:
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{key!r} must be a non-negative int, got {value!r:.40}")
-    return value
+#: The int fields of a tail object and their kinds (tierlog.remote.json_fields).
+_OBJECT_INTS = (("firstOffset", "offset"), ("endOffset", "end offset"), ("size", "size"),
+                ("segment", "offset"), ("position", "size"))
+_LAST_BATCH_INTS = (("position", "size"), ("leader epoch", "leader epoch"), ("crc", "crc"))
+#: The int fields of a tail manifest and their kinds.
+_MANIFEST_INTS = (("generation", "generation"), ("highWatermark", "end offset"),
+                  ("lastStableOffset", "end offset"), ("logStartOffset", "end offset"),
+                  ("tierEnd", "end offset"))
+_ABORTED_TXN_INTS = (("producer id", "producer id"), ("first offset", "offset"),
+                     ("last offset", "offset"), ("last stable offset", "end offset"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,19 +131,19 @@ class TailManifest:
             if data["version"] != TAIL_MANIFEST_VERSION:
                 raise ValueError(f"unknown tail manifest version {data['version']!r}")
             tip = TopicIdPartition(data["topicId"], data["topic"], data["partition"])
-            nums = [_offset(data, k) for k in ("generation", "highWatermark",
-                                               "lastStableOffset", "logStartOffset",
-                                               "tierEnd")]
+            nums = [json_int(data, k, kind) for k, kind in _MANIFEST_INTS]
             entries, txns = data["objects"], data["abortedTxns"]
             if not isinstance(entries, list) or not isinstance(txns, list):
                 raise TypeError("'objects' and 'abortedTxns' must be lists")
             objects = tuple(TailObject.from_dict(e, source) for e in entries)
             aborted = []
             for t in txns:
-                if (not isinstance(t, list) or len(t) != 4
-                        or not all(isinstance(v, int) and not isinstance(v, bool) for v in t)):
+                if not isinstance(t, list) or len(t) != 4:
                     raise TypeError(f"an aborted transaction must be four ints, got {t!r:.60}")
-                aborted.append(AbortedTxn(t[0], t[1], t[2], t[3]))
+                pid, first, last, lso = (check_json_int(v, kind, f"an aborted transaction's {what}")
+                                         for v, (what, kind) in zip(t, _ABORTED_TXN_INTS,
+                                                                    strict=True))
+                aborted.append(AbortedTxn(pid, first, last, lso))
         except KeyError as e:
             raise CorruptRemoteMetadataError(f"{source} lacks field {e}") from e
         except (TypeError, ValueError, RecursionError) as e:
