@@ -252,6 +252,9 @@ class LogSegment:
         position = self.log.size_in_bytes()
         if self.extra_indexes:
             self._feed_extra_indexes(position, batches, views)
+        # Index space first: a full disk fails the append before anything is written.
+        self.offset_index.reserve(len(batches))
+        self.time_index.reserve(len(batches))
         self.log.append_pieces(pieces)
         max_ts = self._max_ts_and_offset()
         rule = SparseIndexRule(self.index_interval_bytes, self.bytes_since_last_index_entry,
@@ -284,10 +287,14 @@ class LogSegment:
         """
         self.disarm_plain_appends()
         offset_index, time_index = self.offset_index, self.time_index
-        # Entries either index can still take before it is full (is_full): each index entry
-        # of a plain append adds at most one to each index.
-        room = min(offset_index.max_entries - offset_index.entries,
-                   time_index.max_entries - 1 - time_index.entries)
+        # Entries either index can still take before it is full (is_full) within its
+        # reserved disk space: each index entry of a plain append adds at most one to each.
+        with contextlib.suppress(OSError):  # a full disk: the general path's append says so
+            offset_index.reserve()
+            time_index.reserve()
+        room = min(offset_index.reserved_entries - offset_index.entries,
+                   time_index.max_entries - 1 - time_index.entries,
+                   time_index.reserved_entries - time_index.entries)
         first_ts = self.rolling_timestamp()  # -1 for an empty segment
         if first_ts < 0 or room <= 0:
             return None

@@ -18,6 +18,7 @@ import textwrap
 
 import pytest
 
+from tierlog.index.base import RESERVE_STEP_BYTES
 from tierlog.index.offset_index import OffsetIndex
 
 _UNSHARE = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
@@ -104,23 +105,103 @@ def test_rolling_on_a_full_disk_raises_and_changes_nothing(small_tmpfs_works):
     assert out["segments_after_freeing"] == [0, 5]
 
 
-def test_a_created_index_is_allocated_not_sparse(tmp_path):
-    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1 << 20)
+def _allocated(path: object) -> int:
+    return os.stat(path).st_blocks * 512  # type: ignore[arg-type]
+
+
+def test_a_created_index_reserves_its_first_step_not_its_maximum(tmp_path):
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 10 << 20)
     try:
-        stat = os.stat(index.path)
-        assert stat.st_size == 1 << 20
-        assert stat.st_blocks * 512 >= 1 << 20, "the index file is sparse"
+        assert os.stat(index.path).st_size == 10 << 20  # appends write into the mapping
+        assert RESERVE_STEP_BYTES <= _allocated(index.path) < 2 * RESERVE_STEP_BYTES
+        assert index.reserved_entries == RESERVE_STEP_BYTES // index.entry_size
     finally:
         index.close()
 
 
-def test_a_grown_index_is_allocated_not_sparse(tmp_path):
+def test_a_grown_index_reserves_the_step_under_its_next_entry(tmp_path):
     index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 1 << 20)
     try:
         index.append(0, 0)
         index.trim_to_valid_size()
         index.resize(1 << 20)
-        assert os.stat(index.path).st_blocks * 512 >= 1 << 20, "the grown index is sparse"
+        assert RESERVE_STEP_BYTES <= _allocated(index.path) < 2 * RESERVE_STEP_BYTES
         assert index.lookup(0).offset == 0
     finally:
         index.close()
+
+
+_GROWTH_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    from tierlog import Log, Record
+    from tierlog.index.base import RESERVE_STEP_BYTES
+    from tierlog.index.offset_index import OffsetIndex
+
+    disk = sys.argv[1]
+    out = {}
+
+    def fill(keep_free):
+        fd = os.open(disk + "/filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            while True:
+                os.write(fd, bytes(4096))
+        except OSError:
+            pass
+        size = os.fstat(fd).st_size
+        os.ftruncate(fd, max(0, size - keep_free))
+        os.close(fd)
+
+    # 1. An index of 10 MiB on a 1 MiB disk: created, its space reserved step by step; the
+    #    step the disk cannot hold fails the append with OSError, not SIGBUS.
+    index = OffsetIndex(disk + "/00000000000000000000.index", 0, 10 << 20)
+    fill(keep_free=0)
+    step_entries = RESERVE_STEP_BYTES // index.entry_size
+    for i in range(step_entries):
+        index.append(i, i)
+    try:
+        index.append(step_entries, step_entries)
+        out["index_past_step"] = "ok"
+    except OSError as e:
+        out["index_past_step"] = f"OSError errno={e.errno}: {e}"
+    out["index_entries"] = index.entries
+    out["index_last"] = index.lookup(step_entries + 5).offset
+    os.unlink(disk + "/filler")
+    index.append(step_entries, step_entries)
+    out["index_after_freeing"] = index.entries
+    index.delete_if_exists()
+
+    # 2. A log whose indexes may take 2 x 10 MiB, on the same disk: appends (the armed fast
+    #    path included) run until the disk is full, which fails an append with OSError.
+    log = Log.open(disk + "/t-0", {"segment.index.bytes": 10 << 20,
+                                   "index.interval.bytes": 1})
+    appended, error = 0, None
+    while appended < 200_000:
+        try:
+            log.append_records([Record(value=b"v" * 8, timestamp=1_700_000_000_000 + appended)])
+        except OSError as e:
+            error = f"OSError errno={e.errno}: {e}"
+            break
+        appended += 1
+    out["log_error"] = error
+    out["log_consistent"] = log.log_end_offset == appended
+    out["log_read"] = sum(1 for _ in log.read(0, 1 << 30).records()) == appended
+    try:
+        log.close()  # its producer snapshot may not fit either
+    except OSError:
+        pass
+    print(json.dumps(out))
+""")
+
+
+def test_index_space_grows_in_steps_and_a_full_disk_fails_an_append(small_tmpfs_works):
+    done = _in_small_tmpfs("1m", sys.executable, "-c", _GROWTH_SCRIPT, "/mnt")
+    assert done.returncode == 0, f"died with {done.returncode} (-7 is SIGBUS): {done.stderr}"
+    out = json.loads(done.stdout.splitlines()[-1])
+    step_entries = RESERVE_STEP_BYTES // 8
+    assert out["index_past_step"].startswith("OSError errno=28"), out
+    assert "/mnt/00000000000000000000.index" in out["index_past_step"]
+    assert out["index_entries"] == step_entries  # unchanged by the failed append
+    assert out["index_last"] == step_entries - 1
+    assert out["index_after_freeing"] == step_entries + 1
+    assert out["log_error"] is not None and out["log_error"].startswith("OSError errno=28"), out
+    assert out["log_consistent"] and out["log_read"], out

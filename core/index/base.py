@@ -1,7 +1,8 @@
 """AbstractIndex: the memory-mapped, preallocated file under the offset and time indexes.
 
-Owns the mmap, the entry count, resize/trim/flush/close, relative offsets and which slots
-a lookup searches (Kafka's warm/cold split); the entry layouts and the search itself are
+Owns the mmap, the entry count, resize/trim/flush/close, relative offsets, the disk space
+reserved under the mapping (grown in steps as entries are appended) and which slots a
+lookup searches (Kafka's warm/cold split); the entry layouts and the search itself are
 ``tierlog.index.entries``.
 """
 
@@ -33,22 +34,28 @@ WARM_SECTION_BYTES = 8192
 FENCE_STRIDE = 256
 
 
-def _reserve(fd: int, length: int, path: Path) -> None:
-    """Grow the file to ``length`` bytes with its blocks allocated; OSError (naming ``path``,
-    the file cut back to its old length) when the disk cannot hold them.
+#: Disk space under an index's mapping is reserved (posix_fallocate) this many bytes at a
+#: time, as entries are appended, rather than all of ``segment.index.bytes`` when the file is
+#: created: a new partition's two indexes take 2 x 64 KiB of disk, not 2 x 10 MiB. 64 KiB is
+#: 8,192 offset entries, about 32 MiB of log at the default ``index.interval.bytes``.
+RESERVE_STEP_BYTES = 64 * 1024
 
-    On a filesystem without fallocate support the file is extended sparse, as before.
-    """
-    old_length = os.fstat(fd).st_size
+
+def _allocate(fd: int, start: int, end: int, path: Path) -> None:
+    """Allocate the blocks of bytes [start, end) of the file (within its length); OSError
+    naming ``path`` when the disk cannot hold them (the file's length is unchanged). Writes
+    through the mapping stay within allocated blocks: a write into a hole on a full disk
+    would kill the process with SIGBUS, where this fails with OSError before anything
+    changes. On a filesystem without fallocate support nothing is allocated, as before."""
+    if end <= start:
+        return
     try:
-        os.posix_fallocate(fd, 0, length)
+        os.posix_fallocate(fd, start, end - start)
     except OSError as e:
         if e.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            log.debug("%s: posix_fallocate unsupported (%s); extending sparse", path, e)
-            os.ftruncate(fd, length)
+            log.debug("%s: posix_fallocate unsupported (%s); left sparse", path, e)
             return
-        os.ftruncate(fd, old_length)
-        raise OSError(e.errno, f"cannot reserve {length} bytes for index {path}: "
+        raise OSError(e.errno, f"cannot reserve {end - start} bytes for index {path}: "
                                f"{e.strerror}", str(path)) from e
 
 
@@ -56,11 +63,13 @@ class AbstractIndex(ABC):
     """A file of fixed-size, big-endian entries, memory-mapped and preallocated.
 
     A file it creates is grown to ``max_index_size`` rounded down to a multiple of
-    ``entry_size`` so appends write into the mapping. The space is reserved for real
-    (``posix_fallocate``), as it is whenever the file grows: a sparse file on a full disk
-    would kill the process with SIGBUS on a write through the mapping, where a reservation
-    fails with OSError before anything changes; ``trim_to_valid_size`` (on roll and
-    close) cuts it back to ``entries * entry_size``. An existing file is trusted as Kafka
+    ``entry_size`` so appends write into the mapping. Its disk space is reserved for real
+    (``posix_fallocate``) in steps of :data:`RESERVE_STEP_BYTES` ahead of the entries
+    (:meth:`reserve`, called by every append before it writes, and for a writer that
+    writes into :attr:`mapping` itself, :attr:`reserved_entries` bounds it): a hole on a
+    full disk would kill the process with SIGBUS on a write through the mapping, where a
+    reservation fails with OSError before anything changes; ``trim_to_valid_size`` (on
+    roll and close) cuts it back to ``entries * entry_size``. An existing file is trusted as Kafka
     does: ``entries = length // entry_size``, so an untrimmed file counts its zero tail
     as entries and ``sanity_check`` must reject it; the owner grows the active segment's
     index back with ``resize``. Not thread-safe: the owning segment serialises access.
@@ -91,6 +100,9 @@ class AbstractIndex(ABC):
         self._fence = array("q")
         self._closed = False
         self._length = 0
+        #: Bytes from the start whose blocks this object has reserved (an existing file's
+        #: are reserved again, cheaply, as appends reach them).
+        self._reserved = 0
         self._open()
         self._max_entries = self._length // self.entry_size
         self._load_last_entry()
@@ -117,7 +129,8 @@ class AbstractIndex(ABC):
                     raise ValueError(f"{self._path}: invalid max index size {self._max_index_size}"
                                      f" (an entry takes {self.entry_size} bytes)")
                 length = self._round_down(self._max_index_size)
-                _reserve(fd, length, self._path)
+                os.ftruncate(fd, length)
+                self._allocate_through(fd, 0, length)
             self._map(fd, length)
         except BaseException:
             if newly_created:  # a file that could not be reserved is not left behind
@@ -134,6 +147,35 @@ class AbstractIndex(ABC):
 
     def _round_down(self, size: int) -> int:
         return max(size, 0) // self.entry_size * self.entry_size
+
+    def _allocate_through(self, fd: int, entries: int, length: int) -> None:
+        """Reserve the blocks under the first ``entries + 1`` slots, rounded up to the next
+        step (at most ``length``); OSError when the disk cannot hold them."""
+        step = RESERVE_STEP_BYTES
+        end = min(length, ((entries + 1) * self.entry_size + step - 1) // step * step)
+        if end > self._reserved:
+            _allocate(fd, self._reserved, end, self._path)
+            self._reserved = end
+
+    def reserve(self, more: int = 1) -> None:
+        """Reserve the disk space of the next ``more`` entries (up to the file's length), in
+        steps of :data:`RESERVE_STEP_BYTES`; every append calls it before it writes, a caller
+        writing several entries may call it first. OSError naming the file when the disk
+        cannot hold them (nothing changes)."""
+        if min((self.entries + more) * self.entry_size, self._length) <= self._reserved:
+            return
+        self._check_writable()
+        fd = os.open(self._path, os.O_RDWR)
+        try:
+            self._allocate_through(fd, self.entries + more - 1, self._length)
+        finally:
+            os.close(fd)
+
+    @property
+    def reserved_entries(self) -> int:
+        """Slots whose disk space is reserved (at most :attr:`max_entries`): a writer into
+        :attr:`mapping` (the armed plain appender) writes no slot at or beyond this."""
+        return min(self._reserved // self.entry_size, self._max_entries)
 
     # -- facts -----------------------------------------------------------------------
 
@@ -225,12 +267,16 @@ class AbstractIndex(ABC):
         try:
             try:
                 if rounded > self._length:
-                    _reserve(fd, rounded, self._path)
-                else:
-                    os.ftruncate(fd, rounded)
+                    self._reserved = min(self._reserved, self._length)
+                    # The next entry's blocks first: on a full disk nothing has changed.
+                    self._allocate_through(fd, self.entries, rounded)
+                os.ftruncate(fd, rounded)
             except OSError:
+                os.ftruncate(fd, self._length)
+                self._reserved = min(self._reserved, self._length)
                 self._map(fd, self._length)  # unchanged: the old mapping is restored
                 raise
+            self._reserved = min(self._reserved, rounded)
             self._map(fd, rounded)
         finally:
             os.close(fd)

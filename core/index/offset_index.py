@@ -97,6 +97,8 @@ class OffsetIndex(AbstractIndex):
         relative = offset - self._base_offset
         if relative < 0 or relative > INT32_MAX:
             relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        if (entries + 1) * _SIZE > self._reserved:
+            self.reserve()  # the next step of disk under the mapping (OSError when full)
         _ENTRY.pack_into(self._buffer(), entries * _SIZE, relative, position)
         self.entries += 1
         self.last_offset = offset

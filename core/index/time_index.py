@@ -96,7 +96,10 @@ class TimeIndex(AbstractIndex):
         if self.entries >= self._max_entries:
             raise IndexFullError(f"time index {self._path} has no slot left for the entry "
                                  f"({timestamp}, {offset})")
-        _ENTRY.pack_into(self._buffer(), self.entries * _SIZE, timestamp, self.relative_offset(offset))
+        relative = self.relative_offset(offset)
+        if (self.entries + 1) * _SIZE > self._reserved:
+            self.reserve()  # the next step of disk under the mapping (OSError when full)
+        _ENTRY.pack_into(self._buffer(), self.entries * _SIZE, timestamp, relative)
         self.entries += 1
         self.last_entry = TimestampOffset(timestamp, offset)
 
