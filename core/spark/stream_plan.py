@@ -66,10 +66,11 @@ def latest_offsets(options: TierlogOptions, reader: RemoteTopicReader) -> Offset
     """Each partition's published end for the isolation level (the tail's high watermark or
     last stable offset with tail publishing, else the committed segments' end)."""
     out: Offsets = {}
-    for topic, partitions in stream_partitions(options, reader).items():
-        ends = reader.latest_offsets(topic, isolation_level=options.isolation_level,
-                                     topic_id=options.topic_id(topic))
-        out.update({(topic, p): ends[p] for p in partitions if p in ends})
+    with reader.consistent():  # a backfill job's rows are in every topic's ends or in none
+        for topic, partitions in stream_partitions(options, reader).items():
+            ends = reader.latest_offsets(topic, isolation_level=options.isolation_level,
+                                         topic_id=options.topic_id(topic))
+            out.update({(topic, p): ends[p] for p in partitions if p in ends})
     return out
 
 
