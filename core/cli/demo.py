@@ -16,6 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from tierlog.atomic import atomic_write_text
 from tierlog.cli._common import (
     DATA_DIR_CONFIG,
     CliError,
@@ -24,14 +25,18 @@ from tierlog.cli._common import (
     plural,
     settings,
 )
+from tierlog.cli._tier_options import TierOptions, tier_options
 from tierlog.cli.consume import iter_fetches
 from tierlog.cli.demo_spark import run_spark_queries
-from tierlog.cli.tier import print_tier_summary, tier_with_progress
+from tierlog.cli.tier import errors_reported_once, print_tier_summary, tier_with_progress
 from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.partitioner import partition_for_key
+from tierlog.properties import format_properties
 from tierlog.records.record import Record
 from tierlog.remote.layout import partition_dir_name
+from tierlog.remote.remote_reader import topic_id_partition
+from tierlog.remote.tail_manifest import read_tail_manifest
 
 TOPIC = "demo"
 PARTITIONS = 3
@@ -51,7 +56,6 @@ BYTES_PER_RECORD = 60
 SEGMENTS_PER_PARTITION = 16
 MIN_SEGMENT_BYTES = 64 * 1024
 MAX_SEGMENT_BYTES = 1 << 20
-S3_SCHEMES = ("s3://", "s3a://")
 ABORT_PRODUCER_ID = 4242
 COMMIT_PRODUCER_ID = 4343
 
@@ -78,10 +82,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.records < 1:
         raise CliError(f"--records must be positive, got {args.records}")
-    st = _demo_settings(args)
+    st, tier = _demo_settings(args)
     data_dir = st.data_dirs[0]
-    manager = st.manager_config["remote.storage.manager"]
-    url = st.manager_config["remote.storage.url"]
+    url = tier.url
     _wipe(st.data_dirs)
     segment_bytes = min(MAX_SEGMENT_BYTES, max(MIN_SEGMENT_BYTES, args.records * BYTES_PER_RECORD
                                                // (PARTITIONS * SEGMENTS_PER_PARTITION)))
@@ -100,20 +103,17 @@ def run(args: argparse.Namespace) -> int:
         batch_records = max(1, min(BATCH_RECORDS, segment_bytes // (2 * MAX_RECORD_BYTES)))
         produced = _produce(mgr, args.records, batch_records, quiet=args.quiet)
         print(f"\nTiering closed segments to {url} ...")
-        results = tier_with_progress(mgr, quiet=args.quiet)
-        if print_tier_summary(mgr, results):
-            return 1
-        # Tail publishing: the active segments' data below the high watermark goes too, so
-        # readers of the tier see every record, not only the closed segments'.
-        published = sum(mgr.publish_tail_now().values())
-        print(f"Published the tail (remote.log.tail.ms) of {published} partitions: readers "
-              f"of the tier see everything up to the high watermark.")
+        with errors_reported_once() as reported:
+            results = tier_with_progress(mgr, quiet=args.quiet)
+            if print_tier_summary(mgr, results, reported):
+                return 1
+        _publish_tails(mgr)
         _read_old_offsets(mgr, produced.start_ts)
         in_tier = _read_everything(mgr, produced, quiet=args.quiet)
-        reader_options = _reader_options(manager, st.manager_config.remote_storage_options)
+        reader_options = _reader_options(tier)
     finally:
         mgr.close()
-    _write_config(data_dir, manager, url)
+    _write_config(data_dir, tier)
     if args.no_spark:
         print("\nSpark step skipped (--no-spark).")
     elif run_spark_queries(url, reader_options, TOPIC, in_tier,
@@ -123,26 +123,33 @@ def run(args: argparse.Namespace) -> int:
     if not serve_and_consume(st.data_dirs, st.config, TOPIC):
         return 1
     print(f"\nDemo finished in {time.perf_counter() - started:.1f}s. Explore it with:\n"
-          f"  tierlog --data-dir {data_dir} topics --describe\n"
-          f"  tierlog --data-dir {data_dir} consume --topic {TOPIC} --partition 0 --offset 0 "
-          f"--max-messages 3 --print-offset --print-key\n"
-          f"  tierlog dump-log --print-data-log {data_dir}/{TOPIC}-0 | less")
+          + "".join(f"  {command}\n" for command in follow_up_commands(data_dir)), end="")
+    if tier.secret_names:
+        print(f"(The tier's secrets ({', '.join(tier.secret_names)}) are not saved in "
+              f"{data_dir / DATA_DIR_CONFIG}: give them to these commands with --set, or "
+              f"through the environment, e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.)")
     return 0
 
 
-def _demo_settings(args: argparse.Namespace) -> Settings:
+def follow_up_commands(data_dir: Path) -> list[str]:
+    """The commands the demo suggests: they find the tier in the data dir's saved config."""
+    return [f"tierlog --data-dir {data_dir} topics --describe",
+            (f"tierlog --data-dir {data_dir} consume --topic {TOPIC} --partition 0 "
+             f"--offset 0 --max-messages 3 --print-offset --print-key"),
+            f"tierlog --data-dir {data_dir} scrub",
+            f"tierlog dump-log --print-data-log {data_dir}/{TOPIC}-0 | less"]
+
+
+def _demo_settings(args: argparse.Namespace) -> tuple[Settings, TierOptions]:
     """The user's settings (never the data dir's own server.properties, which the demo
-    rewrites), with the tier at --remote, by default ``<data-dir>/remote``, through the plugin
-    its scheme calls for unless remote.storage.manager is set."""
+    rewrites) and the tier, found as every command finds it (--remote first), by default
+    ``<data-dir>/remote``."""
     st = settings(args, default_data_dir=DEFAULT_DATA_DIR, read_data_dir_config=False)
-    config = dict(st.config)
-    if args.remote or "remote.storage.url" not in config:
-        config["remote.storage.url"] = (args.remote or
-                                        (st.data_dirs[0].resolve() / "remote").as_uri())
-    if "remote.storage.manager" not in config:
-        is_s3 = config["remote.storage.url"].startswith(S3_SCHEMES)
-        config["remote.storage.manager"] = "s3" if is_s3 else "local"
-    return Settings(st.data_dirs, config)
+    url = args.remote
+    if url is None and not st.config.get("remote.storage.url"):
+        url = (st.data_dirs[0].resolve() / "remote").as_uri()
+    tier = tier_options(st, url)
+    return Settings(st.data_dirs, tier.apply(st.config)), tier
 
 
 def _wipe(dirs: list[Path]) -> None:
@@ -311,14 +318,40 @@ def _read_everything(mgr: LogManager, produced: Produced, *, quiet: bool) -> int
     return in_tier
 
 
-def _reader_options(manager: str, options: Any) -> dict[str, Any]:
+def _publish_tails(mgr: LogManager) -> None:
+    """Publish the active segments' data below the high watermark too (remote.log.tail.ms),
+    so readers of the tier see every record, and say what the tier now holds: the scheduler
+    may have published a tail already, which leaves nothing new to publish now."""
+    published = sum(mgr.publish_tail_now().values())
+    rlm = mgr.remote_log_manager
+    tier = None if rlm is None else getattr(rlm.rsm, "tier", None)
+    logs = mgr.tiered_logs()
+    if tier is None:  # no tier of tierlog's (a plugin RSM): nothing to read back
+        print(f"Published the tail (remote.log.tail.ms) of {published} of "
+              f"{plural(len(logs), 'partition')}.")
+        return
+    behind = []
+    for lg in logs:
+        tail = read_tail_manifest(tier, topic_id_partition(lg))
+        if tail is None or tail.high_watermark < lg.high_watermark:
+            behind.append(lg.directory.name)
+    current = len(logs) - len(behind)
+    print(f"Tail publishing (remote.log.tail.ms): the tier holds {current} of "
+          f"{plural(len(logs), 'partition')} up to the high watermark ({published} published "
+          f"now, {current - published} already by the scheduler)"
+          + (f"; behind: {', '.join(behind)}." if behind else
+             ": readers of the tier see everything."))
+
+
+def _reader_options(tier: TierOptions) -> dict[str, Any]:
     """The remote storage plugin's options for readers (Spark): the same names
     (tierlog.remote.options translates them for each); local's are the writer's own."""
-    return {} if manager == "local" else dict(options)
+    return {} if tier.manager == "local" else dict(tier.options)
 
 
-def _write_config(data_dir: Path, manager: str, url: str) -> None:
-    """Leave the tier's settings in the data dir so later commands find the remote tier."""
-    (data_dir / DATA_DIR_CONFIG).write_text(
-        "# written by tierlog demo: the remote tier of this data directory\n"
-        f"remote.storage.manager={manager}\nremote.storage.url={url}\n")
+def _write_config(data_dir: Path, tier: TierOptions) -> None:
+    """Leave the tier's settings in the data dir, secrets left out, so later commands find
+    the remote tier (tierlog.cli._tier_options reads them from there)."""
+    atomic_write_text(data_dir / DATA_DIR_CONFIG,
+                      "# written by tierlog demo: the remote tier of this data directory "
+                      "(its secrets are not saved)\n" + format_properties(tier.saved_config()))

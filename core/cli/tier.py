@@ -1,11 +1,18 @@
 """``tierlog tier``: one tiering run now (copy closed segments to the remote tier, remote
 retention, then local retention), with a progress bar and a per-partition summary.
+
+A partition's failure is printed once, in its summary line: the library's warnings about that
+partition during the run (its attach when the data dir opened, each retry) are held back and
+dropped (:func:`errors_reported_once`); the others are printed after the summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tqdm import tqdm
@@ -19,6 +26,7 @@ from tierlog.cli._common import (
     plural,
     settings,
 )
+from tierlog.cli._tier_options import with_configured_tier
 from tierlog.manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentMetadata
 from tierlog.remote.rlm import TierResult
@@ -37,23 +45,50 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    st = settings(args)
-    with open_manager(st) as mgr:
-        if mgr.remote_log_manager is None:
+    st = with_configured_tier(settings(args))
+    with errors_reported_once() as reported, open_manager(st) as mgr:
+        if not any(lg.remote_storage_enabled for lg in mgr.logs().values()):
             raise CliError("no topic has remote.storage.enable=true (create one with "
                            "tierlog topics --create --topic T --config remote.storage.enable=true"
                            " and set remote.storage.url)")
-        with metrics_served(mgr, args.metrics_port, args.metrics_host):
+        with metrics_served(mgr, args.metrics_port):
             results = tier_with_progress(mgr, quiet=args.quiet)
-        failed = print_tier_summary(mgr, results)
+        failed = print_tier_summary(mgr, results, reported)
     return 1 if failed else 0
+
+
+@contextmanager
+def errors_reported_once() -> Iterator[set[str]]:
+    """Hold back the warnings and errors ``tierlog`` logs while the block runs; yields the set
+    the block fills with the partition directories whose errors it printed itself. On the
+    way out the held records about those partitions are dropped, the others printed."""
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING and record.name.startswith("tierlog."):
+            held.append(record)
+            return False
+        return True
+
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(hold)
+    reported: set[str] = set()
+    try:
+        yield reported
+    finally:
+        for handler in handlers:
+            handler.removeFilter(hold)
+        for record in held:
+            if not any(record.getMessage().startswith(f"{name}: ") for name in reported):
+                logging.getLogger(record.name).handle(record)
 
 
 def tier_with_progress(mgr: LogManager, *,
                        quiet: bool = False) -> dict[str, tuple[TierResult, int, int]]:
     """Run ``mgr.tier_now`` under a progress bar of copied segments. Returns, per partition
     directory, its result and its local segment count before and after."""
-    before = {lg.directory.name: len(lg.segments) for lg in mgr.tiered_logs()}
+    before = _local_segments(mgr)
     with tqdm(total=mgr.copy_candidates(), unit="seg", desc="tier", disable=quiet,
               file=sys.stderr) as bar:
         def progress(event: str, metadata: RemoteLogSegmentMetadata) -> None:
@@ -66,13 +101,23 @@ def tier_with_progress(mgr: LogManager, *,
     # No background thread runs in a command: remove now what retention scheduled for now
     # (file.delete.delay.ms=0); later deletes happen when the log is next opened.
     mgr.scheduler.run_due()
-    after = {lg.directory.name: len(lg.segments) for lg in mgr.tiered_logs()}
+    after = _local_segments(mgr)
     return {name: (result, before.get(name, 0), after.get(name, 0))
             for name, result in sorted(results.items())}
 
 
-def print_tier_summary(mgr: LogManager, results: dict[str, tuple[TierResult, int, int]]) -> bool:
-    """One line per partition; returns True when any partition reported an error."""
+def _local_segments(mgr: LogManager) -> dict[str, int]:
+    """Local segments per directory of every partition with remote.storage.enable, the tier
+    attached or not (a partition the tier is unavailable to keeps all of its segments)."""
+    return {lg.directory.name: len(lg.segments) for lg in mgr.logs().values()
+            if lg.remote_storage_enabled and not lg.closed}
+
+
+def print_tier_summary(mgr: LogManager, results: dict[str, tuple[TierResult, int, int]],
+                       reported: set[str] | None = None) -> bool:
+    """One line per partition, then one error line per failure (on stderr); returns True
+    when any partition reported an error. The partitions with errors are added to
+    ``reported`` (see :func:`errors_reported_once`)."""
     failed = False
     logs = {lg.directory.name: lg for lg in mgr.tiered_logs()}
     for name, (result, before, after) in results.items():
@@ -87,5 +132,9 @@ def print_tier_summary(mgr: LogManager, results: dict[str, tuple[TierResult, int
               f"{before} -> {after}{offsets}")
         for error in result.errors:
             failed = True
-            print(f"tierlog: error: {name}: {error}", file=sys.stderr)
+            if reported is not None:
+                reported.add(name)
+            # Errors of the remote layer start with the partition's name already.
+            text = error if error.startswith(f"{name}: ") else f"{name}: {error}"
+            print(f"tierlog: error: {text}", file=sys.stderr)
     return failed
