@@ -16,6 +16,7 @@ This module imports nothing of tierlog's: every layer may count into it, and exp
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -86,52 +87,59 @@ class Histogram:
         self.total_ns += elapsed_ns
         now = self._clock() if now_ns is None else now_ns
         if now >= self._rotate_at:
-            stale = now >= self._rotate_at + self._window_ns
-            self._previous = [0] * _BUCKETS if stale else self._current
-            self._current = [0] * _BUCKETS
-            self._rotate_at = now + self._window_ns
-        us = min(max(elapsed_ns, 0) // 1000, _LARGEST_US)
+            self._rotate(now)
+        us = elapsed_ns // 1000
+        if us < _SMALL:  # (a clock that stepped back counts as 0)
+            self._current[max(us, 0)] += 1
+            return
         shift = us.bit_length() - _SUB_BITS - 1
-        if shift < 0:
-            self._current[us] += 1
-        else:
-            self._current[(shift << _SUB_BITS) + (us >> shift)] += 1
+        if shift > _MAX_SHIFT:
+            shift, us = _MAX_SHIFT, _LARGEST_US
+        self._current[(shift << _SUB_BITS) + (us >> shift)] += 1
 
-    def recent(self) -> list[int]:
-        """The bucket counts of the recent past (the current and the previous window)."""
+    def _rotate(self, now: int) -> None:
+        stale = now >= self._rotate_at + self._window_ns
+        self._previous = [0] * _BUCKETS if stale else self._current
+        self._current = [0] * _BUCKETS
+        self._rotate_at = now + self._window_ns
+
+    def recent(self) -> list[int] | None:
+        """The bucket counts of the recent past (the current and the previous window), or
+        None when nothing happened in it."""
         now = self._clock()
-        if now >= self._rotate_at + self._window_ns:
-            return [0] * _BUCKETS
+        if self.count == 0 or now >= self._rotate_at + self._window_ns:
+            return None
         if now >= self._rotate_at:
             return list(self._current)  # the current window is already the previous one
-        return [a + b for a, b in zip(self._current, self._previous, strict=True)]
+        return list(map(operator.add, self._current, self._previous))
 
-    def percentiles(self, quantiles: Sequence[float] = QUANTILE_VALUES
-                    ) -> list[float]:
+    def percentiles(self, quantiles: Sequence[float] = QUANTILE_VALUES) -> list[float]:
         """Each quantile of the recent durations, in milliseconds (see :func:`percentiles`)."""
         return percentiles([self], quantiles)
 
 
 def percentiles(histograms: Iterable[Histogram],
                 quantiles: Sequence[float] = QUANTILE_VALUES) -> list[float]:
-    """Each quantile of the recent durations of ``histograms`` together, in milliseconds: the
-    middle of the bucket it falls in (0 when there were none, as Kafka reports it)."""
-    counts = [0] * _BUCKETS
+    """Each quantile (ascending) of the recent durations of ``histograms`` together, in
+    milliseconds: the middle of the bucket it falls in (0 when there were none, as Kafka
+    reports it)."""
+    counts: list[int] | None = None
     for histogram in histograms:
-        counts = [a + b for a, b in zip(counts, histogram.recent(), strict=True)]
-    total = sum(counts)
+        recent = histogram.recent()
+        if recent is not None:
+            counts = recent if counts is None else list(map(operator.add, counts, recent))
+    total = sum(counts) if counts is not None else 0
+    if counts is None or total == 0:
+        return [0.0] * len(quantiles)
     out: list[float] = []
+    index, seen = -1, 0
     for q in quantiles:
-        if total == 0:
-            out.append(0.0)
-            continue
-        rank, seen = q * total, 0
-        for index, n in enumerate(counts):
-            seen += n
-            if n and seen >= rank:
-                low, high = _bounds_us(index)
-                out.append((low + high) / 2 / 1000)
-                break
+        rank = q * total
+        while seen < rank or index < 0 or counts[index] == 0:
+            index += 1
+            seen += counts[index]
+        low, high = _bounds_us(index)
+        out.append((low + high) / 2 / 1000)
     return out
 
 

@@ -228,16 +228,16 @@ METRICS: tuple[Metric, ...] = (
            "Flushes (fsync up to a new recovery point) of every log and their time (ms).",
            lambda s, _: [lg.stats.flush_time for lg in s.all_logs]),
     Metric("tierlog.log:type=LogAppendStats,name=GeneralAppendRateAndTimeMs", "histogram",
-           "partition", "Appends that took the general path (producer ids, compression, "
+           "topic", "Appends that took the general path (producer ids, compression, "
            "control batches, rolls) and their time (ms); the plain producer hot path is "
            "counted in MessagesIn/BytesIn but not timed.",
-           lambda s, lg: [lg.stats.general_append_time]),
+           lambda s, t: [lg.stats.general_append_time for lg in t.logs]),
     Metric("tierlog.log:type=Log,name=RollsPerSec", "meter", "partition",
            "Times the active segment was rolled.", lambda s, lg: lg.stats.rolls),
     # -- cleanup (retention and compaction) ----------------------------------------------
-    Metric(_CLEANER + "CleanupRateAndTimeMs", "histogram", "partition",
-           "Runs of the partition's cleanup policies (delete, compact) and their time (ms).",
-           lambda s, lg: [lg.stats.cleanup_time]),
+    Metric(_CLEANER + "CleanupRateAndTimeMs", "histogram", "topic",
+           "Runs of the cleanup policies (delete, compact) over the topic's partitions and "
+           "their time (ms).", lambda s, t: [lg.stats.cleanup_time for lg in t.logs]),
     Metric(_CLEANER + "CompactedBytesReadPerSec", "meter", "partition",
            "Bytes of the segments compaction rewrote, before cleaning.",
            lambda s, lg: lg.stats.cleaner_bytes_before),
