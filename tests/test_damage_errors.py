@@ -192,6 +192,28 @@ def test_a_tiered_read_of_a_cut_object_says_so_with_both_sizes(tiered) -> None:
     assert caught.value.check == "size"
 
 
+def test_a_tiered_read_refuses_a_metadata_size_one_byte_short(tmp_path, clock) -> None:
+    config = {"segment.bytes": 1 << 20, "index.interval.bytes": 200, "local.retention.bytes": 0,
+              "remote.storage.enable": True, "remote.storage.manager": "local",
+              "remote.storage.url": (tmp_path / "tier").as_uri()}
+    with LogManager.open(tmp_path / "data", config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, BATCHES)
+        log.roll()
+        mgr.tier_now()
+        directory = tmp_path / "tier" / partition_dir_name(topic_id_partition(log))
+    size = _segment(directory).stat().st_size
+    _segment_metadata(directory, lambda d: d.update(segmentSizeInBytes=size - 1))
+    with LogManager.open(tmp_path / "data", config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        log = mgr.log("orders", 0)
+        for offset in (TIERED - 1, TIERED - 20):  # the cut batch, and a read reaching it
+            with pytest.raises(CorruptRecordError,
+                               match=rf"expected {size - 1} bytes .*reaching byte {size}"):
+                list(log.read(offset).records())
+
+
 def test_the_tier_reader_refuses_a_cut_object(tiered) -> None:
     _, _, directory = tiered
     segment = _segment(directory)

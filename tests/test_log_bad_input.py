@@ -128,7 +128,8 @@ def test_crc_valid_batch_whose_records_disagree_with_its_header(log, writer, com
     if compression == "none":
         data = _good_batch()
         _assert_rejected(log, _with_crc(_lengthened(data, 8)), CorruptRecordError,
-                         r"position 0\): record framing check failed: record 3 at byte \d+: 8 bytes remain after 3 records")
+                         r"position 0\): record framing check failed: record 3 at byte \d+: "
+                         r"8 bytes remain after 3 records")
         more = bytearray(data)
         struct.pack_into(">i", more, 57, 4)  # recordCount
         struct.pack_into(">i", more, 23, 3)  # lastOffsetDelta, so the header agrees with itself

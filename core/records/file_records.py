@@ -401,7 +401,8 @@ class FileRecords:
         """The header of the batch at ``position`` (as a RecordBatch over 61 bytes), or None at the end."""
         if position + HEADER_SIZE > self.size:
             return None
-        return RecordBatch(os.pread(self.fileno(), HEADER_SIZE, position), 0, header_only=True)
+        return RecordBatch(os.pread(self.fileno(), HEADER_SIZE, position), 0, header_only=True,
+                           origin=self.origin(position))
 
     def headers_from(self, position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """(position, header) of every batch from ``position``, reading only 61 bytes each.

@@ -128,8 +128,10 @@ class RemoteLogReader:
                 f"{position + at}, though its metadata says it holds offsets "
                 f"{metadata.start_offset}..{metadata.end_offset} in {size} bytes",
                 check="size"))
-        if position + at + length > size:
-            raise self._beyond_size(metadata, name, position + at, length)
+        if position + len(data) >= size:  # the read reached the object's end: whole batches
+            cut = _cut_batch(data, at)
+            if cut is not None:
+                raise self._beyond_size(metadata, name, position + cut[0], cut[1])
         view = memoryview(data)[at:_batches_end(data, at, max_bytes, upper, min_one_message)]
         origin = name._replace(shift=position + at)
         validate_fetched_batches(view, origin)
@@ -146,14 +148,13 @@ class RemoteLogReader:
 
     def _beyond_size(self, metadata: RemoteLogSegmentMetadata, name: BatchOrigin,
                      position: int, length: int) -> CorruptRecordError:
-        """The error of a batch running past the object's size in its metadata: the object
-        is longer than the metadata says (one more request, to count how much)."""
+        """The error of a batch running past the object's size in its metadata (``length``:
+        what its header declares, or the header's own size when the object ends inside it)."""
         size = metadata.segment_size_in_bytes
-        found = size + len(_read_range(self._rlm.rsm, metadata, size, None))
         return name.locate(CorruptRecordError(
-            f"the batch of {length} bytes at position {position} runs past the object's size "
-            f"in its metadata: expected {size} bytes, found {found}", position=position,
-            check="size"))
+            f"the batch ({length} bytes by its header) runs past the object's end: expected "
+            f"{size} bytes (its metadata), found a batch reaching byte {position + length}",
+            position=position, check="size"))
 
     def _fetch(self, metadata: RemoteLogSegmentMetadata, name: BatchOrigin, start: int,
                end: int, anchor: int | None) -> bytes:
@@ -291,6 +292,17 @@ def _locate(data: bytes, offset: int) -> tuple[bool, int, int]:
             return True, position, size
         boundary = position + size
     return False, boundary, 0
+
+
+def _cut_batch(data: bytes, start: int) -> tuple[int, int] | None:
+    """``(position, declared size)`` of a batch from ``start`` that ``data`` ends inside (a
+    header's 61 bytes when it ends inside one), or None when the batches fill it exactly."""
+    boundary = start
+    for position, header in walk_headers(data, start):
+        boundary = position + header[1] + LOG_OVERHEAD
+        if boundary > len(data):
+            return position, boundary - position
+    return None if boundary == len(data) else (boundary, HEADER_SIZE)
 
 
 def _batches_end(data: bytes, start: int, max_bytes: int, upper: int,
