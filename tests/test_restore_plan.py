@@ -67,11 +67,11 @@ def test_a_plan_says_what_a_cut_deletes_and_changes_nothing(
         assert (state.cut, state.log_start_offset) == (cut, 0)
         assert {m.segment_id for m in state.dropped} == {m.segment_id for m in above}
         assert state.deleted_records == source.tier_end - cut and plan.deletes
-        assert plan.describe() == [f"orders-0: cut at offset {cut} (log start 0); deletes "
-                                   f"{len(above)} segments ({source.tier_end - cut} records) "
-                                   f"from the tier"]
+        line = (f"orders-0: cut at offset {cut} (log start 0); deletes {len(above)} segments "
+                f"({source.tier_end - cut} records) from the tier")
+        assert plan.describe() == [line]
         # Not told to execute: refused, naming what it would delete; nothing changed.
-        with pytest.raises(RestoreNotConfirmedError, match=r"execute=True.*|.*--execute") as e:
+        with pytest.raises(RestoreNotConfirmedError, match="--execute") as e:
             mgr.restore_topic("orders", to_offset=cut)
         assert f"{len(above)} segments ({source.tier_end - cut} records)" in str(e.value)
         assert mgr.partitions("orders") == [] and not list(source.data.glob("orders-*"))
@@ -119,7 +119,7 @@ def _two_topics(tmp_path: Path, clock: Any, request: pytest.FixtureRequest
 def test_the_operators_typo_prints_a_plan_and_deletes_nothing(
         tmp_path: Path, clock: Any, request: pytest.FixtureRequest) -> None:
     """The issue's command, word for word: a dry run that shows every partition emptied."""
-    config, data = _two_topics(tmp_path, clock, request)
+    config, _ = _two_topics(tmp_path, clock, request)
     url = config["remote.storage.url"]
     before = tier_files(_tier_root(tmp_path))
     other = tmp_path / "other"
@@ -195,7 +195,7 @@ def test_the_cli_restores_to_a_new_topic(source: Source, tmp_path: Path) -> None
     url = source.config["remote.storage.url"]
     before = tier_files(_tier_root(tmp_path))
     done = tierlog("restore", url, "--data-dir", tmp_path / "fork", "--topic", "orders",
-                   "--to-offset", cut, "--to-topic", "orders_old", "--quiet")
+                   "--to-offset", str(cut), "--to-topic", "orders_old", "--quiet")
     assert f"orders_old-0: offsets 0-{cut - 1}" in done.stdout
     assert "as new topic 'orders_old'" in done.stdout and "plan" not in done.stdout
     after = tier_files(_tier_root(tmp_path))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from tierlog.errors import RemoteResourceNotFoundError, TopicExistsError
+from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError, TopicExistsError
 from tierlog.partition_metadata import new_topic_id
 from tierlog.remote.api import (
     IndexType,
@@ -168,7 +168,7 @@ def discard_fork(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
                 metadata = dataclasses.replace(
                     metadata, state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
             roll_back_unfinished(metadata, mark=mark, delete=delete)
-        except Exception as exc:  # the restore's own failure is the one raised
+        except (RemoteStorageError, OSError) as exc:  # the restore's own error is raised
             log.warning("%s: the copy of segment %d-%d stays in the tier (run `tierlog scrub "
                         "--repair`): %s", metadata.topic_id_partition, metadata.start_offset,
                         metadata.end_offset, exc)
