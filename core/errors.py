@@ -147,6 +147,11 @@ class RecordBatchTooLargeError(TierlogError, ValueError):
     """A batch is larger than max.message.bytes (or the segment size)."""
 
 
+class RecordListTooLargeError(RecordBatchTooLargeError):
+    """An append larger than ``segment.bytes``: no segment could hold it (Kafka's
+    RecordBatchTooLargeException, answered RECORD_LIST_TOO_LARGE)."""
+
+
 class InvalidTimestampError(TierlogError, ValueError):
     """A batch timestamp is invalid for the topic's timestamp settings."""
 
@@ -367,6 +372,12 @@ class MalformedRequestError(BadRequestError):
         self.request = request
         self.field = field
         self.position = position
+        self.detail = detail
+
+
+class PartitionLimitError(ProtocolError, ValueError):
+    """A request that would create more partitions than ``max.broker.partitions`` allows or
+    the log dirs' free space can hold: refused before any is created; names the counts."""
 
 
 class FetchSessionError(ProtocolError):

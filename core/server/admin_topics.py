@@ -20,6 +20,7 @@ from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.internal_topics import AdminChange, refusal
 from tierlog.server.metadata import topic_uuid
+from tierlog.server.partition_limits import new_partitions_check
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
 
@@ -37,8 +38,9 @@ def _attempt(fn: Callable[[], Any]) -> _Result:
 
 
 def create_topic(manager: LogManager, topic: Any, default_partitions: int,
-                 validate_only: bool) -> _Result:
-    """One CreatableTopic: checks, then (unless ``validate_only``) the topic."""
+                 validate_only: bool, check_new: Callable[[int], None]) -> _Result:
+    """One CreatableTopic: checks (``check_new(count)`` raises when the broker may not take
+    ``count`` more partitions), then (unless ``validate_only``) the topic."""
     replication = int(topic.replication_factor)
     if replication not in (-1, 1):
         return (ErrorCode.invalid_replication_factor,
@@ -57,6 +59,7 @@ def create_topic(manager: LogManager, topic: Any, default_partitions: int,
         LogConfig(configs)
         if manager.partitions(topic.name):
             manager.create_topic(topic.name, count, configs)  # raises TopicExistsError
+        check_new(count)
         if not validate_only:
             manager.create_topic(topic.name, count, configs)
 
@@ -66,11 +69,13 @@ def create_topic(manager: LogManager, topic: Any, default_partitions: int,
 def install(registry: Registry, services: Services) -> None:
     manager = services.manager
     zero = datetime.timedelta(0)
+    check_new = new_partitions_check(services)
 
     async def create_topics(ctx: RequestContext, request: Any) -> Any:
         default = services.manager.config["num.partitions"]
         results = await services.run_blocking(lambda: [
-            create_topic(manager, t, default, bool(getattr(request, "validate_only", False)))
+            create_topic(manager, t, default, bool(getattr(request, "validate_only", False)),
+                         check_new)
             for t in request.topics])
         cls = ctx.response_type
         result_t = nested(cls, "CreatableTopicResult")
@@ -122,8 +127,9 @@ def install(registry: Registry, services: Services) -> None:
                 return (ErrorCode.invalid_partitions,
                         (f"topic {topic.name} has {len(current)} partitions; the new count "
                         f"{topic.count} must be larger"))
-            if validate_only:
-                return _OK
+            checked = _attempt(lambda: check_new(int(topic.count) - len(current)))
+            if validate_only or checked != _OK:
+                return checked
             return _attempt(lambda: manager.create_partitions(topic.name, int(topic.count)))
 
         results = await services.run_blocking(lambda: [one(t) for t in request.topics])

@@ -21,13 +21,17 @@ from tierlog.server.coordinator_config import COORDINATOR_KEYS
 DEFAULT_PORT = 9092
 #: Kafka's default ``socket.request.max.bytes`` (100 MiB).
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+#: ``max.broker.partitions`` (KIP-578): the partitions one node holds, internal topics
+#: included. Kafka leaves it unbounded; 4,000 is the per-broker figure Kafka's operators are
+#: advised to stay under, and a single tierlog process serves them all.
+DEFAULT_MAX_BROKER_PARTITIONS = 4000
 
 #: The keys the server reads itself (all others go to ManagerConfig).
 SERVER_KEYS = frozenset({
     "listeners", "advertised.listeners", "node.id", "broker.id", "log.dirs", "log.dir",
     "socket.request.max.bytes", "auto.create.topics.enable", "num.network.threads",
     "num.io.threads", "process.roles", "listener.security.protocol.map",
-    "inter.broker.listener.name", "controller.listener.names",
+    "inter.broker.listener.name", "controller.listener.names", "max.broker.partitions",
 })
 
 
@@ -91,6 +95,7 @@ class ServerConfig:
     log_dirs: tuple[Path, ...] = ()
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     auto_create_topics: bool = True
+    max_broker_partitions: int = DEFAULT_MAX_BROKER_PARTITIONS
     manager: Mapping[str, Any] = field(default_factory=dict)
     #: The group and transaction coordinators' settings (coordinator_config.COORDINATOR_KEYS).
     coordinator: Mapping[str, Any] = field(default_factory=dict)
@@ -117,6 +122,8 @@ class ServerConfig:
                 "socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES), 1024),
             auto_create_topics=_parse_bool("auto.create.topics.enable",
                                            values.get("auto.create.topics.enable", True)),
+            max_broker_partitions=_parse_int("max.broker.partitions", values.get(
+                "max.broker.partitions", DEFAULT_MAX_BROKER_PARTITIONS), 1),
             manager=manager,
             coordinator={k: v for k, v in values.items() if k in COORDINATOR_KEYS},
         )

@@ -10,6 +10,7 @@ retry instead of failing the send.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -19,12 +20,22 @@ from tierlog import errors as e
 
 log = logging.getLogger(__name__)
 
+#: An absolute path (group 1: its directories, group 2: its last name).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/((?:[^\s/:'\",()]+/)*)([^\s/:'\",()]+)")
+
+
+def _cut_path(match: re.Match[str]) -> str:
+    # A path below a directory keeps its file's name; a top-level one (a data dir) nothing.
+    return f".../{match.group(2)}" if match.group(1) else "..."
+
 #: tierlog error type -> Kafka error code (looked up along the exception's MRO).
 ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
     e.CorruptRecordError: ErrorCode.corrupt_message,
     e.OffsetsOutOfOrderError: ErrorCode.corrupt_message,
     e.UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
     e.RecordBatchTooLargeError: ErrorCode.message_too_large,
+    e.RecordListTooLargeError: ErrorCode.record_list_too_large,
+    e.PartitionLimitError: ErrorCode.policy_violation,
     e.InvalidTimestampError: ErrorCode.invalid_timestamp,
     e.InvalidRecordError: ErrorCode.invalid_record,
     e.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
@@ -67,6 +78,11 @@ def error_code_for(exc: BaseException) -> ErrorCode:
 
 
 def error_message(exc: BaseException) -> str:
-    """The error message a response carries (the exception's text, bounded)."""
+    """The error message a response carries: the exception's text, bounded, with every
+    absolute path cut to its last name (``.../00000000000000000000.index``): a client learns
+    which file, not where the broker keeps its data. A cut text is logged whole here."""
     text = str(exc) or type(exc).__name__
-    return text[:1000]
+    public = _ABSOLUTE_PATH.sub(_cut_path, text)
+    if public != text:
+        log.warning("answering a client with %s: %s", type(exc).__name__, text)
+    return public[:1000]

@@ -16,6 +16,7 @@ from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import make, nested
 from tierlog.server.internal_topics import is_internal
+from tierlog.server.partition_limits import new_partitions_check
 from tierlog.server.registry import Registry
 from tierlog.server.services import Services
 
@@ -47,8 +48,14 @@ async def ensure_topic(services: Services, name: str) -> bool:
     manager = services.manager
     if manager.partitions(name):
         return True
+    check_new = new_partitions_check(services)
+
+    def create() -> None:
+        check_new(int(manager.config["num.partitions"]))
+        manager.create_topic(name)
+
     try:
-        await services.run_blocking(lambda: manager.create_topic(name))
+        await services.run_blocking(create)
         log.info("auto-created topic %s", name)
     except TopicExistsError:
         pass
