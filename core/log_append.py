@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tierlog.append_plan import AppendPlan, LogAppendInfo, plan_append
-from tierlog.errors import RecordBatchTooLargeError
+from tierlog.errors import RecordListTooLargeError
 from tierlog.events import SegmentRolled
 from tierlog.producer_state import ProducerBatchRun
 from tierlog.segment import LogSegment
@@ -112,7 +112,7 @@ class LogAppends:
         segment = log.local.segments.active
         max_bytes = log._config["segment.bytes"]
         if plan.size > max_bytes:
-            raise RecordBatchTooLargeError(
+            raise RecordListTooLargeError(
                 f"{log.directory.name}: append of {plan.size} bytes exceeds segment.bytes "
                 f"({max_bytes})"
             )
