@@ -50,19 +50,17 @@ _I32 = struct.Struct(">i")
 _MAX_VARINT_BYTES = 10
 
 
-class _Bad(Exception):
-    """A failed bound, raised inside the walk and named with its field path on the way out
-    (cheaper than threading the path through every checker)."""
+def _bad(detail: str, pos: int) -> MalformedRequestError:
+    """A failed bound inside the walk; each level it rises through names itself in front
+    (:func:`_within`), and :func:`check_request` names the request."""
+    return MalformedRequestError("", "", pos, detail)
 
-    def __init__(self, message: str, pos: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.pos = pos
-        self.path: list[str] = []  # innermost first
 
-    def where(self) -> str:
-        """The field path: ``topics[0].partitions``."""
-        return ".".join(reversed(self.path)).replace(".[", "[") or "tagged fields"
+def _within(bad: MalformedRequestError, name: str) -> MalformedRequestError:
+    """``bad`` one level up: ``name`` (a field, or ``[i]`` an array element) in front."""
+    inner = bad.field
+    field = name if not inner else name + (inner if inner.startswith("[") else "." + inner)
+    return MalformedRequestError("", field, bad.position, bad.detail)
 
 
 def check_request(request_type: type[Any], frame: bytes | memoryview) -> None:
@@ -70,21 +68,22 @@ def check_request(request_type: type[Any], frame: bytes | memoryview) -> None:
     ``request_type`` (a kio request class) before kio decodes it; MalformedRequestError
     naming the API, version, field and byte offset of the first length that does not fit
     (a decoder would allocate it) or null that is not allowed."""
-    name = f"{request_type.__name__} v{request_type.__version__}"
     try:
         offset = entity_checker(request_type.__header_schema__)(frame, 0, len(frame))
         entity_checker(request_type)(frame, offset, len(frame))
-    except _Bad as bad:
-        raise MalformedRequestError(name, bad.where(), bad.pos, bad.message) from None
+    except MalformedRequestError as bad:
+        raise MalformedRequestError(f"{request_type.__name__} v{request_type.__version__}",
+                                    bad.field or "tagged fields", bad.position,
+                                    bad.detail) from None
 
 
 def check_header(header_type: type[Any], frame: bytes | memoryview) -> int:
     """Check a request header alone (as :func:`check_request`); returns its length."""
     try:
         return entity_checker(header_type)(frame, 0, len(frame))
-    except _Bad as bad:
-        raise MalformedRequestError(header_type.__name__, bad.where(), bad.pos,
-                                    bad.message) from None
+    except MalformedRequestError as bad:
+        raise MalformedRequestError(header_type.__name__, bad.field or "tagged fields",
+                                    bad.position, bad.detail) from None
 
 
 # -- primitives ------------------------------------------------------------------------------
@@ -97,19 +96,19 @@ def _uvarint(frame: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, i + 1
         shift += 7
-    raise _Bad("a varint runs past the end of the frame or is too long", pos)
+    raise _bad("a varint runs past the end of the frame or is too long", pos)
 
 
 def _need(pos: int, size: int, end: int, what: str) -> int:
     if size > end - pos:
-        raise _Bad(f"{what} needs at least {size} bytes, {max(end - pos, 0)} are left", pos)
+        raise _bad(f"{what} needs at least {size} bytes, {max(end - pos, 0)} are left", pos)
     return pos + size
 
 
 def _fixed(size: int) -> Checker:
     def check(frame: bytes | memoryview, pos: int, end: int) -> int:
         if size > end - pos:
-            raise _Bad(f"{size} bytes of fixed-size fields, {max(end - pos, 0)} are left", pos)
+            raise _bad(f"{size} bytes of fixed-size fields, {max(end - pos, 0)} are left", pos)
         return pos + size
     return check
 
@@ -120,7 +119,7 @@ def _compact_length(frame: bytes | memoryview, pos: int, end: int, nullable: boo
     raw, after = _uvarint(frame, pos, end)
     if raw == 0:
         if not nullable:
-            raise _Bad(f"a null {what} where the field is not nullable", pos)
+            raise _bad(f"a null {what} where the field is not nullable", pos)
         return -1, after
     return raw - 1, after
 
@@ -133,10 +132,10 @@ def _legacy_length(frame: bytes | memoryview, pos: int, end: int, nullable: bool
     n = (_I32 if wide else _I16).unpack_from(frame, pos)[0]
     if n == -1:
         if not nullable:
-            raise _Bad(f"a null {what} where the field is not nullable", pos)
+            raise _bad(f"a null {what} where the field is not nullable", pos)
         return -1, after
     if n < -1:
-        raise _Bad(f"a {what} of negative length {n}", pos)
+        raise _bad(f"a {what} of negative length {n}", pos)
     return int(n), after
 
 
@@ -146,13 +145,13 @@ def _sized(flexible: bool, nullable: bool, wide: bool, what: str) -> Checker:
         if flexible and start < end and frame[start] & 0x80 == 0:  # a one-byte length
             n, pos = frame[start] - 1, start + 1
             if n < 0 and not nullable:
-                raise _Bad(f"a null {what} where the field is not nullable", start)
+                raise _bad(f"a null {what} where the field is not nullable", start)
         elif flexible:
             n, pos = _compact_length(frame, start, end, nullable, what)
         else:
             n, pos = _legacy_length(frame, start, end, nullable, wide, what)
         if n > end - pos:
-            raise _Bad(f"a {what} of {n} bytes, {end - pos} are left", start)
+            raise _bad(f"a {what} of {n} bytes, {end - pos} are left", start)
         return pos if n < 0 else pos + n
     return check
 
@@ -171,16 +170,15 @@ def _array(flexible: bool, nullable: bool, element: Checker, element_min: int,
         if n <= 0:
             return pos
         if n * floor > end - pos:
-            raise _Bad(f"an array of {n} elements needs at least {n * floor} bytes, "
+            raise _bad(f"an array of {n} elements needs at least {n * floor} bytes, "
                        f"{end - pos} are left", start)
         if element_fixed:
             return pos + n * element_min
         for i in range(n):
             try:
                 pos = element(frame, pos, end)
-            except _Bad as bad:
-                bad.path.append(f"[{i}]")
-                raise
+            except MalformedRequestError as bad:
+                raise _within(bad, f"[{i}]") from None
         return pos
     return check
 
@@ -273,9 +271,8 @@ def _build_entity(entity_type: type[Any]) -> tuple[Checker, int]:
         for name, field_check in steps:
             try:
                 pos = field_check(frame, pos, end)
-            except _Bad as bad:
-                bad.path.append(name)
-                raise
+            except MalformedRequestError as bad:
+                raise _within(bad, name) from None
         if flexible:
             if pos < end and frame[pos] == 0:  # no tagged fields, nearly always
                 return pos + 1
@@ -308,7 +305,7 @@ def _tagged_fields(frame: bytes | memoryview, pos: int, end: int,
                    known: dict[int, _Field]) -> int:
     count, pos = _uvarint(frame, pos, end)
     if count * 2 > end - pos:  # each at least a tag and a size
-        raise _Bad(f"{count} tagged fields need at least {count * 2} bytes, "
+        raise _bad(f"{count} tagged fields need at least {count * 2} bytes, "
                    f"{end - pos} are left", pos)
     for _ in range(count):
         tag, pos = _uvarint(frame, pos, end)
@@ -318,9 +315,8 @@ def _tagged_fields(frame: bytes | memoryview, pos: int, end: int,
         if field is not None:
             try:
                 if field.check(frame, pos, stop) != stop:
-                    raise _Bad(f"tagged field {tag} is shorter than its size {size}", pos)
-            except _Bad as bad:
-                bad.path.append(field.name)
-                raise
+                    raise _bad(f"tagged field {tag} is shorter than its size {size}", pos)
+            except MalformedRequestError as bad:
+                raise _within(bad, field.name) from None
         pos = stop
     return pos
