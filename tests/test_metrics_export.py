@@ -212,6 +212,18 @@ def test_tierlog_metrics_prints_a_snapshot(tmp_path):
     assert {"kafka_log_log_size", "kafka_log_log_numlogsegments"} <= names
 
 
+def test_tierlog_metrics_shows_idle_internal_partitions_only_when_asked(tmp_path):
+    from tierlog.plugins.metrics.export import catalog_table
+
+    data = tmp_path / "data"
+    tierlog("topics", "--create", "--topic", "__transaction_state", "--partitions", "3",
+            "--data-dir", data)
+    name = "kafka_log_log_size{topic=__transaction_state,partition=2}"
+    assert name not in tierlog("metrics", "--data-dir", data).stdout
+    assert name in tierlog("metrics", "--idle-internal", "--data-dir", data).stdout
+    assert tierlog("metrics", "--catalog").stdout == catalog_table()
+
+
 def test_metrics_port_serves_while_produce_runs(tmp_path):
     data = tmp_path / "data"
     tierlog("topics", "--create", "--topic", "t", "--data-dir", data)

@@ -188,3 +188,13 @@ def test_the_server_counts_name_the_broker_metrics(served):
     assert storage_only.get_sample_value(
         "kafka_controller_kafkacontroller_activecontrollercount", {}) is None
     assert storage_only.get_sample_value(bt + "messagesin_total", {"topic": "clicks"}) == 5
+
+
+def test_the_docs_table_is_the_catalogs():
+    """docs/metrics.md lists every metric as the catalog and the rules name it."""
+    from pathlib import Path
+
+    from tierlog.plugins.metrics.export import catalog_table
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    assert catalog_table() in docs

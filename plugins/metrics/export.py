@@ -11,14 +11,16 @@ from prometheus_client import generate_latest, start_http_server
 from prometheus_client.registry import CollectorRegistry
 
 from tierlog.errors import MetricsBindError
-from tierlog.plugins.metrics.collector import registry_for
+from tierlog.plugins.metrics.catalog import METRICS, SCOPE_TAGS
+from tierlog.plugins.metrics.collector import attributes, registry_for, sample_name
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from tierlog.manager import LogManager
 
-__all__ = ["DEFAULT_HOST", "MetricsServer", "prometheus_text", "serve_metrics", "table"]
+__all__ = ["DEFAULT_HOST", "MetricsServer", "catalog_table", "prometheus_text", "serve_metrics",
+           "table"]
 
 log = logging.getLogger(__name__)
 
@@ -90,3 +92,34 @@ def table(registry: CollectorRegistry) -> str:
         return "no metrics\n"
     width = max(len(name) for name, _ in rows)
     return "".join(f"{name:<{width}}  {value}\n" for name, value in rows)
+
+
+_EXAMPLE_TAGS = {"listener": "PLAINTEXT", "networkProcessor": "0"}
+_TOPIC_SCOPES = ("topic", "tiered_topic", "broker_topic")
+_TYPES = {"meter": "counter", "gauge": "gauge", "attribute": "gauge",
+          "histogram": "summary (ms)"}
+
+
+def catalog_table() -> str:
+    """docs/metrics.md's table of every storage and broker metric, in Markdown, made from the
+    catalog and named by the rules (``tierlog metrics --catalog`` prints it)."""
+    rows = ["| Prometheus name | Type | Labels | Meaning | Kafka MBean |",
+            "|---|---|---|---|---|"]
+    for metric in METRICS:
+        keys = SCOPE_TAGS[metric.scope]
+        values = tuple(_EXAMPLE_TAGS.get(k, k) for k in keys)
+        names = []
+        for attribute in attributes(metric)[:2]:
+            named = sample_name(metric, keys, values, attribute)
+            if named is not None:
+                names.append(f"`{named[0]}`")
+        labels = ", ".join(k for k in keys if k not in _EXAMPLE_TAGS) or "-"
+        if metric.scope in _TOPIC_SCOPES:
+            labels += " (and one sample without: all topics)"
+        if metric.kind == "histogram":
+            labels += "; quantile"
+        bean = metric.mbean + (f" ({metric.attribute})" if metric.attribute else "")
+        shown = " ".join(sorted(set(names), key=len))
+        rows.append(f"| {shown} | {_TYPES[metric.kind]} | {labels} | {metric.help} | "
+                    f"`{bean}` |")
+    return "\n".join(rows) + "\n"
