@@ -10,6 +10,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FakeClock
@@ -78,44 +79,45 @@ def path_of(tier: RemoteTier, md: RemoteLogSegmentMetadata, suffix: str) -> Path
     return Path(tier.path(segment_object_key(md, suffix)))
 
 
-def flip(path: Path, position: int) -> None:
+def flip(path: Path, position: int) -> Path:
+    """Flip every bit of the byte at ``position`` (from the end when negative)."""
     data = bytearray(path.read_bytes())
     data[position] ^= 0xFF
     path.write_bytes(bytes(data))
+    return path
 
 
-def cut(path: Path, drop: int) -> None:
+def cut(path: Path, drop: int) -> Path:
     os.truncate(path, path.stat().st_size - drop)
+    return path
 
 
 def rewrite_metadata(tier: RemoteTier, md: RemoteLogSegmentMetadata,
-                     change: Callable[[dict], bytes]) -> Path:
+                     change: Callable[[dict[str, Any]], bytes]) -> Path:
     path = Path(tier.path(metadata_object_key(md)))
     path.write_bytes(change(json.loads(path.read_bytes())))
     return path
 
 
-def off_by_one(data: dict) -> bytes:
+def off_by_one(data: dict[str, Any]) -> bytes:
     data["startOffset"] += 1
     return json.dumps(data).encode()
 
 
-#: Each damage: (what it does to the segment, the finding kind, the object named).
+#: Each damage: (what it does to the segment, returning the object it damaged; the finding
+#: kind a deep scrub reports).
 DAMAGES: dict[str, tuple[Callable[[RemoteTier, RemoteLogSegmentMetadata], Path], FindingKind]] = {
     "producer snapshot byte flipped": (
-        lambda t, md: (flip(p := path_of(t, md, ".snapshot"), p.stat().st_size - 5), p)[1],
-        FindingKind.CORRUPT_INDEX),
+        lambda t, md: flip(path_of(t, md, ".snapshot"), -5), FindingKind.CORRUPT_INDEX),
     ".index cut mid-entry": (
-        lambda t, md: (cut(p := path_of(t, md, ".index"), 4), p)[1], FindingKind.CORRUPT_INDEX),
+        lambda t, md: cut(path_of(t, md, ".index"), 4), FindingKind.CORRUPT_INDEX),
     ".timeindex cut mid-entry": (
-        lambda t, md: (cut(p := path_of(t, md, ".timeindex"), 5), p)[1],
-        FindingKind.CORRUPT_INDEX),
+        lambda t, md: cut(path_of(t, md, ".timeindex"), 5), FindingKind.CORRUPT_INDEX),
     "leader-epoch checkpoint byte flipped": (
-        lambda t, md: (flip(p := path_of(t, md, ".leader_epoch_checkpoint"), 0), p)[1],
+        lambda t, md: flip(path_of(t, md, ".leader_epoch_checkpoint"), 0),
         FindingKind.CORRUPT_METADATA),
     ".txnindex byte flipped": (
-        lambda t, md: (flip(p := path_of(t, md, ".txnindex"), 1), p)[1],
-        FindingKind.CORRUPT_INDEX),
+        lambda t, md: flip(path_of(t, md, ".txnindex"), 1), FindingKind.CORRUPT_INDEX),
     "_metadata object not JSON": (
         lambda t, md: rewrite_metadata(t, md, lambda _: b"{not json"),
         FindingKind.CORRUPT_METADATA),
