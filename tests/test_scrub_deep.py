@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeClock
+from conftest import S3_BUCKET, FakeClock
 
 from tierlog import Record
 from tierlog.manager import LogManager
@@ -25,7 +26,7 @@ from tierlog.remote.scrub import FindingKind, ScrubReport, check_segment, open_s
 
 #: Small segments (a quick scrub reads each whole), an index entry every 1 KiB.
 INDEX_INTERVAL = 1024
-CONFIG = {"segment.bytes": 8 << 10, "index.interval.bytes": INDEX_INTERVAL,
+CONFIG: dict[str, Any] = {"segment.bytes": 8 << 10, "index.interval.bytes": INDEX_INTERVAL,
           "remote.log.tail.ms": -1, "remote.storage.enable": True,
           "remote.storage.manager": "local"}
 
@@ -35,10 +36,14 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local tier written by a LogManager: small segments, each with producers in its
     snapshot and aborted transactions in its ``.txnindex``."""
     root = tmp_path_factory.mktemp("deep")
+    write_payments(root / "data", {**CONFIG, "remote.storage.url": (root / "tier").as_uri()})
+    return root / "tier"
+
+
+def write_payments(data: Path, config: dict[str, Any]) -> None:
+    """A topic of small segments with an aborted transaction every third batch, tiered."""
     clock = FakeClock()
-    mgr = LogManager.open(root / "data", {**CONFIG, "remote.storage.url": (root / "tier").as_uri()},
-                          time_ms=clock, start_scheduler=False)
-    try:
+    with LogManager.open(data, config, time_ms=clock, start_scheduler=False) as mgr:
         log = mgr.create_topic("payments", 1)[0]
         for i in range(90):
             clock.advance(1000)
@@ -49,9 +54,6 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                    producer_epoch=0, base_sequence=0, transactional=True)
                 log.append_marker(pid, 0, commit=False)
         mgr.tier_now()
-    finally:
-        mgr.close()
-    return root / "tier"
 
 
 @pytest.fixture
@@ -191,3 +193,27 @@ def test_repair_leaves_an_index_alone_when_its_log_is_damaged(tier: RemoteTier) 
                                                  FindingKind.CORRUPT_DATA}
     assert report.repairs == [] and not report.ok
     assert not path_of(tier, md, ".index").exists()
+
+
+def test_deep_scrub_finds_damage_on_s3(tmp_path: Path, s3_options: dict[str, str]) -> None:
+    url = f"s3://{S3_BUCKET}/deep-{uuid.uuid4().hex[:10]}"
+    write_payments(tmp_path / "data", {
+        **CONFIG, "remote.storage.manager": "s3", "remote.storage.url": url,
+        **{f"remote.storage.options.{k}": v for k, v in s3_options.items()}})
+    storage = open_storage(url, s3_options)
+    try:
+        tier = storage.tier
+        md = middle(tier)
+        snapshot = tier.path(segment_object_key(md, ".snapshot"))
+        data = bytearray(tier.get_bytes(snapshot))
+        data[-5] ^= 0xFF
+        tier.put_bytes(bytes(data), snapshot)
+        metadata = tier.path(metadata_object_key(md))
+        tier.put_bytes(off_by_one(json.loads(tier.get_bytes(metadata))), metadata)
+        assert scrub(tier).findings == []  # neither is read by a quick scrub
+        found = scrub(tier, deep=True).findings
+        assert {(f.kind, f.segment_id, f.object) for f in found} == {
+            (FindingKind.CORRUPT_INDEX, md.segment_id, snapshot),
+            (FindingKind.CORRUPT_METADATA, md.segment_id, metadata)}
+    finally:
+        storage.close()
