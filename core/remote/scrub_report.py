@@ -23,9 +23,11 @@ class FindingKind(enum.Enum):
     OFFSET_MISMATCH = "offset_mismatch"
     """Batch offsets disagree with the segment's (or tail object's) recorded offsets."""
     CORRUPT_INDEX = "corrupt_index"
-    """An index is malformed or an entry does not point at the batch it names."""
+    """An offset, time or transaction index or a producer snapshot is malformed (does not
+    parse, fails its CRC, is cut mid-entry) or an entry does not point at what it names."""
     CORRUPT_METADATA = "corrupt_metadata"
-    """A manifest, metadata object or tail manifest cannot be read."""
+    """A manifest, ``_metadata`` object, tail manifest or leader-epoch checkpoint cannot be
+    read, or does not describe its segment."""
     GAP = "gap"
     """Offsets missing between consecutive committed segments of the epoch lineage."""
     OVERLAP = "overlap"
@@ -47,7 +49,9 @@ class FindingKind(enum.Enum):
 
     @property
     def repairable(self) -> bool:
-        """Whether ``--repair`` may fix it (the rest needs a human)."""
+        """Whether ``--repair`` fixes every finding of this kind (the rest needs a human,
+        except a missing or corrupt offset or time index, which ``--repair`` rebuilds from
+        its segment's ``.log`` when that passes)."""
         return self in _REPAIRABLE
 
 
