@@ -17,13 +17,13 @@ For every partition directory of the tier (or of one topic):
 
 ``repair`` fixes only what is safe, and reports each repair: orphan objects and stale staging
 are deleted; a committed segment's missing or corrupt offset or time index is rebuilt from its
-``.log`` when every batch of it passes (``tierlog.remote.scrub_repair``); a stuck COPY_SEGMENT_STARTED is rolled back (its objects deleted, then
-DELETE_SEGMENT_FINISHED, as the RemoteLogManager cleans up a failed copy) and a stuck
-DELETE_SEGMENT_STARTED finished, through the metadata store's own API. A committed segment's
-data is never touched. In a partition a live log owns (``_owner.json``) the stuck states are left to
-the owner (its RemoteLogManager cleans them on its next run, and two writers must not race
-on a partition's metadata) unless ``repair_owned``; its orphans older than the grace period
-are deleted.
+``.log`` when every batch of it passes (``tierlog.remote.scrub_repair``); a stuck
+COPY_SEGMENT_STARTED is rolled back (its objects deleted, then DELETE_SEGMENT_FINISHED, as the
+RemoteLogManager cleans up a failed copy) and a stuck DELETE_SEGMENT_STARTED finished, through
+the metadata store's own API. A committed segment's data is never touched. In a partition a
+live log owns (``_owner.json``) the stuck states are left to the owner (its RemoteLogManager
+cleans them on its next run, and two writers must not race on a partition's metadata) unless
+``repair_owned``; its orphans older than the grace period are deleted.
 """
 
 from __future__ import annotations
