@@ -2,6 +2,8 @@
 
 Finishes or discards leftover transient files, opens every segment, sanity-checks and rebuilds
 indexes, re-validates unflushed segments (truncating at the first invalid byte) and reports it all.
+A read-only load (a reader beside a live owner, or after a crash) checks the same segments but
+changes no file: damage is reported and left, reads stop before it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from tierlog.producer_state import REPLICATION, ProducerBatchRun, ProducerStateM
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import FileRecords
 from tierlog.segment import LogSegment
-from tierlog.segment_recovery import RecoveryResult
+from tierlog.segment_read_only import trust_indexes
+from tierlog.segment_recovery import (
+    RecoveryResult,
+    SegmentDamage,
+    in_flight_tail,
+    scan_segment,
+)
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
@@ -50,6 +58,8 @@ class RecoveryReport:
     errors: list[str] = field(default_factory=list)
     snapshots_from_remote: list[int] = field(default_factory=list)
     """Producer snapshots taken from the remote tier (a tiered log's local log start)."""
+    damage: list[SegmentDamage] = field(default_factory=list)
+    """Invalid bytes a read-only load found and left (recovery would have cut them)."""
     clean_shutdown: bool = True
     log_start_offset: int = 0
     log_end_offset: int = 0
@@ -59,6 +69,12 @@ class RecoveryReport:
     @property
     def changed_anything(self) -> bool:
         return self.repaired_anything or bool(self.files_removed)
+
+    @property
+    def dropped_anything(self) -> bool:
+        """Whether loading cut or deleted bytes (records may be lost): what a recovery
+        warns about by name."""
+        return bool(self.bytes_truncated or self.segments_deleted)
 
     @property
     def repaired_anything(self) -> bool:
@@ -105,8 +121,13 @@ class LogLoader:
         time_ms: Callable[[], int] | None = None,
         tiered: bool = False,
         remote_snapshot: RemoteSnapshot | None = None,
+        read_only: bool = False,
+        index_interval_bytes: int = 4096,
     ) -> None:
         self.directory = directory
+        #: Change no file (see :meth:`load`); ``index_interval_bytes`` is then the scan's.
+        self.read_only = read_only
+        self.index_interval_bytes = index_interval_bytes
         self.open_segment = open_segment
         self.recovery_point = recovery_point
         self.had_clean_shutdown = had_clean_shutdown
@@ -127,6 +148,8 @@ class LogLoader:
         producer state is rebuilt up to the log end and the epoch cache agrees with the log."""
         if not self.directory.is_dir():
             raise LogDirectoryError(f"{self.directory} is not a directory")
+        if self.read_only:
+            return self._load_read_only()
         self._remove_transient_files()
         if self.tiered:
             self._keep_snapshot_at_local_start()
@@ -160,6 +183,86 @@ class LogLoader:
         self.report.log_end_offset = end
         self.report.recovery_point = recovery_point
         return segments
+
+    def _load_read_only(self) -> LogSegments:
+        """:meth:`load` without changing a file: leftovers stay, no index is rebuilt, no
+        snapshot or checkpoint is written. The segments recovery would re-validate (from the
+        one holding the recovery point, unless the shutdown was clean) and those whose
+        indexes cannot be trusted are scanned in memory; invalid bytes at the very end of the
+        last segment are a write in flight (not read), anywhere else damage (reported in
+        ``report.damage``, left in place, reads stop before it). The producer state is
+        replayed in memory up to the first damage."""
+        bases = sorted(filenames.offset_from_filename(p.name) for p in self.directory.iterdir()
+                       if p.name.endswith(filenames.LOG_SUFFIX))
+        if not bases:
+            raise LogDirectoryError(f"{self.directory} holds no segment: a read-only open "
+                                    f"cannot create one")
+        segments = LogSegments()
+        first_unflushed = self._first_unflushed(bases)
+        for base in bases:
+            segment = self.open_segment(base, "")
+            segments.add(segment)
+            self.report.segments_loaded += 1
+            problem = trust_indexes(segment)
+            if not self._has_indexes(base):
+                problem = "missing index"
+            if problem is not None:
+                log.info("%s: segment %d is read through a scan: %s", self.directory, base,
+                         problem)
+            if base >= first_unflushed or problem is not None:
+                self._check_read_only(segment, last=base == bases[-1])
+            if base == bases[-1] or problem is not None:
+                segment.load_max_timestamp()
+        end = self._read_only_end(segments)
+        log_start = self._log_start(segments)
+        replay_end = min([end, *(d.offset for d in self.report.damage)])
+        try:
+            rebuild_producer_state(self.producer_state, segments, log_start,
+                                   max(replay_end, log_start), self._time_ms(), snapshot=False)
+        except CorruptRecordError as exc:
+            # Damage the scans did not cover (below the recovery point): the producer state,
+            # and so the last stable offset, may lag; reads report the damage itself.
+            problem = f"producer state replayed only in part: {exc}"
+            log.warning("%s: %s", self.directory, problem)
+            self.report.errors.append(problem)
+        self.report.log_start_offset = log_start
+        self.report.log_end_offset = end
+        self.report.recovery_point = min(self.recovery_point, end)
+        return segments
+
+    def _check_read_only(self, segment: LogSegment, *, last: bool) -> None:
+        """Scan a segment as recovery would, changing nothing: a write in flight at the end
+        of the last segment is left out of its readable size, other invalid bytes are damage."""
+        scan = scan_segment(segment.log, segment.base_offset, self.index_interval_bytes)
+        self.report.segments_recovered += 1
+        result = scan.result
+        if result.error is None:
+            return
+        if last and in_flight_tail(segment.log, result.valid_bytes):
+            log.info("%s: the %d bytes after position %d of segment %d are a write in "
+                     "flight: not read", self.directory, segment.size - result.valid_bytes,
+                     result.valid_bytes, segment.base_offset)
+            segment.log.size = result.valid_bytes
+            return
+        damage = SegmentDamage(self.directory.name, segment.path, result.valid_bytes,
+                               result.next_offset if result.batches else segment.base_offset,
+                               result.error)
+        segment.damage = damage
+        self.report.damage.append(damage)
+        self.report.errors.append(str(damage.error()))
+        log.warning("%s", damage.error())
+
+    def _read_only_end(self, segments: LogSegments) -> int:
+        """The log end offset a read-only load reports: past a damaged last batch, so that a
+        reader reaches the damage and reports it instead of stopping short in silence."""
+        active = segments.active
+        try:
+            end = active.read_next_offset()
+        except CorruptRecordError:
+            end = active.base_offset
+        if active.damage is not None:
+            end = max(end, active.damage.offset + 1)
+        return end
 
     def _log_start(self, segments: LogSegments) -> int:
         """The log start offset after loading (Kafka's newLogStartOffset): the checkpointed one
@@ -281,10 +384,7 @@ class LogLoader:
         ordered = sorted(log_offsets)
         first_unflushed = self._first_unflushed(ordered)
         for base in ordered:
-            missing_index = not all(
-                (self.directory / (filenames.filename_prefix_from_offset(base) + s)).exists()
-                for s in (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX)
-            )
+            missing_index = not self._has_indexes(base)
             segment = self.open_segment(base, "")
             self.report.segments_loaded += 1
             # From the first unflushed segment on, the recovery pass re-validates every segment
@@ -300,6 +400,12 @@ class LogLoader:
                         self._rebuild(segments, segment, problem)
             segments.add(segment)
         return segments
+
+    def _has_indexes(self, base: int) -> bool:
+        """Whether the segment at ``base`` has its offset and time index files."""
+        prefix = filenames.filename_prefix_from_offset(base)
+        return all((self.directory / (prefix + suffix)).exists()
+                   for suffix in (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX))
 
     def _first_unflushed(self, bases: list[int]) -> int:
         """Base offset of the first segment that recovery re-validates: the one holding the
@@ -356,7 +462,7 @@ class LogLoader:
         for i, segment in enumerate(unflushed):
             result = self._recovered.get(segment.base_offset)  # for a missing or bad index
             if result is None:
-                log.info("%s: recovering segment %d", self.directory, segment.base_offset)
+                log.debug("%s: recovering segment %d", self.directory, segment.base_offset)
                 result = self.recover_segment(segments, segment)
                 self._note_recovered(segment, result)
             if result.truncated_bytes:

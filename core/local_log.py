@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tierlog import filenames
+from tierlog import filenames, segment_read_only
 from tierlog.atomic import fsync_dir
 from tierlog.config import LogConfig
 from tierlog.errors import RecordBatchTooLargeError
@@ -52,14 +52,18 @@ class LocalLog:
         "last_flush_ms",
         "next_offset",
         "pending_deletes",
+        "read_only",
         "recovery_point",
         "segments",
     )
 
     def __init__(self, directory: Path, config: LogConfig, *, time_ms: Callable[[], int],
                  rng: random.Random, scheduler: Scheduler | None, lock: threading.RLock,
-                 index_types: SegmentIndexTypes = DEFAULT_INDEX_TYPES) -> None:
+                 index_types: SegmentIndexTypes = DEFAULT_INDEX_TYPES,
+                 read_only: bool = False) -> None:
         self.directory = directory
+        #: Opened read-only: segments open without writing, nothing here changes a file.
+        self.read_only = read_only
         self.config = config
         #: Empty until :meth:`loaded` hands over what the LogLoader found.
         self.segments = LogSegments()
@@ -84,6 +88,8 @@ class LocalLog:
         self.segments = segments
         self.next_offset = next_offset
         self.recovery_point = recovery_point
+        if self.read_only:
+            return
         index_bytes = self.config["segment.index.bytes"]
         segments.active.offset_index.resize(index_bytes)
         segments.active.time_index.resize(index_bytes)
@@ -96,8 +102,13 @@ class LocalLog:
     def open_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         """Open (creating) the segment files at ``base_offset`` with this log's settings, not
         yet part of the log: a roll adds it; the cleaner fills a ``.cleaned`` one and swaps it
-        in (:mod:`tierlog.cleaner.swap`)."""
+        in (:mod:`tierlog.cleaner.swap`). A read-only log opens an existing segment's files
+        read-only and creates none (tierlog.segment_read_only)."""
         config = self.config
+        if self.read_only:
+            return segment_read_only.open_read_only(
+                self.directory, base_offset, index_interval_bytes=config["index.interval.bytes"],
+                max_index_size=config["segment.index.bytes"], time_ms=self._time_ms)
         jitter = config["segment.jitter.ms"]
         return LogSegment.open(
             self.directory, base_offset,

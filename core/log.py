@@ -38,7 +38,7 @@ from tierlog.local_log import LocalLog
 from tierlog.log_append import LogAppends
 from tierlog.log_read import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
 from tierlog.log_removals import LogRemovals
-from tierlog.partition_metadata import PartitionMetadataFile, new_topic_id
+from tierlog.partition_metadata import ZERO_TOPIC_ID, PartitionMetadataFile, new_topic_id
 from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -99,8 +99,11 @@ class Log:
         plugins: PluginHost | None = None,
         leader_epoch: int | None = None,
         remote_snapshots: RemoteSnapshots | None = None,
+        read_only: bool = False,
     ) -> None:
         self.directory = directory
+        #: Opened read-only (see :meth:`open`): no file of the partition is ever written.
+        self.read_only = read_only
         #: Event counters (appends, flushes, rolls, cleanup, remote traffic) for exporters.
         self.stats = LogStats()
         host = plugins or get_plugins()
@@ -144,12 +147,13 @@ class Log:
         self._auto_high_watermark = auto_high_watermark
         #: The segments, log end offset and recovery point (guarded by ``self._lock``).
         self.local = LocalLog(directory, config, time_ms=time_ms, rng=rng, scheduler=scheduler,
-                              lock=self._lock, index_types=self._index_types)
+                              lock=self._lock, index_types=self._index_types,
+                              read_only=read_only)
         self.leader_epoch_cache = LeaderEpochFileCache(
             LeaderEpochCheckpointFile(directory / filenames.LEADER_EPOCH_CHECKPOINT)
         )
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms,
-                                                   time_ms=time_ms)
+                                                   time_ms=time_ms, read_only=read_only)
         self.topic_id = self._load_topic_id(topic_id)
         loader = LogLoader(
             directory,
@@ -158,11 +162,13 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             log_start_offset=log_start_offset,
             producer_state=self.producer_state,
-            leader_epoch_cache=self.leader_epoch_cache,
+            leader_epoch_cache=None if read_only else self.leader_epoch_cache,
             time_ms=time_ms,
             tiered=config["remote.storage.enable"],
             remote_snapshot=None if remote_snapshots is None else (
                 lambda offset: remote_snapshots(self.topic_id, topic, partition, offset)),
+            read_only=read_only,
+            index_interval_bytes=config["index.interval.bytes"],
         )
         segments = loader.load()
         self.recovery: RecoveryReport = loader.report
@@ -171,8 +177,10 @@ class Log:
         self.local.loaded(segments, self.recovery.log_end_offset, self.recovery.recovery_point)
         if auto_high_watermark:
             self._set_high_watermark(self.local.next_offset)
-        level = (logging.WARNING if self.recovery.repaired_anything
-                 else logging.INFO if self.recovery.changed_anything else logging.DEBUG)
+        # Only a partition that lost bytes warns by itself; the LogManager sums the rest up
+        # in one line (an unclean restart recovers every partition's active segment).
+        level = (logging.WARNING if self.recovery.dropped_anything or self.recovery.damage
+                 else logging.DEBUG)
         log.log(level, "%s: %s", directory, self.recovery.summary())
 
     # -- opening ---------------------------------------------------------------------
@@ -195,6 +203,7 @@ class Log:
         plugins: PluginHost | None = None,
         leader_epoch: int | None = None,
         remote_snapshots: RemoteSnapshots | None = None,
+        read_only: bool = False,
     ) -> Log:
         """Open (creating if needed) the partition directory ``<topic>-<partition>``.
 
@@ -209,12 +218,19 @@ class Log:
         ``remote_snapshots(topic_id, topic, partition, offset)`` returns the producer snapshot
         a remote tier holds at an offset (or None): a tiered log whose local snapshot at its
         local log start is gone takes it from there.
+
+        ``read_only`` opens an existing directory for reading beside a live owner (or after a
+        crash) and never writes, creates or deletes a file: no recovery, no index rebuild (an
+        index that cannot be trusted is replaced by a scan in memory), no snapshot; invalid
+        bytes are reported in ``log.recovery.damage`` and a read reaching them raises
+        LogDamagedError. Such a log only reads.
         """
         directory = Path(directory)
         topic, partition = filenames.parse_partition_dir(directory.name)
         if not isinstance(config, LogConfig):
             config = LogConfig(config)
-        directory.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            directory.mkdir(parents=True, exist_ok=True)
         return cls(
             directory, topic, partition, config,
             time_ms=time_ms or _now_ms,
@@ -229,6 +245,7 @@ class Log:
             plugins=plugins,
             leader_epoch=leader_epoch,
             remote_snapshots=remote_snapshots,
+            read_only=read_only,
         )
 
     @classmethod
@@ -244,6 +261,8 @@ class Log:
         metadata = PartitionMetadataFile(self.directory / filenames.PARTITION_METADATA)
         if metadata.path.exists():
             return metadata.read()
+        if self.read_only:
+            return topic_id or ZERO_TOPIC_ID  # a read-only open writes no new id
         topic_id = topic_id or new_topic_id()
         metadata.write(topic_id)
         return topic_id

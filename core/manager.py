@@ -24,6 +24,7 @@ from tierlog import filenames
 from tierlog.atomic import atomic_write_text, fsync_dir
 from tierlog.cleaner.result import CleanupResult
 from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
+from tierlog.data_dir_lock import DataDirLock, live_owner
 from tierlog.errors import (
     ConfigError,
     InvalidTopicError,
@@ -81,8 +82,17 @@ class LogManager:
     """
 
     def __init__(self, dirs: Sequence[Path], config: ManagerConfig, *,
-                 time_ms: Callable[[], int], scheduler: Scheduler) -> None:
+                 time_ms: Callable[[], int], scheduler: Scheduler,
+                 read_only: bool = False) -> None:
         self.dirs = list(dirs)
+        #: Opened read-only (see :meth:`open`): nothing under the dirs is written.
+        self.read_only = read_only
+        #: The exclusive lock of each dir, held from open to close (none when read-only).
+        self._dir_locks: list[DataDirLock] = []
+        #: Read-only: the pid of each dir's live owner (0: unknown), None when it has none.
+        self.owners: dict[Path, int | None] = {}
+        #: Read-only beside a live owner: why the remote tier is not attached.
+        self._remote_detached: RemoteStorageError | None = None
         self.config = config
         self._time_ms = time_ms
         self.scheduler = scheduler
@@ -111,10 +121,21 @@ class LogManager:
         time_ms: Callable[[], int] | None = None,
         scheduler: Scheduler | None = None,
         start_scheduler: bool = True,
+        read_only: bool = False,
     ) -> LogManager:
         """Open every partition under the log dirs (recovering after a crash) and start the
         background tasks. Pass ``start_scheduler=False`` and drive ``mgr.scheduler.run_due()``
-        with a fake clock in tests."""
+        with a fake clock in tests.
+
+        Each dir is locked for this manager until :meth:`close` (Kafka's ``.lock``,
+        :class:`~tierlog.data_dir_lock.DataDirLock`): DataDirLockedError naming the holder's
+        pid, before anything is read or written, when another open holds one.
+
+        ``read_only`` opens existing dirs to read beside a live owner (or after a crash)
+        without writing anything under them: no lock, no recovery, no index rebuild, no
+        clean-shutdown marker, no checkpoint, no background task, topic changes refused
+        (see :meth:`Log.open`). Beside a live owner the remote tier is not attached (that
+        would write); a tiered partition then reports why."""
         if isinstance(dirs, (str, os.PathLike)):
             dirs = [dirs]
         paths = [Path(d) for d in dirs]
@@ -122,22 +143,68 @@ class LogManager:
             raise ConfigError("log.dirs", "at least one log directory is required")
         clock = time_ms or system_time_ms
         manager = cls(paths, ManagerConfig(config), time_ms=clock,
-                      scheduler=scheduler or Scheduler(clock))
-        manager._load_all()
-        manager._remote.attach(manager._logs.values())
+                      scheduler=scheduler or Scheduler(clock), read_only=read_only)
+        try:
+            if read_only:
+                manager._find_owners()
+            else:
+                manager._lock_dirs()
+            manager._load_all()
+            manager._attach_remote()
+        except BaseException:
+            manager._release_dirs()
+            raise
+        if read_only:
+            return manager
         manager._schedule_tasks()
         if start_scheduler:
             manager.scheduler.start()
         return manager
 
+    def _lock_dirs(self) -> None:
+        """Take every dir's exclusive lock (creating a missing dir first)."""
+        for log_dir in self.dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._dir_locks.append(DataDirLock.acquire(log_dir))
+
+    def _release_dirs(self) -> None:
+        for lock in self._dir_locks:
+            lock.release()
+        self._dir_locks.clear()
+
+    def _find_owners(self) -> None:
+        """Read-only: every dir must exist; note which have a live owner."""
+        for log_dir in self.dirs:
+            if not log_dir.is_dir():
+                raise LogDirectoryError(f"data dir {log_dir} does not exist")
+            self.owners[log_dir] = live_owner(log_dir)
+        owned = {d: pid for d, pid in self.owners.items() if pid is not None}
+        if owned:
+            holders = ", ".join(f"{d} (process {pid or 'unknown'})" for d, pid in owned.items())
+            log.info("reading %s read-only beside its live owner", holders)
+            self._remote_detached = RemoteStorageError(
+                f"not attached: {holders} is owned by a live process and a read-only open "
+                f"does not attach the remote tier (attaching records its owner and caches "
+                f"there); read through that process, or stop it")
+
+    def _attach_remote(self) -> None:
+        detached = self._remote_detached
+        if detached is None:
+            self._remote.attach(self._logs.values())
+            return
+        for partition_log in self._logs.values():
+            if partition_log.remote_storage_enabled:
+                partition_log.attach_remote(
+                    UnavailableRemote(partition_log.directory.name, detached),
+                    partition_log.highest_offset_in_remote)
+
     def _load_all(self) -> None:
         threads = self.config["num.recovery.threads.per.data.dir"]
         jobs: list[tuple[Path, Path, Mapping[TopicPartition, int], Mapping[TopicPartition, int]]] = []
         for log_dir in self.dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
             marker = log_dir / filenames.CLEAN_SHUTDOWN_FILE
             self.clean_shutdown[log_dir] = marker.exists()
-            if self.clean_shutdown[log_dir]:
+            if self.clean_shutdown[log_dir] and not self.read_only:
                 # Kafka (KAFKA-10471) removes the marker before loading: loading may change
                 # files, and a crash from here on must count as unclean.
                 marker.unlink()
@@ -148,8 +215,9 @@ class LogManager:
                 if not child.is_dir():
                     continue
                 if child.name.endswith(filenames.DELETE_DIR_SUFFIX):
-                    log.info("removing %s left by an earlier topic deletion", child)
-                    shutil.rmtree(child, ignore_errors=True)
+                    if not self.read_only:
+                        log.info("removing %s left by an earlier topic deletion", child)
+                        shutil.rmtree(child, ignore_errors=True)
                     continue
                 try:
                     filenames.parse_partition_dir(child.name)
@@ -169,10 +237,30 @@ class LogManager:
                     f"{self._logs[tp].directory} and {partition_log.directory}"
                 )
             self._logs[tp] = partition_log
-            if tp in highwater:
+            # Read-only beside a live owner whose logs advance the high watermark with every
+            # append, the checkpoint lags it: the log end (where auto_high_watermark put it)
+            # is the owner's high watermark.
+            if tp in highwater and not (self.read_only and self.config["auto.high.watermark"]):
                 partition_log.update_high_watermark(highwater[tp])
         log.info("loaded %d partitions from %s", len(self._logs),
                  ", ".join(str(d) for d in self.dirs))
+        self._log_recovery_summary([lg for _, lg in loaded])
+
+    def _log_recovery_summary(self, logs: list[Log]) -> None:
+        """One line for the whole load after an unclean shutdown (each partition that lost
+        bytes has warned by itself, naming what it lost), none after a clean one."""
+        unclean = [d for d in self.dirs if not self.clean_shutdown.get(d, True)]
+        if not unclean:
+            return
+        verb = "checked (read-only)" if self.read_only else "recovered"
+        checked = sum(lg.recovery.segments_recovered for lg in logs)
+        lossy = sorted(lg.directory.name for lg in logs
+                       if lg.recovery.dropped_anything or lg.recovery.damage)
+        level = logging.WARNING if lossy else logging.INFO
+        log.log(level, "unclean shutdown of %s: %s %d segments of %d partitions; %s",
+                ", ".join(map(str, unclean)), verb, checked, len(logs),
+                (f"{len(lossy)} lost or hold invalid bytes: {', '.join(lossy)}" if lossy
+                 else "no partition lost a byte"))
 
     def _load_partition(self, log_dir: Path, directory: Path,
                         recovery: Mapping[TopicPartition, int],
@@ -184,7 +272,9 @@ class LogManager:
             directory, config, recovery_point=recovery.get(tp, 0),
             log_start_offset=starts.get(tp, 0), had_clean_shutdown=self.clean_shutdown[log_dir],
             remote_snapshots=(TierProducerSnapshots(self._remote.manager, self._lock)
-                              if config["remote.storage.enable"] else None),
+                              if config["remote.storage.enable"] and not self.read_only
+                              else None),
+            read_only=self.read_only,
             **self._log_options(),
         )
         return tp, partition_log
@@ -210,6 +300,11 @@ class LogManager:
 
     def remote_unavailable(self, topic: str, partition: int) -> RemoteStorageError | None:
         """Why the partition's remote tier is unavailable (None when attached or not tiered)."""
+        partition_log = self._logs.get((topic, partition))
+        if (self._remote_detached is not None and partition_log is not None
+                and partition_log.remote_storage_enabled):
+            return partition_log.remote.error() if isinstance(
+                partition_log.remote, UnavailableRemote) else self._remote_detached
         return self._remote.unavailable_error((topic, partition))
 
     def _topic_config_from_disk(self, directory: Path) -> LogConfig:
@@ -787,6 +882,11 @@ class LogManager:
             self.scheduler.shutdown()
             # Remote work stops first, waiting a bounded time for a hung upload.
             self._remote.close()
+            if self.read_only:  # nothing to write: the files are closed as they are
+                for partition_log in self._logs.values():
+                    partition_log.close()
+                self._closed = True
+                return
             for partition_log in self._logs.values():
                 partition_log.flush()
             for log_dir in self.dirs:
@@ -798,11 +898,16 @@ class LogManager:
                                   json.dumps({"version": 0, "brokerEpoch": 0},
                                              separators=(",", ":")))
             self._closed = True
+            self._release_dirs()  # last: the marker is written under the lock
             log.info("log manager closed cleanly")
 
     def _check_open(self) -> None:
+        """Before a change of topics: the manager is open, and not read-only."""
         if self._closed:
             raise TierlogError("the log manager is closed")
+        if self.read_only:
+            raise TierlogError(f"the log manager of {', '.join(map(str, self.dirs))} was "
+                               f"opened read-only: it changes no topic")
 
     def __enter__(self) -> Self:
         return self

@@ -88,8 +88,12 @@ class ProducerStateManager:
         max_producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         *,
         time_ms: Callable[[], int] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.log_dir = Path(log_dir)
+        #: A read-only open's manager changes no file: it takes no snapshot and a snapshot it
+        #: drops is only forgotten, not deleted.
+        self.read_only = read_only
         self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
         self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
         self._producers: dict[int, ProducerStateEntry] = {}
@@ -234,7 +238,7 @@ class ProducerStateManager:
     def take_snapshot(self) -> Path | None:
         """Write a snapshot at the map end offset unless one was already taken there (or
         later); returns the new file, or None."""
-        if self._last_map_offset <= self._last_snap_offset:
+        if self._last_map_offset <= self._last_snap_offset or self.read_only:
             return None
         path = filenames.snapshot_file(self.log_dir, self._last_map_offset)
         start = time.monotonic()
@@ -287,7 +291,7 @@ class ProducerStateManager:
 
     def _remove_and_delete_snapshot(self, offset: int) -> None:
         path = self._snapshots.pop(offset, None)
-        if path is not None:
+        if path is not None and not self.read_only:
             path.unlink(missing_ok=True)
             log.info("deleted producer state snapshot %s", path)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tierlog import filenames, segment_appender
+from tierlog.errors import CorruptRecordError
 from tierlog.index import (
     AbortedTxn,
     OffsetIndex,
@@ -40,7 +41,7 @@ from tierlog.records.file_records import (
     LogOffsetPosition,
     TimestampAndOffset,
 )
-from tierlog.segment_recovery import RecoveryResult, scan_segment
+from tierlog.segment_recovery import RecoveryResult, SegmentDamage, scan_segment
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class LogSegment:
         extra_indexes: dict[str, SegmentIndex] | None = None,
         missing_extra_indexes: bool = False,
         index_types: SegmentIndexTypes = DEFAULT_INDEX_TYPES,
+        read_only: bool = False,
     ) -> None:
         self.log = log_file
         self.offset_index = offset_index
@@ -125,6 +127,10 @@ class LogSegment:
         self.missing_extra_indexes = missing_extra_indexes
         #: The index types this segment was opened with (which travel to the remote tier).
         self.index_types = index_types
+        #: Opened read-only (tierlog.segment_read_only): its files are never written.
+        self.read_only = read_only
+        #: Invalid bytes a read-only open found and left (reads stop before them).
+        self.damage: SegmentDamage | None = None
 
     # -- construction ----------------------------------------------------------------
 
@@ -199,6 +205,15 @@ class LogSegment:
             missing and log_file.size_in_bytes() > 0,
             index_types,
         )
+
+    def load_max_timestamp(self) -> None:
+        """Find the segment's max timestamp from its last indexed batch on (a segment still
+        being written has no final time index entry); the time index's last entry when the
+        ``.log`` cannot be read there."""
+        try:
+            self.max_timestamp_and_offset = self._read_largest_timestamp()
+        except CorruptRecordError:
+            self.max_timestamp_and_offset = self.time_index.last_entry
 
     # -- facts -----------------------------------------------------------------------
 
@@ -419,10 +434,20 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"invalid max_size {max_size} for segment {self.path}")
-        start = self.translate_offset(start_offset)
+        damage = self.damage
+        try:
+            start = self.translate_offset(start_offset)
+        except CorruptRecordError as exc:
+            if damage is None:
+                raise
+            raise damage.error() from exc
+        end = self.size if max_position is None else min(max_position, self.size)
+        if damage is not None:
+            if start is None or start.position >= damage.position:
+                raise damage.error()
+            end = min(end, damage.position)
         if start is None:
             return None
-        end = self.size if max_position is None else min(max_position, self.size)
         adjusted = max(max_size, start.size) if min_one_message else max_size
         fetch_size = max(0, min(end - start.position, adjusted))
         return start, self.log.slice(start.position, fetch_size), adjusted < start.size
@@ -539,8 +564,14 @@ class LogSegment:
             index.flush()
 
     def close(self) -> None:
-        """Trim and close every file (the final time index entry is written first)."""
+        """Trim and close every file (the final time index entry is written first; a
+        read-only segment's files are only closed)."""
         self.disarm_plain_appends()
+        if self.read_only:
+            self.offset_index.close()
+            self.time_index.close()
+            self.log.close()
+            return
         max_ts = self.max_timestamp_and_offset
         if max_ts is not None and max_ts.timestamp >= 0:
             self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)

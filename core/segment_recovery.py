@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from crc32c import crc32c
 
-from tierlog.errors import CorruptRecordError, TruncatedBatchError
+from tierlog.errors import CorruptRecordError, LogDamagedError, TruncatedBatchError
 from tierlog.index.base import INT32_MAX
 from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
 from tierlog.records.batch import (
@@ -45,6 +46,46 @@ class RecoveryResult:
     """The offset after the last valid batch (the base offset when none is left)."""
     error: str | None = None
     """Why the scan stopped early, if it did."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentDamage:
+    """Invalid bytes a read-only open found in a segment and left as they are (recovery would
+    have cut them): reads of the segment stop before ``position`` and a read reaching it
+    raises :meth:`error`."""
+
+    partition: str
+    """The partition directory's name, ``<topic>-<partition>``."""
+    file: Path
+    """The segment's ``.log`` file."""
+    position: int
+    """The first invalid byte: the start of the first batch that failed a check."""
+    offset: int
+    """The first offset that cannot be read (the one after the last valid batch)."""
+    check: str
+    """Which check failed there, as the recovery scan words it."""
+
+    def error(self) -> LogDamagedError:
+        """The one-line report of the damage, with what to run next."""
+        return LogDamagedError(
+            f"{self.partition}: segment {self.file} is damaged at position {self.position} "
+            f"(offset {self.offset}): {self.check}; nothing was changed (a read never "
+            f"truncates): check it with 'tierlog dump-log --verify {self.file}' and, for a "
+            f"tiered topic, its remote copy with 'tierlog scrub --deep URL'")
+
+
+def in_flight_tail(records: FileRecords, position: int) -> bool:
+    """Whether the bytes of ``records`` from ``position`` to its end are what a writer leaves
+    while it appends, not damage: fewer bytes than a batch needs, a batch header declaring more
+    bytes than the file holds yet, or zeros (a preallocated segment's unwritten space)."""
+    remaining = records.size_in_bytes() - position
+    if remaining < LOG_OVERHEAD:
+        return True
+    head = records.read_bytes(position, min(remaining, HEADER_SIZE))
+    if not any(head):
+        return True
+    declared = int.from_bytes(head[8:12], "big", signed=True) + LOG_OVERHEAD
+    return declared > remaining
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ import os
 
 import pytest
 from log_invariants import check_indexes
+from process_death import die
 
 from tierlog import Record
 from tierlog.checkpoint import OffsetCheckpointFile
@@ -115,6 +116,7 @@ def test_recovery_point_is_honoured_after_a_crash(tmp_path, clock):
     directory = log.directory
     # Crash: no close, no marker. Damage a flushed segment (only a re-validation would see it)
     # and the unflushed tail.
+    die(mgr)
     first = directory / f"{bases[0]:020d}.log"
     damaged = bytearray(first.read_bytes())
     damaged[100] ^= 0xFF
@@ -236,8 +238,8 @@ def test_partitions_load_in_parallel_and_recover(tmp_path, clock, caplog):
     for log in logs:
         _fill(log, 40)
     ends = {(lg.topic, lg.partition): lg.log_end_offset for lg in logs}
-    del mgr  # crash: no checkpoints, no marker
-    caplog.set_level(logging.INFO, logger="tierlog.loader")
+    die(mgr)  # crash: no checkpoints, no marker
+    caplog.set_level(logging.DEBUG, logger="tierlog.loader")  # a line per segment recovered
     mgr = _open(dirs, clock, **{"num.recovery.threads.per.data.dir": 2})
     try:
         assert {tp: lg.log_end_offset for tp, lg in mgr.logs().items()} == ends

@@ -135,10 +135,13 @@ def test_remote_retention_deletes_from_it(plain_dir, clock, tmp_path):
 
 
 def test_the_metadata_store_is_chosen_by_name(plain_dir, tmp_path):
-    with pytest.raises(ConfigError, match="'tier' keeps the metadata in the tier"):
-        plain_dir(**{"remote.log.metadata.manager.class.name": "tier"}).create_topic("a", 1)
-    with pytest.raises(PluginError, match="no remote log metadata manager named 'nope'"):
-        plain_dir(**{"remote.log.metadata.manager.class.name": "nope"}).create_topic("b", 1)
+    # Each refused manager is closed before the next opens the dir (one owner at a time).
+    with plain_dir(**{"remote.log.metadata.manager.class.name": "tier"}) as refused, \
+            pytest.raises(ConfigError, match="'tier' keeps the metadata in the tier"):
+        refused.create_topic("a", 1)
+    with plain_dir(**{"remote.log.metadata.manager.class.name": "nope"}) as refused, \
+            pytest.raises(PluginError, match="no remote log metadata manager named 'nope'"):
+        refused.create_topic("b", 1)
     mgr = plain_dir(**{"remote.storage.manager": "local",
                        "remote.storage.url": f"file://{tmp_path}/tier",
                        "remote.log.metadata.manager.class.name": "log-dir"})

@@ -147,14 +147,19 @@ def require_existing(dirs: Sequence[Path]) -> None:
 
 
 @contextmanager
-def open_manager(st: Settings, *, must_exist: bool = True) -> Iterator[LogManager]:
+def open_manager(st: Settings, *, must_exist: bool = True,
+                 read_only: bool = False) -> Iterator[LogManager]:
     """A LogManager on the data dirs with no background thread (a command runs its work
-    itself); closed cleanly on the way out so the next open skips recovery."""
+    itself); closed cleanly on the way out so the next open skips recovery. It holds the
+    dirs' locks (DataDirLockedError when a live process owns one). ``read_only`` (the
+    commands that only read: they work beside a live owner) writes nothing at all, and
+    a read reaching damaged bytes fails naming them (LogDamagedError) instead of cutting
+    them as recovery would."""
     from tierlog.manager import LogManager  # the engine loads when logs open, not for --help
 
     if must_exist:
         require_existing(st.data_dirs)
-    mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False)
+    mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False, read_only=read_only)
     try:
         yield mgr
     finally:

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     st = settings(args)
     out = sys.stdout.buffer
     total = 0
-    with open_manager(st) as mgr:
+    with open_manager(st, read_only=True) as mgr:
         partitions = topic_partitions(mgr, args.topic, args.partition)
         if args.offset not in (None, "earliest", "latest") and len(partitions) > 1:
             raise CliError("--offset with a number needs --partition (the topic has "

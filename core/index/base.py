@@ -90,11 +90,15 @@ class AbstractIndex(ABC):
         base_offset: int,
         max_index_size: int = -1,
         writable: bool = True,
+        missing_ok: bool = False,
     ) -> None:
         self._path = Path(path)
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
+        #: A read-only index whose file is missing is empty (a read-only open of a segment
+        #: creates nothing and scans its ``.log`` instead).
+        self._missing_ok = missing_ok and not writable
         self._warm_entries = WARM_SECTION_BYTES // self.entry_size
         self._mm: mmap.mmap | None = None
         self._fence = array("q")
@@ -112,7 +116,14 @@ class AbstractIndex(ABC):
     def _open(self) -> None:
         newly_created = False
         if not self._writable:
-            fd = os.open(self._path, os.O_RDONLY)
+            try:
+                fd = os.open(self._path, os.O_RDONLY)
+            except FileNotFoundError:
+                if not self._missing_ok:
+                    raise
+                self.entries = 0
+                self._map(-1, 0)
+                return
         else:
             try:
                 fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -290,6 +301,13 @@ class AbstractIndex(ABC):
         """Cut the preallocated tail so the file holds exactly its entries."""
         if self._writable and not self._closed:
             self.resize(self.size_in_bytes)
+
+    def use_first(self, entries: int) -> None:
+        """Serve only the first ``entries`` entries, changing nothing on disk: how a read-only
+        open uses the valid prefix of an untrimmed (a live active segment's) or damaged file."""
+        if not 0 <= entries <= self.entries:
+            raise ValueError(f"index {self._path} has {self.entries} entries, not {entries}")
+        self._truncate_to_entries(entries)
 
     def reset(self) -> None:
         """Remove every entry and preallocate the file to ``max_index_size`` again."""

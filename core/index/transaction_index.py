@@ -89,12 +89,20 @@ class TransactionIndex:
     ``sanity_check``. Not thread-safe: the owning segment serialises access.
     """
 
-    def __init__(self, path: str | os.PathLike[str], start_offset: int) -> None:
+    def __init__(self, path: str | os.PathLike[str], start_offset: int, *,
+                 create: bool = True) -> None:
+        """``create=False`` (a read-only open) creates no file: a missing one is empty."""
         self._path = Path(path)
         self._start_offset = start_offset
         self._dirty = False
         self._last_offset: int | None = None
-        fd = os.open(self._path, os.O_RDONLY | os.O_CREAT, 0o644)
+        self._size = 0
+        try:
+            fd = os.open(self._path, os.O_RDONLY | (os.O_CREAT if create else 0), 0o644)
+        except FileNotFoundError:
+            if create:
+                raise
+            return
         try:
             self._size = os.fstat(fd).st_size
             if self._size >= ENTRY_SIZE:
