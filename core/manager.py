@@ -59,7 +59,13 @@ from tierlog.remote.restore import (
     plan_restore,
     tier_topics,
 )
-from tierlog.remote.restore_fork import check_new_topic, copy_kept, discard_fork, fork_plan
+from tierlog.remote.restore_fork import (
+    check_new_topic,
+    commit_copies,
+    copy_kept,
+    discard_fork,
+    fork_plan,
+)
 from tierlog.remote.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.unavailable import UnavailableRemote
 from tierlog.scheduler import Scheduler, system_time_ms
@@ -71,6 +77,13 @@ log = logging.getLogger(__name__)
 TOPIC_CONFIG_FILE = "topic-config.properties"
 
 TopicPartition = tuple[str, int]
+
+
+def _source_snapshot(snapshots: Callable[[str, str, int, int], bytes | None], topic_id: str, topic: str, _id: str,
+                     _topic: str, partition: int, offset: int) -> bytes | None:
+    """A restore into a new topic opens its log on the source's producer snapshot at the
+    cut (the same bytes its copies carry, not committed until the attach)."""
+    return snapshots(topic_id, topic, partition, offset)
 
 
 class LogManager:
@@ -521,11 +534,10 @@ class LogManager:
             return self.apply_restore(plan, config=config, execute=execute,
                                       allow_empty=allow_empty, to_topic=to_topic)
 
-    @staticmethod
-    def _check_new_in_tier(rlm: RemoteLogManager, to_topic: str) -> None:
+    def _check_new_in_tier(self, rlm: RemoteLogManager, to_topic: str) -> None:
         tier = tier_of(rlm.rlmm) or tier_of(rlm.rsm)
         if tier is not None:
-            check_new_topic(rlm.rlmm, tier, to_topic)
+            check_new_topic(rlm.rlmm, tier, to_topic, {manager_owner(d) for d in self.dirs})
 
     def _check_restorable(self, name: str) -> None:
         if self.partitions(name):
@@ -562,9 +574,15 @@ class LogManager:
 
         def open_partition(p: int, directory: Path) -> Log:
             state = states[p]
-            if to_topic is not None:  # its tier data first: the log opens on it
+            snapshots: Callable[[str, str, int, int], bytes | None] = TierProducerSnapshots(
+                self._remote.manager, self._lock)
+            if to_topic is not None:  # its tier data (committed before the attach)
                 forked.extend(copy_kept(rlm.rlmm, rlm.rsm, source[p], state,
-                                        time_ms=self._time_ms))
+                                        time_ms=self._time_ms,
+                                        tier=tier_of(rlm.rlmm) or tier_of(rlm.rsm),
+                                        owner=manager_owner(directory.parent)))
+                src = source[p].tip  # the producer snapshot at the cut is the source's
+                snapshots = partial(_source_snapshot, snapshots, src.topic_id, src.topic)
             write_properties(directory / TOPIC_CONFIG_FILE, LogConfig(overrides).overrides)
             seed_log_dir(directory, state,
                          index_interval_bytes=topic_config["index.interval.bytes"],
@@ -573,13 +591,13 @@ class LogManager:
                 directory, topic_config, topic_id=state.tip.topic_id,
                 log_start_offset=state.log_start_offset,
                 recovery_point=state.local_log_start,
-                had_clean_shutdown=not state.local_bytes, remote_snapshots=(
-                    TierProducerSnapshots(self._remote.manager, self._lock)),
+                had_clean_shutdown=not state.local_bytes, remote_snapshots=snapshots,
                 **self._log_options())
             partition_log.update_high_watermark(state.end_offset)
             return partition_log
 
         def cut(logs: list[Log]) -> None:
+            forked[:] = commit_copies(rlm.rlmm, forked, time_ms=self._time_ms)
             # The records below each cut go to the tier as a segment of their own before
             # the segment they came from is deleted: the tier never lacks one.
             for partition_log in logs:

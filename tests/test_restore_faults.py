@@ -127,3 +127,50 @@ def test_a_tier_failing_at_any_write_loses_no_record_below_the_cut(
     # tiering run (the restore itself succeeds).
     assert failures >= 5 and n - 1 > failures
     assert failed_after_prefix and failed_after_marks
+
+
+def _objects(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_restore_to_a_new_topic_failing_at_any_write_leaves_the_source_untouched(
+        base: tuple[Source, Path], tmp_path: Path, clock: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``to_topic``: whichever write fails (every third one is tried), the source's objects
+    are byte-identical, nothing is left locally, and the retry on the healed tier is not
+    refused for what the failed one left."""
+    source, base_tier = base
+    cut = source.marks["after-marker"]  # inside a tier segment: its prefix is uploaded too
+    below = [b for b in source.batches if int.from_bytes(b[:8], "big") < cut]
+    (original,) = [p.name for p in base_tier.iterdir() if p.name.startswith("orders-0-")]
+    before = _objects(base_tier / original)
+    n, failures = 1, 0
+    while True:
+        tier = tmp_path / f"fork-{n}"
+        shutil.copytree(base_tier, tier)
+        config = {**source.config, "remote.storage.url": f"faultfs://{tier}"}
+        with fault_storage() as faults, LogManager.open(
+                source.data, config, time_ms=clock, start_scheduler=False) as mgr:
+            writes = down_from_write(faults, n, monkeypatch)
+            try:
+                mgr.restore_topic("orders", to_offset=cut, to_topic="orders_at")
+            except (TierlogError, OSError):
+                failures += 1
+                assert mgr.partitions("orders_at") == []
+                assert not list(source.data.glob("orders_at-*"))
+            finished = writes[0] < n
+            faults.heal()
+            monkeypatch.undo()
+            assert _objects(tier / original) == before, f"write {n}"
+            if not mgr.partitions("orders_at"):
+                mgr.restore_topic("orders", to_offset=cut, to_topic="orders_at")
+            log = mgr.log("orders_at", 0)
+            assert log.log_end_offset == cut and log.topic_id != source.topic_id
+            assert raw_batches(log, 0, cut) == below, f"write {n}"
+            assert _objects(tier / original) == before, f"write {n}"
+        shutil.rmtree(source.data)
+        if finished:
+            break
+        n += 3
+    assert failures >= 3

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,10 +35,11 @@ from tierlog.remote.api import (
     TopicIdPartition,
 )
 from tierlog.remote.fsspec_storage import extra_index_suffixes
+from tierlog.remote.manifest import remote_partitions
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.ownership import read_owner, record_owner
 from tierlog.remote.restore import PartitionRestore, RestorePlan
-from tierlog.remote.topics import topic_partitions
 from tierlog.remote.unfinished import roll_back_unfinished
 
 log = logging.getLogger(__name__)
@@ -55,21 +56,31 @@ class _Suffix:
     suffix: str
 
 
-def check_new_topic(rlmm: RemoteLogMetadataStore, tier: RemoteTier, to_topic: str) -> None:
-    """TopicExistsError when the tier already holds data of a topic named ``to_topic`` (a
-    committed segment): a restore into a new topic never writes into another topic's tier
-    data. The leftovers of a failed restore into it (no committed segment) do not count."""
-    for tip in topic_partitions(tier, to_topic).values():
-        if any(m.state is _FINISHED for m in rlmm.list_remote_log_segments(tip)):
-            raise TopicExistsError(f"the remote tier at {tier.root} already holds topic "
-                                   f"{to_topic!r} ({tip}): restore into a topic it does "
-                                   f"not hold")
+def check_new_topic(rlmm: RemoteLogMetadataStore, tier: RemoteTier, to_topic: str,
+                    owners: Collection[str]) -> None:
+    """TopicExistsError when the tier already holds data (a committed segment) of a topic
+    named ``to_topic`` that ``owners`` (this manager) did not write: a restore into a new
+    topic never writes into another topic's tier data, nor shadows it. What a failed restore
+    into it left (its partitions are recorded as ours before anything is copied) is not
+    deleted either: the new incarnation shadows it, as a re-created topic does."""
+    for tip in remote_partitions(tier):
+        if tip.topic != to_topic or not any(
+                m.state is _FINISHED for m in rlmm.list_remote_log_segments(tip)):
+            continue
+        owner = read_owner(tier, tip)
+        if owner is None or owner.owner not in owners:
+            raise TopicExistsError(
+                f"the remote tier at {tier.root} already holds topic {to_topic!r} ({tip}"
+                f"{'' if owner is None else f', owned by {owner.owner}'}): restore into a "
+                f"topic it does not hold")
+        log.warning("%s: an earlier restore into %s by this data dir left data in the tier; "
+                    "the new topic id shadows it (it is not deleted)", tip, to_topic)
 
 
 def fork_plan(plan: RestorePlan, to_topic: str) -> RestorePlan:
     """``plan`` for a new topic ``to_topic`` with a new topic id: the same cuts, log starts,
     epochs and bytes below the cut, nothing deleted, and the kept segments still the
-    source's (:func:`copy_kept` copies them)."""
+    source's (:func:`copy_kept` copies them, :func:`commit_copies` commits the copies)."""
     topic_id = new_topic_id()
     return RestorePlan(to_topic, tuple(
         dataclasses.replace(state, tip=TopicIdPartition(topic_id, to_topic, state.tip.partition),
@@ -78,11 +89,16 @@ def fork_plan(plan: RestorePlan, to_topic: str) -> RestorePlan:
 
 def copy_kept(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
               source: PartitionRestore, target: PartitionRestore, *,
-              time_ms: Callable[[], int]) -> list[RemoteLogSegmentMetadata]:
+              time_ms: Callable[[], int], tier: RemoteTier | None = None,
+              owner: str | None = None) -> list[RemoteLogSegmentMetadata]:
     """Copy ``source.kept`` (segments of the source topic) under ``target.tip``, in offset
-    order, and record the log start offset; returns the new segments' metadata. The source's
-    objects and metadata are only read. On failure what was copied is removed, then the
-    error raised."""
+    order, and record the log start offset; returns the copies' metadata, still
+    COPY_SEGMENT_STARTED (no reader takes them for data, and a retry of a failed restore is
+    not refused for them) until :func:`commit_copies`. The source's objects and metadata are
+    only read. On failure what was copied is removed, then the error raised. ``owner`` is
+    recorded as the new partition's owner in ``tier`` first (:func:`check_new_topic`)."""
+    if tier is not None and owner is not None:
+        record_owner(tier, target.tip, owner, time_ms())
     copies: list[RemoteLogSegmentMetadata] = []
     try:
         for metadata in source.kept:
@@ -106,7 +122,8 @@ def copy_kept(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
 def _copy_objects(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
                   metadata: RemoteLogSegmentMetadata, copy: RemoteLogSegmentMetadata,
                   time_ms: Callable[[], int]) -> RemoteLogSegmentMetadata:
-    """Upload ``metadata``'s objects as ``copy``'s (COPY_SEGMENT_STARTED), then commit it."""
+    """Upload ``metadata``'s objects as ``copy``'s (COPY_SEGMENT_STARTED); returns ``copy``
+    with the custom metadata the RemoteStorageManager returned."""
     with tempfile.TemporaryDirectory(prefix="tierlog-fork-") as scratch:
         def fetched(name: str, read: Callable[[], bytes]) -> Path:
             path = Path(scratch) / name
@@ -140,10 +157,23 @@ def _copy_objects(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
             extra_indexes={s: fetched(f"extra{i}", partial(index, _Suffix(s)))
                            for i, s in enumerate(extra_index_suffixes(metadata))})
         custom = rsm.copy_log_segment_data(copy, data)
-    rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-        remote_log_segment_id=copy.remote_log_segment_id, event_timestamp_ms=time_ms(),
-        state=_FINISHED, custom_metadata=custom))
-    return dataclasses.replace(copy, state=_FINISHED, custom_metadata=custom)
+    return dataclasses.replace(copy, custom_metadata=custom)
+
+
+def commit_copies(rlmm: RemoteLogMetadataStore, copies: Sequence[RemoteLogSegmentMetadata], *,
+                  time_ms: Callable[[], int]) -> list[RemoteLogSegmentMetadata]:
+    """Mark the copies :func:`copy_kept` made COPY_SEGMENT_FINISHED (in offset order per
+    partition, so the committed segments always form a prefix); returns them committed."""
+    committed = []
+    for copy in sorted(copies, key=lambda m: (m.topic_id_partition.partition, m.start_offset)):
+        if copy.state is _STARTED:
+            rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+                remote_log_segment_id=copy.remote_log_segment_id,
+                event_timestamp_ms=time_ms(), state=_FINISHED,
+                custom_metadata=copy.custom_metadata))
+            copy = dataclasses.replace(copy, state=_FINISHED)
+        committed.append(copy)
+    return committed
 
 
 def discard_fork(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
@@ -151,7 +181,8 @@ def discard_fork(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
                  time_ms: Callable[[], int]) -> None:
     """Take the segments a failed restore into a new topic copied out of the tier again
     (DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED), the highest first; a
-    failure is logged and left to ``tierlog scrub --repair``."""
+    failure is logged and left to ``tierlog scrub --repair`` (a copy still
+    COPY_SEGMENT_STARTED is a stuck copy it rolls back)."""
     def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
         rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             remote_log_segment_id=metadata.remote_log_segment_id,
@@ -174,4 +205,4 @@ def discard_fork(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
                         metadata.end_offset, exc)
 
 
-__all__ = ["check_new_topic", "copy_kept", "discard_fork", "fork_plan"]
+__all__ = ["check_new_topic", "commit_copies", "copy_kept", "discard_fork", "fork_plan"]
