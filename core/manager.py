@@ -481,6 +481,9 @@ class LogManager:
         filenames.validate_topic(name)
         if to_topic is not None:
             filenames.validate_topic(to_topic)
+            if to_topic == name:
+                raise ConfigError("to_topic", f"restoring {name!r} into a new topic needs a "
+                                              f"name other than {name!r}")
         with self._lock:
             self._check_open()
             self._check_restorable(name if to_topic is None else to_topic)

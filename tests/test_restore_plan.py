@@ -16,7 +16,7 @@ import pytest
 from cli_runner import tierlog, user_error
 from test_restore import T0, Source, lose_disks_after, raw_batches, tier_config
 
-from tierlog.errors import RestoreNotConfirmedError, TopicExistsError
+from tierlog.errors import ConfigError, RestoreNotConfirmedError, TopicExistsError
 from tierlog.manager import LogManager
 from tierlog.records.record import Record
 from tierlog.remote.api import RemoteLogSegmentState
@@ -174,6 +174,8 @@ def test_a_restore_to_a_new_topic_leaves_the_source_untouched(
         assert log.log_end_offset == cut and raw_batches(log, 0, cut) == below
         with pytest.raises(TopicExistsError, match="orders_at"):
             mgr.restore_topic("orders", to_offset=cut, to_topic="orders_at")
+        with pytest.raises(ConfigError, match="to_topic"):  # it would shadow the source
+            mgr.restore_topic("orders", to_offset=cut, to_topic="orders")
     assert tier_files(_tier_root(tmp_path), src_dir) == before  # byte-identical
     new = _committed(tmp_path, "orders_at")
     assert [(m.start_offset, m.end_offset) for m in new][-1][1] == cut - 1
