@@ -131,6 +131,24 @@ def test_counters_survive_a_topic_config_change(manager):
         before[BT + "messagesin_total"] + 10
 
 
+def test_all_topics_counters_keep_a_deleted_topics_counts(manager):
+    """The all-topics samples never go down when a topic is deleted (a drop would read as a
+    counter reset: a spike in every rate() over it); the topic's own samples go with it."""
+    registry = registry_for(manager)
+    manager.create_topic("kept", 1)[0].append_records(_records(0))
+    gone = manager.create_topic("gone", 2)[0]
+    gone.append_records(_records(1))
+    gone.flush()
+    every = (BT + "messagesin_total", FLUSH + "_count")
+    before = [value(registry, name, topic=None, partition=None) for name in every]
+    assert before[0] == 20
+    manager.delete_topic("gone")
+    assert [value(registry, name, topic=None, partition=None) for name in every] == before
+    assert registry.get_sample_value(BT + "messagesin_total", {"topic": "gone"}) is None
+    manager.log("kept", 0).append_records(_records(2))
+    assert value(registry, BT + "messagesin_total", topic=None, partition=None) == 30
+
+
 def test_idle_internal_partitions_are_left_out_unless_asked_for(manager):
     offsets = manager.create_topic("__consumer_offsets", 50,
                                    config={"cleanup.policy": "compact"})

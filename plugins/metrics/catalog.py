@@ -18,6 +18,7 @@ partitions would outnumber everything else).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from tierlog.remote.rlm import RemoteLogManager
     from tierlog.server.request_stats import RequestStats, TopicCounts
 
-__all__ = ["METRICS", "SCOPE_TAGS", "Kind", "Metric", "Scope", "Scrape", "TopicLogs", "Value"]
+__all__ = ["METRICS", "RETIRED_STATS", "SCOPE_TAGS", "Kind", "Metric", "Retired", "Scope",
+           "Scrape", "TopicLogs", "Value"]
 
 Kind = Literal["meter", "gauge", "histogram", "attribute"]
 Scope = Literal["partition", "topic", "tiered_topic", "manager", "broker", "broker_topic",
@@ -48,7 +50,41 @@ SCOPE_TAGS: dict[Scope, tuple[str, ...]] = {
 }
 _SERVER_SCOPES = frozenset({"broker", "broker_topic", "request", "listener"})
 
+#: The ``log.stats`` counters the all-topics samples sum: a deleted topic's last counts stay in
+#: them (:class:`Retired`), so they never go down (a drop reads as a counter reset).
+RETIRED_STATS = ("append_messages", "append_bytes", "remote_copy_bytes",
+                 "remote_copy_requests", "remote_copy_errors", "remote_fetch_bytes",
+                 "remote_fetch_requests", "remote_fetch_errors", "remote_delete_requests",
+                 "remote_delete_errors")
+
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+
+
+class Retired:
+    """The counts of the partitions that are gone (their topic deleted), for the all-topics
+    samples: each scrape :meth:`update` s it with the logs it sees, and a partition seen
+    before but not now adds its last counts. Thread-safe (two scrapes may run at once)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = dict.fromkeys(RETIRED_STATS, 0.0)
+        #: The flushes of the partitions that are gone (their count and total only).
+        self.flush_time = Histogram()
+        self._last: dict[tuple[str | None, str, int], tuple[int, ...]] = {}
+        self._lock = threading.Lock()
+
+    def update(self, logs: list[Log]) -> None:
+        seen: dict[tuple[str | None, str, int], tuple[int, ...]] = {
+            (lg.topic_id, lg.topic, lg.partition): (
+                *(getattr(lg.stats, name) for name in RETIRED_STATS),
+                lg.stats.flush_time.count, lg.stats.flush_time.total_ns) for lg in logs}
+        with self._lock:
+            for key, last in self._last.items():
+                if key not in seen:
+                    for name, value in zip(RETIRED_STATS, last, strict=False):
+                        self.counts[name] += value
+                    self.flush_time.count += last[-2]
+                    self.flush_time.total_ns += last[-1]
+            self._last = seen
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 
 
@@ -65,7 +101,7 @@ class Scrape:
     each tiered log's remote segments, and the server (if any)."""
 
     def __init__(self, manager: LogManager, server: Any = None,
-                 idle_internal: bool = False) -> None:
+                 idle_internal: bool = False, retired: Retired | None = None) -> None:
         from tierlog.server.internal_topics import is_internal
 
         self.manager = manager
@@ -74,6 +110,8 @@ class Scrape:
             server.services.request_stats if server is not None else None)
         self.all_logs: list[Log] = [lg for _, lg in sorted(manager.logs().items())
                                     if not lg.closed]
+        self.retired = retired or Retired()
+        self.retired.update(self.all_logs)
         self.logs = self.all_logs if idle_internal else [
             lg for lg in self.all_logs if lg.log_end_offset > 0 or not is_internal(lg.topic)]
         self.rlm: RemoteLogManager | None = manager.remote_log_manager
@@ -195,8 +233,11 @@ def _per_topic(read: Callable[[Scrape, Log], float]) -> Callable[[Scrape, TopicL
 
 
 def _stat(name: str) -> Callable[[Scrape, TopicLogs], float]:
-    """A ``log.stats`` counter summed over a topic's logs."""
-    return lambda s, t: float(sum(getattr(lg.stats, name) for lg in t.logs))
+    """A ``log.stats`` counter summed over a topic's logs (all topics': and the gone ones')."""
+    def read(s: Scrape, t: TopicLogs) -> float:
+        gone = s.retired.counts[name] if t.topic is None else 0.0
+        return float(sum(getattr(lg.stats, name) for lg in t.logs)) + gone
+    return read
 
 
 def _counts(name: str) -> Callable[[Scrape, TopicCounts], float]:
@@ -226,7 +267,7 @@ METRICS: tuple[Metric, ...] = (
            "Bytes of record batches appended (every origin).", _stat("append_bytes")),
     Metric("kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs", "histogram", "manager",
            "Flushes (fsync up to a new recovery point) of every log and their time (ms).",
-           lambda s, _: [lg.stats.flush_time for lg in s.all_logs]),
+           lambda s, _: [*(lg.stats.flush_time for lg in s.all_logs), s.retired.flush_time]),
     Metric("tierlog.log:type=LogAppendStats,name=GeneralAppendRateAndTimeMs", "histogram",
            "topic", "Appends that took the general path (producer ids, compression, "
            "control batches, rolls) and their time (ms); the plain producer hot path is "

@@ -104,6 +104,7 @@ class StorageCollector(Collector):
         self.metrics = tuple(metrics)
         self.server = server
         self.idle_internal = idle_internal
+        self._retired = catalog.Retired()
 
     def describe(self) -> list[Metric]:
         """The families whose names do not depend on a sample (registering reads no log)."""
@@ -121,7 +122,7 @@ class StorageCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         try:
-            scrape = Scrape(self.manager, self.server, self.idle_internal)
+            scrape = Scrape(self.manager, self.server, self.idle_internal, self._retired)
         except Exception as exc:  # noqa: BLE001 - a scrape must never raise into the server
             _failures.report("reading the LogManager", exc)
             return
