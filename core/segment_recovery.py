@@ -190,9 +190,11 @@ def scan_segment(
             file_pos += pos
             pos = 0
     except CorruptRecordError as exc:  # includes TruncatedBatchError
-        # Positions in the message are within the read chunk; the prefix has the file's.
-        result.error = f"invalid data at byte {file_pos + pos}: {exc}"
-        log.warning("%s: %s", records.path, result.error)
+        # The check that failed, without the error's position (one within the read chunk):
+        # the file's is the first invalid byte.
+        result.error = f"{exc.check} check failed: {exc.detail}" if exc.check else exc.detail
+        log.warning("%s: invalid data at byte %d: %s", records.path, file_pos + pos,
+                    result.error)
     finally:
         view.release()
     result.batches = batches

@@ -360,7 +360,7 @@ class Dumper:
         self.out(f"{path} passed sanity check.\n")
 
     def dump_txn_index(self, path: Path, base: int) -> None:
-        index = TransactionIndex(path, base)
+        index = TransactionIndex(path, base, create=False)  # dump-log never writes
         try:
             if self.verify:
                 index.sanity_check()
