@@ -40,12 +40,12 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "tier"
 
 
-def write_payments(data: Path, config: dict[str, Any]) -> None:
+def write_payments(data: Path, config: dict[str, Any], batches: int = 90) -> None:
     """A topic of small segments with an aborted transaction every third batch, tiered."""
     clock = FakeClock()
     with LogManager.open(data, config, time_ms=clock, start_scheduler=False) as mgr:
         log = mgr.create_topic("payments", 1)[0]
-        for i in range(90):
+        for i in range(batches):
             clock.advance(1000)
             log.append_records([Record(key=b"k%d" % i, value=b"v" * 300) for _ in range(3)])
             if i % 3 == 0:
@@ -199,7 +199,7 @@ def test_deep_scrub_finds_damage_on_s3(tmp_path: Path, s3_options: dict[str, str
     url = f"s3://{S3_BUCKET}/deep-{uuid.uuid4().hex[:10]}"
     write_payments(tmp_path / "data", {
         **CONFIG, "remote.storage.manager": "s3", "remote.storage.url": url,
-        **{f"remote.storage.options.{k}": v for k, v in s3_options.items()}})
+        **{f"remote.storage.options.{k}": v for k, v in s3_options.items()}}, batches=40)
     storage = open_storage(url, s3_options)
     try:
         tier = storage.tier
