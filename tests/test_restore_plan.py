@@ -14,9 +14,14 @@ from typing import Any
 import fsspec
 import pytest
 from cli_runner import tierlog, user_error
-from test_restore import T0, Source, lose_disks_after, raw_batches, tier_config
+from test_restore import T0, Source, _tier, lose_disks_after, raw_batches, tier_config
 
-from tierlog.errors import ConfigError, RestoreNotConfirmedError, TopicExistsError
+from tierlog.errors import (
+    ConfigError,
+    RestoreNotConfirmedError,
+    TierDamagedError,
+    TopicExistsError,
+)
 from tierlog.manager import LogManager
 from tierlog.records.record import Record
 from tierlog.remote.api import RemoteLogSegmentState
@@ -204,3 +209,27 @@ def test_the_cli_restores_to_a_new_topic(source: Source, tmp_path: Path) -> None
     assert {k: v for k, v in after.items() if k in before} == before
     line = user_error("restore", url, "--data-dir", tmp_path / "y", "--all", "--to-topic", "x")
     assert "--to-topic needs --topic" in line
+
+
+def test_on_s3_a_new_topic_leaves_the_source_untouched_and_damage_is_refused(
+        tmp_path: Path, clock: Any, request: pytest.FixtureRequest) -> None:
+    source = lose_disks_after(tmp_path, tier_config("s3", tmp_path, request), clock)
+    cut = source.marks["after-marker"]
+    below = [b for b in source.batches if int.from_bytes(b[:8], "big") < cut]
+    with _open(source, clock, tmp_path / "fork") as mgr:
+        assert mgr.tier_topics() == ["orders"]
+        tier = _tier(mgr)
+        (src,) = [p for p in tier.fs.ls(tier.root, refresh=True) if "/orders-0-" in p]
+
+        def objects() -> dict[str, bytes]:
+            tier.fs.invalidate_cache()
+            return {p: tier.fs.cat_file(p) for p in tier.fs.find(src)}
+
+        before = objects()
+        (log,) = mgr.restore_topic("orders", to_offset=cut, to_topic="orders_b")
+        assert log.log_end_offset == cut and raw_batches(log, 0, cut) == below
+        assert objects() == before  # byte-identical
+        first = min(p for p in before if p.endswith(".log"))
+        tier.fs.pipe_file(first, before[first][:len(before[first]) // 2])
+        with pytest.raises(TierDamagedError, match=first.rsplit("/", 1)[-1]):
+            mgr.plan_restore("orders", force_takeover=True)
