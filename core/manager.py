@@ -205,11 +205,12 @@ class LogManager:
         if detached is None:
             self._remote.attach(self._logs.values())
             return
-        for partition_log in self._logs.values():
-            if partition_log.remote_storage_enabled:
-                partition_log.attach_remote(
-                    UnavailableRemote(partition_log.directory.name, detached),
-                    partition_log.highest_offset_in_remote)
+        tiered = [lg for lg in self._logs.values() if lg.remote_storage_enabled]
+        for partition_log in tiered:
+            partition_log.attach_remote(UnavailableRemote(partition_log.directory.name, detached),
+                                        partition_log.highest_offset_in_remote)
+        if tiered:
+            log.warning("the remote tier of %d tiered partitions is %s", len(tiered), detached)
 
     def _load_all(self) -> None:
         threads = self.config["num.recovery.threads.per.data.dir"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,32 @@ def test_a_missing_index_is_scanned_not_rebuilt(tmp_path: Path, clock) -> None: 
         assert len(values(reader, "clicks")) == 60
     assert not index.exists()
     assert file_state(tmp_path) == before
+
+
+def test_beside_a_live_owner_a_tiered_partition_says_why_its_tier_is_not_attached(
+        tmp_path: Path, clock) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data"
+    config = {"remote.storage.manager": "local",
+              "remote.storage.url": (tmp_path / "tier").as_uri()}
+    owner = LogManager.open(data, config, time_ms=clock, start_scheduler=False)
+    try:
+        log = owner.create_topic("t", 1, {"remote.storage.enable": True,
+                                          "segment.bytes": 1024})[0]
+        for i in range(30):
+            log.append(build_batch([Record(value=b"v%02d" % i + b"." * 80)]))
+        owner.tier_now()
+        before = file_state(data)
+        with LogManager.open(data, config, read_only=True) as reader:
+            error = reader.remote_unavailable("t", 0)
+            assert error is not None
+            assert "read-only" in str(error) and f"process {os.getpid()}" in str(error)
+            assert len(values(reader, "t")) == 30  # the local segments still hold them all
+        assert file_state(data) == before
+    finally:
+        owner.close()
+    with LogManager.open(data, config, read_only=True) as reader:  # no live owner now
+        assert reader.remote_unavailable("t", 0) is None
+        assert reader.remote_log_manager is not None
 
 
 # -- an unclean restart's log lines ---------------------------------------------------------
