@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -109,7 +110,8 @@ def test_produce_then_consume_from_beginning_as_a_group(
                          "--from-beginning", "--max-messages", "20", "--print-key",
                          "--print-partition", "--print-headers")
     code2, out2, err2 = cli(capsys, "consume", *b, "--topic", "rt", "--group", "rt-g",
-                            "--max-messages", "10", "--timeout-ms", "30000", "--print-key",
+                            "--from-beginning", "--max-messages", "10", "--timeout-ms", "30000",
+                            "--print-key",
                             "--print-partition", "--print-headers")
     assert (code, code2) == (0, 0)
     assert err.endswith("Processed a total of 20 messages\n")
@@ -130,32 +132,61 @@ def test_produce_then_consume_from_beginning_as_a_group(
     assert sum(offsets.values()) == 30
 
 
+class Follower:
+    """A ``tierlog consume`` subprocess whose stdout lines are read as they come."""
+
+    def __init__(self, server: ServerProcess, topic: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tierlog.cli", "consume", "--bootstrap-server",
+             server.bootstrap, "--topic", topic, "--from-beginning", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def next_line(self) -> bytes:
+        return self.lines.get(timeout=DEADLINE_S)
+
+    def finish(self) -> tuple[int, str]:
+        """Exit status and stderr, once it exits by itself (killed after the deadline)."""
+        try:
+            code = self.proc.wait(DEADLINE_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        assert self.proc.stderr is not None
+        return code, self.proc.stderr.read().decode()
+
+
 def test_consume_follows_a_record_produced_after_it_started(server: ServerProcess) -> None:
     create(server, "follow", 1)
     producer = ck.Producer({"bootstrap.servers": server.bootstrap})
     producer.produce("follow", value=b"before")
     assert producer.flush(DEADLINE_S) == 0
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tierlog.cli", "consume", "--bootstrap-server",
-         server.bootstrap, "--topic", "follow", "--group", "follower", "--from-beginning",
-         "--max-messages", "2", "--timeout-ms", str(int(DEADLINE_S * 1000))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
-    lines: queue.Queue[bytes] = queue.Queue()
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout],
-                              daemon=True)
-    reader.start()
-    try:
-        assert lines.get(timeout=DEADLINE_S) == b"before\n"
-        producer.produce("follow", value=b"after")  # the consumer is running and caught up
-        assert producer.flush(DEADLINE_S) == 0
-        assert lines.get(timeout=DEADLINE_S) == b"after\n"
-        assert proc.wait(DEADLINE_S) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.stderr is not None
-    assert proc.stderr.read().decode().endswith("Processed a total of 2 messages\n")
+    follower = Follower(server, "follow", "--group", "follower", "--max-messages", "2",
+                        "--timeout-ms", str(int(DEADLINE_S * 1000)))
+    assert follower.next_line() == b"before\n"
+    producer.produce("follow", value=b"after")  # the consumer is running and caught up
+    assert producer.flush(DEADLINE_S) == 0
+    assert follower.next_line() == b"after\n"
+    code, err = follower.finish()
+    assert code == 0 and err.endswith("Processed a total of 2 messages\n")
+
+
+def test_ctrl_c_stops_following_and_reports_what_was_printed(server: ServerProcess) -> None:
+    create(server, "interrupted", 1)
+    producer = ck.Producer({"bootstrap.servers": server.bootstrap})
+    producer.produce("interrupted", value=b"only")
+    assert producer.flush(DEADLINE_S) == 0
+    follower = Follower(server, "interrupted")  # no bound: follows until interrupted
+    assert follower.next_line() == b"only\n"
+    follower.proc.send_signal(signal.SIGINT)
+    code, err = follower.finish()
+    assert code == 130 and err.endswith("Processed a total of 1 messages\n")
 
 
 def test_consumer_mistakes_are_one_line(server: ServerProcess,

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "isolation.level": args.isolation_level,
     })
-    total = 0
+    printed = Printed()
     try:
         partitions = topic_partitions(client, args.topic)
         if args.partition is not None:
@@ -59,20 +59,26 @@ def run(args: argparse.Namespace) -> int:
             client.subscribe([args.topic], on_assign=_seek_to_timestamp(args.from_timestamp))
         else:
             client.subscribe([args.topic])
-        total = _print_records(client, args)
+        _print_records(client, args, printed)
     finally:
         client.close()  # commits what was printed when the group commits
-        print(f"Processed a total of {total} messages", file=sys.stderr)
+        print(f"Processed a total of {printed.count} messages", file=sys.stderr)
     return 0
 
 
-def _print_records(client: Any, args: argparse.Namespace) -> int:
-    """Poll and print until a bound is reached; returns how many records were printed."""
+class Printed:
+    """How many records were printed so far (the count Ctrl-C reports too)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def _print_records(client: Any, args: argparse.Namespace, printed: Printed) -> None:
+    """Poll and print until a bound is reached, counting into ``printed``."""
     out = sys.stdout.buffer
     formatters: dict[tuple[int, int], Callable[[Record], bytes]] = {}
-    total = 0
     idle_since = time.monotonic()
-    while total != args.max_messages:
+    while printed.count != args.max_messages:
         message = client.poll(POLL_S)
         if message is None:
             out.flush()  # following: show what came before waiting for more
@@ -96,9 +102,8 @@ def _print_records(client: Any, args: argparse.Namespace) -> int:
                         headers=tuple(message.headers() or ()), timestamp=timestamp,
                         offset=message.offset())
         out.write(formatters[key](record) + b"\n")
-        total += 1
+        printed.count += 1
     out.flush()
-    return total
 
 
 def _start(client: Any, args: argparse.Namespace, partition: int) -> int:
