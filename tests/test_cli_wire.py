@@ -210,3 +210,14 @@ def test_without_the_client_library_the_error_says_what_to_install() -> None:
     assert done.returncode == 1
     assert done.stderr == ("tierlog: error: --bootstrap-server needs the Kafka client library "
                            "confluent-kafka: pip install 'tierlog[cli]'\n")
+
+
+def test_a_setting_the_client_refuses_names_the_command_config(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = tmp_path / "client.properties"
+    settings.write_text("no.such.setting=1\n")
+    code, _, err = cli(capsys, "topics", "--bootstrap-server", "127.0.0.1:1", "--list",
+                       "--command-config", str(settings))
+    assert code == 1
+    assert err.startswith(f"tierlog: error: --command-config {settings}: No such configuration "
+                          "property: \"no.such.setting\"")

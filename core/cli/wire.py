@@ -72,15 +72,24 @@ def kafka() -> Any:
 
 
 def admin_client(args: argparse.Namespace) -> Any:
-    return kafka().admin.AdminClient(client_config(args))
+    return _client(kafka().admin.AdminClient, client_config(args), args)
 
 
 def producer(args: argparse.Namespace, **settings: Any) -> Any:
-    return kafka().Producer(client_config(args, **settings))
+    return _client(kafka().Producer, client_config(args, **settings), args)
 
 
 def consumer(args: argparse.Namespace, **settings: Any) -> Any:
-    return kafka().Consumer(client_config(args, **settings))
+    return _client(kafka().Consumer, client_config(args, **settings), args)
+
+
+def _client(make: Any, config: dict[str, Any], args: argparse.Namespace) -> Any:
+    """A client, or a CliError when librdkafka refuses a setting (of --command-config)."""
+    try:
+        return make(config)
+    except kafka().KafkaException as exc:
+        source = f"--command-config {args.command_config}: " if args.command_config else ""
+        raise CliError(f"{source}{describe_error(exc.args[0])}") from None
 
 
 def describe_error(error: Any) -> str:
@@ -95,7 +104,8 @@ def result(future: concurrent.futures.Future[Any], what: str) -> Any:
     try:
         return future.result(REQUEST_TIMEOUT_S)
     except concurrent.futures.TimeoutError:
-        raise CliError(f"{what}: no answer from the broker in {REQUEST_TIMEOUT_S:.0f} s") from None
+        raise CliError(f"{what}: no answer from the broker in {REQUEST_TIMEOUT_S:.0f} s (is "
+                       "--bootstrap-server right, and the broker up?)") from None
     except kafka().KafkaException as exc:
         raise CliError(f"{what}: {describe_error(exc.args[0])}") from None
 
