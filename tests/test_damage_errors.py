@@ -135,6 +135,21 @@ def test_a_local_read_reports_the_crc_failure_with_the_segment_file(tmp_path: Pa
                                  f"{position}): CRC check failed: stored crc 0x")
 
 
+def test_a_batch_whose_crc_fails_is_never_decoded(tmp_path: Path, clock: FakeClock) -> None:
+    """A flipped byte inside a value keeps the framing intact: only the CRC can tell, and a
+    consumer must not be handed the damaged value."""
+    with LogManager.open(tmp_path / "data", {}, time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 10)
+        segment = log.directory / "00000000000000000000.log"
+        data = bytearray(segment.read_bytes())
+        data[-5] ^= 0x01  # the last record's value
+        segment.write_bytes(bytes(data))
+        with pytest.raises(CorruptRecordError, match="CRC check failed") as caught:
+            list(log.read(0).records())
+    assert caught.value.offset == 9 * PER_BATCH
+
+
 def test_consume_names_the_damage_and_what_to_run_next(tmp_path: Path, clock: FakeClock) -> None:
     with LogManager.open(tmp_path / "data", {}, time_ms=clock, start_scheduler=False) as mgr:
         log = mgr.create_topic("orders", 1)[0]

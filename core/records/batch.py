@@ -275,14 +275,21 @@ class RecordBatch:
 
     # -- records ------------------------------------------------------------------------
 
-    def records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> list[Record]:
+    def records(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES, *,
+                verify_crc: bool = True) -> list[Record]:
         """Decode every record (decompressing first when needed); offsets are absolute.
 
-        In a LogAppendTime batch every record carries the batch's max_timestamp. Raises
-        CorruptRecordError when the records do not fill the batch exactly, and its subclass
-        DecompressionLimitError when they would expand beyond ``max_decompressed_bytes``.
+        The CRC is checked first (as Kafka's consumer does, ``check.crcs``): damage is then
+        reported as the CRC failure it is, and never decoded into records. A caller that has
+        checked it already may pass ``verify_crc=False`` (a decode that fails still reports a
+        CRC failure first). In a LogAppendTime batch every record carries the batch's
+        max_timestamp. Raises CorruptRecordError when the records do not fill the batch
+        exactly, and its subclass DecompressionLimitError when they would expand beyond
+        ``max_decompressed_bytes``.
         """
         self._require_body()
+        if verify_crc:
+            self._check_crc()
         header = self._header
         count = header[12]
         base_offset = header[0]
