@@ -28,12 +28,7 @@ from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import FileRecords
 from tierlog.segment import LogSegment
 from tierlog.segment_read_only import trust_indexes
-from tierlog.segment_recovery import (
-    RecoveryResult,
-    SegmentDamage,
-    in_flight_tail,
-    scan_segment,
-)
+from tierlog.segment_recovery import RecoveryResult, SegmentDamage
 from tierlog.segments import LogSegments
 
 log = logging.getLogger(__name__)
@@ -188,9 +183,10 @@ class LogLoader:
         """:meth:`load` without changing a file: leftovers stay, no index is rebuilt, no
         snapshot or checkpoint is written. The segments recovery would re-validate (from the
         one holding the recovery point, unless the shutdown was clean) and those whose
-        indexes cannot be trusted are scanned in memory; invalid bytes at the very end of the
-        last segment are a write in flight (not read), anywhere else damage (reported in
-        ``report.damage``, left in place, reads stop before it). The producer state is
+        indexes cannot be trusted are scanned in memory (LogSegment.check_read_only): the
+        last one now, the others when first read. Invalid bytes at the very end of the last
+        segment are a write in flight (not read), anywhere else damage (the last segment's
+        in ``report.damage``; left in place, reads stop before it). The producer state is
         replayed in memory up to the first damage."""
         bases = sorted(filenames.offset_from_filename(p.name) for p in self.directory.iterdir()
                        if p.name.endswith(filenames.LOG_SUFFIX))
@@ -209,8 +205,10 @@ class LogLoader:
             if problem is not None:
                 log.info("%s: segment %d is read through a scan: %s", self.directory, base,
                          problem)
-            if base >= first_unflushed or problem is not None:
-                self._check_read_only(segment, last=base == bases[-1])
+            if base == bases[-1]:  # its end is the log end: checked now
+                self._note_damage(segment.check_read_only(last=True))
+            elif base >= first_unflushed or problem is not None:
+                segment.unchecked = True  # by the first read of it: a describe reads none
             if base == bases[-1] or problem is not None:
                 segment.load_max_timestamp()
         end = self._read_only_end(segments)
@@ -230,27 +228,11 @@ class LogLoader:
         self.report.recovery_point = min(self.recovery_point, end)
         return segments
 
-    def _check_read_only(self, segment: LogSegment, *, last: bool) -> None:
-        """Scan a segment as recovery would, changing nothing: a write in flight at the end
-        of the last segment is left out of its readable size, other invalid bytes are damage."""
-        scan = scan_segment(segment.log, segment.base_offset, self.index_interval_bytes)
+    def _note_damage(self, damage: SegmentDamage | None) -> None:
         self.report.segments_recovered += 1
-        result = scan.result
-        if result.error is None:
-            return
-        if last and in_flight_tail(segment.log, result.valid_bytes):
-            log.info("%s: the %d bytes after position %d of segment %d are a write in "
-                     "flight: not read", self.directory, segment.size - result.valid_bytes,
-                     result.valid_bytes, segment.base_offset)
-            segment.log.size = result.valid_bytes
-            return
-        damage = SegmentDamage(self.directory.name, segment.path, result.valid_bytes,
-                               result.next_offset if result.batches else segment.base_offset,
-                               result.error)
-        segment.damage = damage
-        self.report.damage.append(damage)
-        self.report.errors.append(str(damage.error()))
-        log.warning("%s", damage.error())
+        if damage is not None:
+            self.report.damage.append(damage)
+            self.report.errors.append(str(damage.error()))
 
     def _read_only_end(self, segments: LogSegments) -> int:
         """The log end offset a read-only load reports: past a damaged last batch, so that a

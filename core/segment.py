@@ -41,7 +41,12 @@ from tierlog.records.file_records import (
     LogOffsetPosition,
     TimestampAndOffset,
 )
-from tierlog.segment_recovery import RecoveryResult, SegmentDamage, scan_segment
+from tierlog.segment_recovery import (
+    RecoveryResult,
+    SegmentDamage,
+    in_flight_tail,
+    scan_segment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +136,9 @@ class LogSegment:
         self.read_only = read_only
         #: Invalid bytes a read-only open found and left (reads stop before them).
         self.damage: SegmentDamage | None = None
+        #: A read-only segment recovery would re-validate, not scanned yet: the first read
+        #: scans it (:meth:`check_read_only`).
+        self.unchecked = False
 
     # -- construction ----------------------------------------------------------------
 
@@ -205,6 +213,26 @@ class LogSegment:
             missing and log_file.size_in_bytes() > 0,
             index_types,
         )
+
+    def check_read_only(self, *, last: bool) -> SegmentDamage | None:
+        """Scan a read-only segment as recovery would (header, CRC, offsets of every batch),
+        changing nothing. Invalid bytes at the very end of the ``last`` segment are a write
+        in flight: they are left out of its readable size. Any others are damage: kept in
+        :attr:`damage` (reads stop before it), logged and returned."""
+        self.unchecked = False
+        result = scan_segment(self.log, self.base_offset, self.index_interval_bytes).result
+        if result.error is None:
+            return None
+        if last and in_flight_tail(self.log, result.valid_bytes):
+            log.info("%s: the %d bytes from position %d are a write in flight: not read",
+                     self.path, self.size - result.valid_bytes, result.valid_bytes)
+            self.log.size = result.valid_bytes
+            return None
+        self.damage = SegmentDamage(
+            self.path.parent.name, self.path, result.valid_bytes,
+            result.next_offset if result.batches else self.base_offset, result.error)
+        log.warning("%s", self.damage.error())
+        return self.damage
 
     def load_max_timestamp(self) -> None:
         """Find the segment's max timestamp from its last indexed batch on (a segment still
@@ -434,6 +462,8 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"invalid max_size {max_size} for segment {self.path}")
+        if self.unchecked:
+            self.check_read_only(last=False)
         damage = self.damage
         try:
             start = self.translate_offset(start_offset)

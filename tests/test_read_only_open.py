@@ -90,9 +90,12 @@ def test_a_batch_in_flight_at_the_end_of_the_active_segment_is_not_read(
     assert file_state(tmp_path) == before
 
 
+@pytest.mark.parametrize("which", ["active", "first"])
 def test_damage_below_the_end_is_reported_where_it_is_and_left(
-        tmp_path: Path, live: LogManager) -> None:
-    segment = live.log("clicks", 0).segments.active
+        tmp_path: Path, live: LogManager, which: str) -> None:
+    segments = live.log("clicks", 0).segments
+    segment = segments.active if which == "active" else segments.first
+    assert segment is not None and len(segments) > 1
     first = segment.log.read_header(0)
     assert first is not None
     raw = bytearray(segment.path.read_bytes())
@@ -101,9 +104,12 @@ def test_damage_below_the_end_is_reported_where_it_is_and_left(
     before = file_state(tmp_path)
     with LogManager.open(tmp_path, read_only=True) as reader:
         log = reader.log("clicks", 0)
-        [damage] = log.recovery.damage
-        assert (damage.file, damage.position, damage.offset) == (segment.path, 0,
-                                                                 segment.base_offset)
+        if which == "active":  # the last segment is checked at open, the others when read
+            [damage] = log.recovery.damage
+            assert (damage.file, damage.position, damage.offset) == (
+                segment.path, 0, segment.base_offset)
+        else:
+            assert log.recovery.damage == [] and log.log_end_offset == 60
         with pytest.raises(LogDamagedError, match=f"{segment.path}.*position 0 .*crc"):
             values(reader, "clicks")
     assert file_state(tmp_path) == before
