@@ -1,6 +1,7 @@
 """Requests built to take the server down: a length its decoder would allocate (issue 21,
-defect 10), a null where none is allowed (defect 15), against a real ``tierlog serve``; and
-the bounds check (tierlog.server.request_bounds) on its own, for every kio request type."""
+defect 10), a null where none is allowed and a connection left idle (defect 15), against a
+real ``tierlog serve``; and the bounds check (tierlog.server.request_bounds) on its own, for
+every kio request type."""
 
 from __future__ import annotations
 
@@ -32,9 +33,14 @@ def _kio_requests() -> list[tuple[int, int]]:
     return found
 
 
+#: connections.max.idle.ms of the server here (every other test keeps its connection busy).
+IDLE_MS = 1500
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("hostile")) as proc:
+    with start(tmp_path_factory.mktemp("hostile"),
+               {"connections.max.idle.ms": IDLE_MS}) as proc:
         yield proc
 
 
@@ -116,6 +122,14 @@ def test_hostile_lengths_in_every_served_api_and_version_never_stop_the_server(
     assert tally.answered > len(frames) // 10  # ... and the others served
     assert server.alive() and _api_versions_ok(server)
     assert "Traceback" not in server.log_text()
+
+
+def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
+        server: ServerProcess) -> None:
+    with socket.create_connection((server.host, server.port)) as idle:
+        idle.settimeout(10 * IDLE_MS / 1000)  # bound: the reaper looks every IDLE_MS / 2
+        assert idle.recv(1) == b""  # closed by the server, not timed out here
+    assert "idle for more than connections.max.idle.ms (1500)" in server.log_text()
 
 
 # -- the bounds check on its own -----------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Requests that would fill the broker's disk (issue 21, defect 11) and its other limits
-(defect 9), against a real ``tierlog serve``: max.broker.partitions, the free-space check
-before a create, a start-up that takes little disk, no data dir path in a client's error."""
+"""Requests that would fill the broker's disk or memory (issue 21, defects 11 and 15) and
+its other limits (defects 9 and 8), against a real ``tierlog serve``: max.broker.partitions,
+the free-space check before a create, a start-up that takes little disk, no data dir path in
+a client's error, queued.max.request.bytes and a client leaving mid-fetch."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ from tierlog.server.partition_limits import BYTES_PER_NEW_PARTITION, check_new_p
 #: __consumer_offsets and __transaction_state: 50 partitions each, made at start-up.
 INTERNAL_PARTITIONS = 100
 CAP = INTERNAL_PARTITIONS + 7
+QUEUED_MAX = 16 << 20
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("limits"), {"max.broker.partitions": CAP}) as proc:
+    with start(tmp_path_factory.mktemp("limits"), {
+            "max.broker.partitions": CAP, "queued.max.request.bytes": QUEUED_MAX}) as proc:
         yield proc
 
 
@@ -140,3 +143,95 @@ def test_a_batch_larger_than_segment_bytes_answers_record_list_too_large(
         producer.send("small-segments", b"v" * 100).get(timeout=30)  # one that fits
     finally:
         producer.close()
+
+
+def _rss_bytes(server: ServerProcess) -> int:
+    assert server.proc is not None
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _send_some(sock: socket.socket, data: bytes, timeout_s: float) -> int:
+    """Send what the peer takes within ``timeout_s``; the bytes sent."""
+    sock.settimeout(timeout_s)
+    sent = 0
+    try:
+        while sent < len(data):
+            sent += sock.send(data[sent:sent + (1 << 20)])
+    except TimeoutError:
+        pass
+    return sent
+
+
+def test_half_sent_requests_are_bounded_by_queued_max_request_bytes(
+        server: ServerProcess) -> None:
+    """Eight clients each half-send a 48 MiB request: without a total bound the server held
+    all eight halves (192 MiB); with queued.max.request.bytes = 16 MiB one request's
+    reservation is granted (the pool had room) and the others wait in their own sockets."""
+    size = 48 << 20
+    half = b"\x00" * (size // 2)
+    before = _rss_bytes(server)
+    socks = [socket.create_connection((server.host, server.port)) for _ in range(8)]
+    try:
+        sent = []
+        for sock in socks:
+            sock.sendall(struct.pack(">i", size))
+            sent.append(_send_some(sock, half, 1.0))
+        grown = _rss_bytes(server) - before
+        assert sent[0] == len(half)  # the first one's reservation fits: it is read
+        assert sum(sent) < 4 * len(half), sent  # the rest wait in their socket buffers
+        assert grown < 3 * len(half), (grown, sent)
+        assert server.alive()
+    finally:
+        for sock in socks:
+            sock.close()
+    assert _api_versions_answered(server)  # memory came back when they left
+
+
+def _api_versions_answered(server: ServerProcess) -> bool:
+    payload = struct.pack(">hhih", 18, 0, 9, 4) + b"test"
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        return len(sock.recv(4, socket.MSG_WAITALL)) == 4
+
+
+def test_a_client_leaving_mid_fetch_is_one_debug_line_not_an_error(
+        server: ServerProcess) -> None:
+    from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+    kafka = pytest.importorskip("kafka")
+    assert _create_topic(server, "big", 1, **{"segment.bytes": str(1 << 20)}
+                         ).error_code == ErrorCode.none
+    producer = kafka.KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=20)
+    for _ in range(3000):
+        producer.send("big", b"x" * 2000)
+    producer.flush()
+    producer.close()
+    request = FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1,
+                           max_bytes=64 << 20, isolation_level=0, topics=(FetchTopic(
+                               topic="big", partitions=(FetchPartition(
+                                   partition=0, fetch_offset=0,
+                                   partition_max_bytes=64 << 20),)),))
+    cls = load_request_schema(1, 4)
+    buf = io.BytesIO()
+    entity_writer(cls.__header_schema__)(buf, cls.__header_schema__(
+        request_api_key=1, request_api_version=4, correlation_id=1, client_id="test"))
+    entity_writer(cls)(buf, request)
+    payload = buf.getvalue()
+    for _ in range(5):
+        sock = socket.create_connection((server.host, server.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        sock.recv(64)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, mid-response
+    assert _api_versions_answered(server)
+    text = server.log_text()
+    assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+
+
+def test_start_up_is_information_not_a_warning(server: ServerProcess) -> None:
+    text = server.log_text()
+    assert "INFO tierlog.cli.serve: tierlog serving Kafka clients on" in text
+    assert "WARNING" not in text, text

@@ -16,6 +16,7 @@ from typing import Any
 from tierlog.errors import ConfigError
 from tierlog.manager_config import ManagerConfig
 from tierlog.server.coordinator_config import COORDINATOR_KEYS
+from tierlog.server.request_memory import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 #: Kafka's default port, used when a listener names none.
 DEFAULT_PORT = 9092
@@ -25,6 +26,8 @@ DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 #: included. Kafka leaves it unbounded; 4,000 is the per-broker figure Kafka's operators are
 #: advised to stay under, and a single tierlog process serves them all.
 DEFAULT_MAX_BROKER_PARTITIONS = 4000
+#: Kafka's default ``connections.max.idle.ms`` (10 minutes).
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000
 
 #: The keys the server reads itself (all others go to ManagerConfig).
 SERVER_KEYS = frozenset({
@@ -32,6 +35,7 @@ SERVER_KEYS = frozenset({
     "socket.request.max.bytes", "auto.create.topics.enable", "num.network.threads",
     "num.io.threads", "process.roles", "listener.security.protocol.map",
     "inter.broker.listener.name", "controller.listener.names", "max.broker.partitions",
+    "queued.max.request.bytes", "connections.max.idle.ms",
 })
 
 
@@ -84,6 +88,14 @@ def _parse_int(key: str, raw: Any, minimum: int) -> int:
     return value
 
 
+def _parse_limit(key: str, raw: Any) -> int:
+    """A positive bound, or -1 for none (Kafka's convention)."""
+    value = _parse_int(key, raw, -1)
+    if value == 0:
+        raise ConfigError(key, "must be positive, or -1 for no limit")
+    return value
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """What ``tierlog serve`` runs: its listener, identity, limits and the LogManager's
@@ -96,6 +108,10 @@ class ServerConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     auto_create_topics: bool = True
     max_broker_partitions: int = DEFAULT_MAX_BROKER_PARTITIONS
+    #: Bytes of requests all connections together may hold (-1: unbounded).
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    #: A connection with no bytes in or out for this long is closed (-1: never).
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     manager: Mapping[str, Any] = field(default_factory=dict)
     #: The group and transaction coordinators' settings (coordinator_config.COORDINATOR_KEYS).
     coordinator: Mapping[str, Any] = field(default_factory=dict)
@@ -124,6 +140,10 @@ class ServerConfig:
                                            values.get("auto.create.topics.enable", True)),
             max_broker_partitions=_parse_int("max.broker.partitions", values.get(
                 "max.broker.partitions", DEFAULT_MAX_BROKER_PARTITIONS), 1),
+            queued_max_request_bytes=_parse_limit("queued.max.request.bytes", values.get(
+                "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)),
+            connections_max_idle_ms=_parse_limit("connections.max.idle.ms", values.get(
+                "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)),
             manager=manager,
             coordinator={k: v for k, v in values.items() if k in COORDINATOR_KEYS},
         )

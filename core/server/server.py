@@ -38,6 +38,7 @@ from tierlog.server.framing import (
     response_class,
 )
 from tierlog.server.registry import Registry
+from tierlog.server.request_memory import RequestMemory
 from tierlog.server.services import Services
 from tierlog.stats import perf_ns
 
@@ -92,6 +93,11 @@ class Server:
         api_versions.bind(self.registry)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        #: queued.max.request.bytes: the request bytes all connections together hold.
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        #: Each open connection, for the idle reaper (connections.max.idle.ms).
+        self._open: dict[FramedConnection, str] = {}
+        self._reaper: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self.host = config.listener.host
         self.port = config.listener.port
@@ -115,6 +121,8 @@ class Server:
         self._coordinators = install_handlers(self.registry, self.services)
         if self._coordinators is not None:
             await self._coordinators.start()
+        if self.config.connections_max_idle_ms > 0:
+            self._reaper = loop.create_task(self._reap_idle_connections())
         log.info("serving Kafka's protocol on %s:%d (advertised %s:%d, node %d)",
                  self.host, self.port, self.services.host, self.services.port,
                  self.config.node_id)
@@ -123,6 +131,8 @@ class Server:
         """Stop accepting, close every connection and wait for their tasks."""
         if self._server is not None:
             self._server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
@@ -136,7 +146,7 @@ class Server:
 
     def _new_connection(self) -> FramedConnection:
         """A protocol for an accepted socket, and the task that serves it."""
-        connection = FramedConnection(self.config.max_request_bytes)
+        connection = FramedConnection(self.config.max_request_bytes, self.request_memory)
         task = asyncio.get_running_loop().create_task(self._serve_connection(connection))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
@@ -153,6 +163,7 @@ class Server:
         assert transport is not None
         peer = transport.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else "unknown"
+        self._open[connection] = f"connection {connection_id} from {host}"
         try:
             while True:
                 if not connection.has_frame():
@@ -166,9 +177,12 @@ class Server:
                 out = await self._handle(frame, connection_id, host)
                 if out is not None:
                     await self._write(connection, out)
+                connection.done_with_frame()
                 self.services.request_stats.request_done(frame, started)
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except asyncio.IncompleteReadError:
             pass
+        except ConnectionError as exc:  # the client left, mid-response perhaps: its business
+            log.debug("connection %d from %s closed: %r", connection_id, host, exc)
         except BadRequestError as exc:  # FrameTooLargeError too
             log.warning("closing connection %d from %s: %s", connection_id, host, exc)
         except asyncio.CancelledError:
@@ -177,9 +191,27 @@ class Server:
             log.exception("closing connection %d from %s after an unexpected error",
                           connection_id, host)
         finally:
+            self._open.pop(connection, None)
             with contextlib.suppress(Exception):
                 await connection.flush()
             transport.close()
+
+    async def _reap_idle_connections(self) -> None:
+        """Close connections with no bytes in or out for connections.max.idle.ms, as Kafka's
+        selector does (one waiting on the server, a long poll or for request memory, is not
+        idle)."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(idle_s / 2, 30.0))
+            now = loop.time()
+            for connection, name in list(self._open.items()):
+                if not connection.busy and now - connection.last_active > idle_s:
+                    log.info("closing %s: idle for more than connections.max.idle.ms (%d)",
+                             name, self.config.connections_max_idle_ms)
+                    self._open.pop(connection, None)
+                    if connection.transport is not None:
+                        connection.transport.close()
 
     async def _handle(self, frame: bytes, connection_id: int,
                       host: str) -> bytes | list[bytes | Records] | None:
@@ -217,8 +249,21 @@ class Server:
                 await connection.flush()
                 transport = connection.transport
                 assert transport is not None
-                sent = await loop.sendfile(transport, _FileView(part.fileno()),  # type: ignore[arg-type]
-                                           part.position, part.size, fallback=False)
+                if transport.is_closing():  # the client left mid-fetch
+                    raise ConnectionResetError("connection closed during a fetch")
+                try:
+                    sent = await loop.sendfile(transport, _FileView(part.fileno()),  # type: ignore[arg-type]
+                                               part.position, part.size, fallback=False)
+                except asyncio.SendfileNotAvailableError:
+                    # What asyncio raises when the very first os.sendfile fails, a reset by
+                    # a client that left included: the transport's own write says which.
+                    connection.write(part.to_bytes())
+                    continue
+                except RuntimeError as exc:  # asyncio's "Transport is closing"
+                    if not transport.is_closing():
+                        raise
+                    raise ConnectionResetError(f"connection closed during a fetch: {exc}") \
+                        from None
                 if sent != part.size:
                     raise ConnectionError(f"{part} shrank while it was sent")
             else:
