@@ -25,6 +25,7 @@ from tierlog.cli._common import (
     metrics_served,
     parse_assignments,
     read_properties,
+    verbosity,
 )
 from tierlog.manager import LogManager
 from tierlog.server.config import ServerConfig
@@ -82,17 +83,20 @@ async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | 
     with metrics_served(manager, metrics_port, metrics_host, server=server):
         await server.start()
         address = f"{server.host}:{server.port}"
-        log.warning("tierlog serving Kafka clients on %s", address)
+        log.info("tierlog serving Kafka clients on %s", address)
         if port_file is not None:
             atomic_write_text(port_file, address)
         try:
             await stop.wait()
         finally:
-            log.warning("tierlog server stopping")
+            log.info("tierlog server stopping")
             await server.stop()
 
 
 def run(args: argparse.Namespace) -> int:
+    # A broker logs at INFO, as Kafka's server.log does (its start, stop and the connections
+    # it closes); -vv adds DEBUG.
+    logging.getLogger().setLevel(logging.DEBUG if verbosity(args) >= 2 else logging.INFO)
     config = server_config(args)
     for directory in config.log_dirs:
         directory.mkdir(parents=True, exist_ok=True)
