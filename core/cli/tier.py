@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("no topic has remote.storage.enable=true (create one with "
                            "tierlog topics --create --topic T --config remote.storage.enable=true"
                            " and set remote.storage.url)")
-        with metrics_served(mgr, args.metrics_port):
+        with metrics_served(mgr, args.metrics_port, args.metrics_host):
             results = tier_with_progress(mgr, quiet=args.quiet)
         failed = print_tier_summary(mgr, results, reported)
     return 1 if failed else 0
