@@ -325,7 +325,11 @@ def _publish_tails(mgr: LogManager) -> None:
     published = sum(mgr.publish_tail_now().values())
     rlm = mgr.remote_log_manager
     tier = None if rlm is None else getattr(rlm.rsm, "tier", None)
-    logs = mgr.tiered_logs()
+    logs = [lg for lg in mgr.tiered_logs() if lg.config["remote.log.tail.ms"] >= 0]
+    if not logs:
+        print("Tail publishing is off (remote.log.tail.ms=-1): readers of the tier see the "
+              "closed segments only.")
+        return
     if tier is None:  # no tier of tierlog's (a plugin RSM): nothing to read back
         print(f"Published the tail (remote.log.tail.ms) of {published} of "
               f"{plural(len(logs), 'partition')}.")
