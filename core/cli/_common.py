@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog import properties
 from tierlog.errors import PropertiesError, UnknownTopicOrPartitionError
-from tierlog.manager_config import ManagerConfig
-from tierlog.remote.options import is_secret
 
 if TYPE_CHECKING:
     from tierlog.manager import LogManager
@@ -73,6 +71,8 @@ def parse_assignment(text: str, what: str = "--set") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         # The text may be a storage secret with a mistyped separator: never echo one.
+        from tierlog.remote.options import is_secret  # loads the tier; not for --help
+
         shown = "a text naming a secret (not shown)" if is_secret(text) else repr(text)
         raise CliError(f"{what} expects KEY=VALUE, got {shown}")
     return key.strip(), value.strip()
@@ -103,6 +103,8 @@ class Settings:
     def __init__(self, data_dirs: list[Path], config: dict[str, str]) -> None:
         self.data_dirs = data_dirs
         self.config = config
+        from tierlog.manager_config import ManagerConfig  # loads the tier; not for --help
+
         self.manager_config = ManagerConfig(config)
 
 
