@@ -232,3 +232,32 @@ def test_a_response_is_not_held_behind_a_long_poll(tmp_path: Any) -> None:
         sock.settimeout(60)
         second = _read_frame(sock)
         assert struct.unpack_from(">i", second)[0] == 2  # the fetch, after its poll
+
+
+def test_a_frame_waits_for_request_memory_and_reads_on_when_it_comes_back() -> None:
+    """queued.max.request.bytes across connections: a frame's size is reserved when its size
+    prefix arrives; a connection finding the pool used up stops reading until it is not."""
+    from tierlog.server.request_memory import RequestMemory
+
+    async def run() -> None:
+        memory = RequestMemory(100)
+        big, big_transport = FramedConnection(1 << 20, memory), _Transport()
+        small, small_transport = FramedConnection(1 << 20, memory), _Transport()
+        big.connection_made(big_transport)
+        small.connection_made(small_transport)
+        big_frame = _framed(b"x" * 150)
+        big.data_received(big_frame[:50])  # the pool had room: 150 bytes reserved
+        assert memory.used == 150 and big_transport.reading
+        small.data_received(_framed(b"y" * 10))  # none left: it waits, not reading
+        assert memory.used == 150 and not small_transport.reading
+        assert not small.has_frame()
+        big.data_received(big_frame[50:])
+        assert await big.next_frame() == b"x" * 150
+        assert memory.used == 150  # held while it is served
+        big.done_with_frame()
+        assert memory.used == 10 and small_transport.reading
+        assert await small.next_frame() == b"y" * 10
+        small.connection_lost(None)  # closing gives back what it held
+        assert memory.used == 0
+
+    asyncio.run(run())
