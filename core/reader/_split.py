@@ -129,7 +129,7 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
         # enough); the offset bounds and row filters apply afterwards. Only the batch holding
         # such a boundary is decoded into Records.
         if stop is not None and batch.max_timestamp >= stop:
-            found = _first_at_or_after(batch.records(), stop)
+            found = _first_at_or_after(batch.records(verify_crc=False), stop)
             if found is not None:
                 end, stop = found, None
                 if batch.base_offset >= end:
@@ -137,7 +137,7 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
         if seek is not None:
             if batch.max_timestamp < seek:
                 continue
-            found = _first_at_or_after(batch.records(), seek)
+            found = _first_at_or_after(batch.records(verify_crc=False), seek)
             if found is None:
                 continue
             start, seek = max(start, found), None
