@@ -128,7 +128,3 @@ class JobVisibility:
             log.info("%s: %d segments of backfill jobs %s are hidden: their commit is not "
                      "complete", hidden[0].topic_id_partition, len(hidden), ", ".join(jobs))
         return kept
-
-
-#: A view that hides nothing (a writer's own view, or a tier never backfilled).
-EVERYTHING = JobVisibility(generation=1 << 62, unpublished=frozenset())
