@@ -1,7 +1,8 @@
 """``tierlog groups`` (kafka-consumer-groups) against a real ``tierlog serve`` subprocess: the
 lag ``--describe`` prints is what confluent-kafka's admin client reads (committed offsets and
 log end offsets), ``--reset-offsets`` changes nothing without ``--execute`` and commits its
-plan with it, refuses a group with an active member, and ``--delete`` deletes."""
+plan with it, refuses a group with an active member, and ``--delete`` deletes; ``--members``
+and ``--state`` show the group's members and state as kafka-consumer-groups does."""
 
 from __future__ import annotations
 
@@ -104,6 +105,12 @@ def test_describe_names_the_member_consuming_a_partition(
         assert [r[2] for r in table] == ["0", "1", "2"]
         assert {r[8] for r in table} == {"the-member"}
         assert [r[3] for r in table] == ["1", "-", "-"]  # only partition 0 has a commit
+        code, out, _ = cli(capsys, server, "--describe", "--group", "live-group", "--members")
+        [member] = rows(out)
+        assert (member[0], member[3:]) == ("live-group", ["the-member", "3"])
+        assert member[1] == table[0][6]  # the member id of the offsets view
+        code, out, _ = cli(capsys, server, "--describe", "--group", "live-group", "--state")
+        assert rows(out) == [["live-group", server.bootstrap, "(1)", "range", "Stable", "1"]]
         code, _, err = cli(capsys, server, "--reset-offsets", "--group", "live-group",
                            "--all-topics", "--to-earliest", "--execute")
         assert code == 1
@@ -146,6 +153,8 @@ def test_list_and_delete(server: ServerProcess, admin: AdminClient,
     assert "doomed-group" not in out.split()
     code, _, err = cli(capsys, server, "--delete", "--group", "doomed-group")
     assert code == 1 and "GROUP_ID_NOT_FOUND" in err
+    code, _, err = cli(capsys, server, "--describe", "--group", "doomed-group")
+    assert code == 1 and "consumer group 'doomed-group' does not exist" in err
 
 
 def test_by_duration_reads_kafkas_iso_durations() -> None:

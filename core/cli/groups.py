@@ -55,8 +55,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         help="the group to describe, reset or delete (repeatable)")
     parser.add_argument("--all-groups", action="store_true",
                         help="--describe, --reset-offsets or --delete every group")
-    parser.add_argument("--state", action="store_true",
-                        help="with --list: each group's state too")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--state", action="store_true",
+                      help="with --list: each group's state too; with --describe: the group's "
+                           "coordinator, assignor, state and member count")
+    view.add_argument("--members", action="store_true",
+                      help="with --describe: each member and how many partitions it has")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--topic", action="append", metavar="T[:P,P...]",
                        help="with --reset-offsets: the topic, or some of its partitions "
@@ -96,7 +100,12 @@ def run(args: argparse.Namespace) -> int:
     groups = _groups(admin, args)
     if args.describe:
         for group in groups:
-            describe(admin, group)
+            if args.state:
+                _describe_state(admin, group)
+            elif args.members:
+                _describe_members(admin, group)
+            else:
+                describe(admin, group)
     elif args.delete:
         _delete(admin, groups)
     else:
@@ -169,10 +178,7 @@ def describe(admin: Any, group: str) -> None:
     """kafka-consumer-groups --describe: one row per partition the group has an offset of
     or a member consuming it, lag = log end offset - committed offset."""
     ck = kafka()
-    description = group_description(admin, group)
-    state = state_name(description.state)
-    if state == "Dead":
-        raise CliError(f"consumer group {group!r} does not exist")
+    description = _existing_group(admin, group)
     owners: dict[tuple[str, int], Any] = {}
     for member in description.members:
         for tp in member.assignment.topic_partitions or ():
@@ -180,10 +186,6 @@ def describe(admin: Any, group: str) -> None:
     committed = committed_offsets(admin, group)
     partitions = sorted(set(committed) | set(owners))
     ends = list_offsets(admin, partitions, ck.admin.OffsetSpec.latest())
-    if state == "Empty":
-        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
-    elif state != "Stable":
-        print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
     rows = []
     for topic, partition in partitions:
         current, end = committed.get((topic, partition)), ends[(topic, partition)]
@@ -194,6 +196,41 @@ def describe(admin: Any, group: str) -> None:
                      member.host if member else NONE, member.client_id if member else NONE))
     print()
     print_table(DESCRIBE_COLUMNS, rows)
+
+
+def _existing_group(admin: Any, group: str) -> Any:
+    """The group's description, its state said on stderr as kafka-consumer-groups says it
+    when it has no active member or is rebalancing; CliError if the group does not exist."""
+    description = group_description(admin, group)
+    state = state_name(description.state)
+    if state == "Dead":
+        raise CliError(f"consumer group {group!r} does not exist")
+    if state == "Empty":
+        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+    elif state != "Stable":
+        print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
+    return description
+
+
+def _describe_state(admin: Any, group: str) -> None:
+    """kafka-consumer-groups --describe --state."""
+    description = group_description(admin, group)
+    coordinator = description.coordinator
+    where = f"{coordinator.host}:{coordinator.port} ({coordinator.id})" if coordinator else NONE
+    print()
+    print_table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                [(group, where, description.partition_assignor or NONE,
+                  state_name(description.state), len(description.members))])
+
+
+def _describe_members(admin: Any, group: str) -> None:
+    """kafka-consumer-groups --describe --members."""
+    description = _existing_group(admin, group)
+    print()
+    print_table(("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"),
+                [(group, m.member_id, m.host, m.client_id,
+                  len(m.assignment.topic_partitions or ()))
+                 for m in sorted(description.members, key=lambda m: m.member_id)])
 
 
 def _delete(admin: Any, groups: list[str]) -> None:
