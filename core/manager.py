@@ -685,10 +685,11 @@ class LogManager:
             ) from None
 
     def partitions(self, topic: str) -> list[int]:
-        return sorted(p for t, p in self._logs if t == topic)
+        # tuple() copies the keys at once: another thread may create a topic meanwhile.
+        return sorted(p for t, p in tuple(self._logs) if t == topic)
 
     def topics(self) -> list[str]:
-        return sorted({t for t, _ in self._logs})
+        return sorted({t for t, _ in tuple(self._logs)})
 
     def logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
@@ -880,18 +881,18 @@ class LogManager:
         """Write every dir's recovery-point checkpoint, then drop the producer snapshots
         that recovery no longer needs (Kafka's deleteSnapshotsAfterRecoveryPointCheckpoint)."""
         for log_dir in self.dirs:
-            write_checkpoints(log_dir, self._logs, [RECOVERY_POINTS])
+            write_checkpoints(log_dir, dict(self._logs), [RECOVERY_POINTS])
         for partition_log in list(self._logs.values()):
             if not partition_log.closed:
                 partition_log.delete_snapshots_after_recovery_point_checkpoint()
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir in self.dirs:
-            write_checkpoints(log_dir, self._logs, [LOG_START_OFFSETS])
+            write_checkpoints(log_dir, dict(self._logs), [LOG_START_OFFSETS])
 
     def checkpoint_high_watermarks(self) -> None:
         for log_dir in self.dirs:
-            write_checkpoints(log_dir, self._logs, [HIGH_WATERMARKS])
+            write_checkpoints(log_dir, dict(self._logs), [HIGH_WATERMARKS])
 
     # -- shutdown --------------------------------------------------------------------
 

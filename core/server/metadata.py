@@ -10,7 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.errors import TierlogError, TopicExistsError
+from tierlog.errors import TierlogError, TopicExistsError, UnknownTopicOrPartitionError
 from tierlog.partition_metadata import topic_id_to_bytes
 from tierlog.server.context import RequestContext
 from tierlog.server.error_codes import error_code_for
@@ -85,15 +85,20 @@ def install(registry: Registry, services: Services) -> None:
                     await ensure_topic(services, name)
                 except TierlogError as exc:
                     error = error_code_for(exc)
-            partitions = manager.partitions(name)
+            node = services.node_id
+            try:
+                partitions = manager.partitions(name)
+                parts = tuple(make(part_t, error_code=ErrorCode.none, partition_index=p,
+                                   leader_id=node,
+                                   leader_epoch=leader_epoch_of(services, name, p),
+                                   replica_nodes=(node,), isr_nodes=(node,),
+                                   offline_replicas=())
+                              for p in partitions)
+                topic_id = manager.log(name, partitions[0]).topic_id if partitions else None
+            except UnknownTopicOrPartitionError:  # deleted meanwhile, by another request
+                partitions, parts, topic_id = [], (), None
             if not partitions and error == ErrorCode.none:
                 error = ErrorCode.unknown_topic_or_partition
-            node = services.node_id
-            parts = tuple(make(part_t, error_code=ErrorCode.none, partition_index=p,
-                               leader_id=node, leader_epoch=leader_epoch_of(services, name, p),
-                               replica_nodes=(node,), isr_nodes=(node,), offline_replicas=())
-                          for p in partitions)
-            topic_id = manager.log(name, partitions[0]).topic_id if partitions else None
             topics.append(make(topic_t, error_code=error, name=name,
                                topic_id=topic_uuid(topic_id), is_internal=is_internal(name),
                                partitions=parts, topic_authorized_operations=-2147483648))
