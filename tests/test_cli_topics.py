@@ -1,7 +1,8 @@
 """``tierlog topics`` on a data dir with kafka-topics' habits: ``--replication-factor 1`` is
 accepted (a data dir is one node) and more is refused by name, ``--exclude-internal`` leaves
 out the coordinators' topics, which otherwise come after the user's (a served data dir holds
-50 ``__consumer_offsets`` partitions), and ``--alter --partitions`` grows a topic."""
+50 ``__consumer_offsets`` partitions), ``--alter --partitions`` grows a topic, and
+``--if-exists``/``--if-not-exists`` make a script's create or delete idempotent."""
 
 from __future__ import annotations
 
@@ -65,11 +66,22 @@ def test_alter_partitions_grows_a_topic(data: Path, capsys: pytest.CaptureFixtur
         assert mgr.partitions("apples") == [0, 1, 2]
 
 
+def test_if_exists_and_if_not_exists_make_a_script_idempotent(
+        data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "topics", "--data-dir", data, "--create", "--topic", "apples",
+               "--if-not-exists") == (0, "", "")
+    assert run(capsys, "topics", "--data-dir", data, "--delete", "--topic", "pears",
+               "--if-exists") == (0, "", "")
+    code, _, err = run(capsys, "topics", "--data-dir", data, "--create", "--topic", "apples")
+    assert code == 1 and "apples" in err
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--describe", "--replication-factor", "1"], "--config and --replication-factor go with"),
     (["--list", "--partitions", "2"], "--partitions goes with --create or --alter"),
     (["--alter", "--topic", "apples"], "--alter needs --partitions, --add-config or"),
     (["--create", "--topic", "x", "--partitions", "0"], "--partitions must be at least 1"),
+    (["--list", "--if-exists"], "--if-exists goes with --alter or --delete"),
 ])
 def test_option_mistakes_are_named(data: Path, capsys: pytest.CaptureFixture[str],
                                    args: list[str], message: str) -> None:

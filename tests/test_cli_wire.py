@@ -72,9 +72,11 @@ def test_topics_create_describe_alter_and_delete(server: ServerProcess,
                                 "Altered topic wt: Configs: retention.ms=3600000"]
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
     assert len(admin.list_topics(timeout=30).topics["wt"].partitions) == 3
+    assert cli(capsys, "topics", *b, "--create", "--topic", "wt", "--if-not-exists") == (0, "", "")
     assert cli(capsys, "topics", *b, "--delete", "--topic", "wt") == (
         0, "Deleted topic wt.\n", "")
     assert "wt" not in admin.list_topics(timeout=30).topics
+    assert cli(capsys, "topics", *b, "--delete", "--topic", "wt", "--if-exists") == (0, "", "")
 
 
 def test_the_broker_refuses_a_replication_factor_it_cannot_place(

@@ -72,6 +72,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         help="--list and --describe leave out internal topics "
                              "(__consumer_offsets, __transaction_state); otherwise they come "
                              "after the other topics")
+    parser.add_argument("--if-not-exists", action="store_true",
+                        help="with --create: do nothing if the topic exists")
+    parser.add_argument("--if-exists", action="store_true",
+                        help="with --alter or --delete: do nothing if the topic does not exist")
     add_bootstrap_options(parser)
     parser.set_defaults(func=run)
 
@@ -89,12 +93,16 @@ def run(args: argparse.Namespace) -> int:
     if args.create:
         overrides = parse_assignments(args.topic_config, "--config")
         with open_manager(st, must_exist=False) as mgr:
+            if args.if_not_exists and mgr.partitions(args.topic):
+                return 0
             logs = mgr.create_topic(args.topic, args.partitions, overrides)
             print(f"Created topic {args.topic} with {plural(len(logs), 'partition')} in "
                   f"{', '.join(str(d) for d in st.data_dirs)}.")
         return 0
     if args.alter or args.delete:
         with open_manager(st) as mgr:
+            if args.if_exists and not mgr.partitions(args.topic):
+                return 0
             topic_partitions(mgr, args.topic)
             if args.delete:
                 mgr.delete_topic(args.topic)
@@ -135,6 +143,10 @@ def check_options(args: argparse.Namespace) -> None:
         raise CliError("--partitions goes with --create or --alter")
     if (args.add_config or args.delete_config) and not args.alter:
         raise CliError("--add-config and --delete-config go with --alter")
+    if args.if_not_exists and not args.create:
+        raise CliError("--if-not-exists goes with --create")
+    if args.if_exists and not (args.alter or args.delete):
+        raise CliError("--if-exists goes with --alter or --delete")
     if args.alter and args.partitions is None and not (args.add_config or args.delete_config):
         raise CliError("--alter needs --partitions, --add-config or --delete-config")
     for option in ("partitions", "replication_factor"):

@@ -19,6 +19,10 @@ BROKER_DEFAULT = -1
 
 def run(args: argparse.Namespace) -> int:
     admin = admin_client(args)
+    if args.if_exists or args.if_not_exists:
+        exists = args.topic in admin.list_topics(timeout=REQUEST_TIMEOUT_S).topics
+        if exists == args.if_not_exists:  # nothing to do, as kafka-topics
+            return 0
     if args.create:
         new = kafka().admin.NewTopic(
             args.topic, num_partitions=args.partitions or BROKER_DEFAULT,
