@@ -311,3 +311,18 @@ def test_timestamps_in_messages_are_shown_in_utc_too(tiered) -> None:
     with pytest.raises(OffsetOutOfRangeError, match=r"4102444800000 \(2100-01-01T00:00:00.000Z\)"):
         reader.read_table("orders", starting_timestamp=4_102_444_800_000,
                           timestamp_strategy="error")
+
+
+# --- Spark shows the location ------------------------------------------------------------------
+
+
+def test_spark_shows_where_the_damage_is(tiered, spark) -> None:
+    _, _, directory = tiered
+    segment = _segment(directory)
+    position = _damage_record(segment, 30)
+    frame = (spark.read.format("tierlog").option("path", directory.parent.as_uri())
+             .option("subscribe", "orders").load())
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - Spark's own wrapper types vary
+        frame.count()
+    assert (f"CorruptRecordError: orders-0, {segment}, batch at offset 90 (position "
+            f"{position}): CRC check failed") in str(caught.value)
