@@ -103,27 +103,27 @@ class RemoteLogReader:
         entry = self._rlm.index_cache.offset_index(metadata).lookup(offset)
         position = entry.position
         size = metadata.segment_size_in_bytes
-        name = self._origin(metadata)
+        obj = self._origin(metadata)
         # The index is sparse: the batch holding `offset` starts up to an index interval
         # after `position`, so one read covers that gap as well as max_bytes.
         gap = self._log.config["index.interval.bytes"] + HEADER_SIZE
-        data = self._fetch(metadata, name, position, min(size, position + max_bytes + gap),
+        data = self._fetch(metadata, obj, position, min(size, position + max_bytes + gap),
                            entry.offset if position else None)
         found, at, length = _locate(data, offset)
         if not found:
             # Rare (the index points further back than one interval): read on from the batch
             # boundary where the walk stopped to the end of the segment.
             position += at
-            data = self._fetch(metadata, name, position, size, None)
+            data = self._fetch(metadata, obj, position, size, None)
             found, at, length = _locate(data, offset)
         elif at + length > len(data) and min_one_message:
             # The first batch is larger than the read: fetch it whole (a second request).
             position += at
-            data = self._fetch(metadata, name, position,
+            data = self._fetch(metadata, obj, position,
                                min(size, position + max(length, max_bytes)), None)
             found, at, length = _locate(data, offset)
         if not found:
-            raise name.locate(CorruptRecordError(
+            raise obj.locate(CorruptRecordError(
                 f"offset {offset} is not in the object, which ends at position "
                 f"{position + at}, though its metadata says it holds offsets "
                 f"{metadata.start_offset}..{metadata.end_offset} in {size} bytes",
@@ -131,9 +131,9 @@ class RemoteLogReader:
         if position + len(data) >= size:  # the read reached the object's end: whole batches
             cut = _cut_batch(data, at)
             if cut is not None:
-                raise self._beyond_size(metadata, name, position + cut[0], cut[1])
+                raise self._beyond_size(metadata, obj, position + cut[0], cut[1])
         view = memoryview(data)[at:_batches_end(data, at, max_bytes, upper, min_one_message)]
-        origin = name._replace(shift=position + at)
+        origin = obj._replace(shift=position + at)
         validate_fetched_batches(view, origin)
         aborted = None
         if isolation == "read_committed":
@@ -146,17 +146,17 @@ class RemoteLogReader:
         return BatchOrigin(segment_object_key(metadata, SEGMENT_SUFFIX), 0, self._log.topic,
                            self._log.partition)
 
-    def _beyond_size(self, metadata: RemoteLogSegmentMetadata, name: BatchOrigin,
+    def _beyond_size(self, metadata: RemoteLogSegmentMetadata, obj: BatchOrigin,
                      position: int, length: int) -> CorruptRecordError:
         """The error of a batch running past the object's size in its metadata (``length``:
         what its header declares, or the header's own size when the object ends inside it)."""
         size = metadata.segment_size_in_bytes
-        return name.locate(CorruptRecordError(
+        return obj.locate(CorruptRecordError(
             f"the batch ({length} bytes by its header) runs past the object's end: expected "
             f"{size} bytes (its metadata), found a batch reaching byte {position + length}",
             position=position, check="size"))
 
-    def _fetch(self, metadata: RemoteLogSegmentMetadata, name: BatchOrigin, start: int,
+    def _fetch(self, metadata: RemoteLogSegmentMetadata, obj: BatchOrigin, start: int,
                end: int, anchor: int | None) -> bytes:
         """Bytes ``[start, end)`` of the segment, their batch offsets checked against its
         metadata and (``anchor``) the index entry for ``start``: damage to a base offset lies
@@ -166,11 +166,11 @@ class RemoteLogReader:
         data = _read_range(self._rlm.rsm, metadata, start, end - 1)
         self._log.stats.remote_fetched(len(data))
         if len(data) < end - start:
-            raise name.locate(CorruptRecordError(
+            raise obj.locate(CorruptRecordError(
                 f"a read of bytes [{start}, {end}) returned {len(data)}: the object is cut "
                 f"short; expected {metadata.segment_size_in_bytes} bytes (its metadata), found "
                 f"{start + len(data)}", check="size"))
-        check_batch_offsets(data, name, first_offset=metadata.start_offset,
+        check_batch_offsets(data, obj, first_offset=metadata.start_offset,
                             last_offset=metadata.end_offset, anchor=anchor, position=start)
         return data
 
@@ -242,12 +242,12 @@ class RemoteLogReader:
     def _scan_for_timestamp(self, metadata: RemoteLogSegmentMetadata, position: int,
                             timestamp: int, start_offset: int) -> TimestampAndOffset | None:
         size = metadata.segment_size_in_bytes
-        name = self._origin(metadata)
+        obj = self._origin(metadata)
         while position < size:
-            data = self._fetch(metadata, name, position,
+            data = self._fetch(metadata, obj, position,
                                min(size, position + _TIMESTAMP_SCAN_BYTES), None)
             consumed = 0
-            for batch in iter_batches(data, origin=name._replace(shift=position)):
+            for batch in iter_batches(data, origin=obj._replace(shift=position)):
                 consumed = batch.position + batch.size_in_bytes
                 if batch.max_timestamp < timestamp:
                     continue
@@ -258,16 +258,16 @@ class RemoteLogReader:
                 # A batch bigger than one read: read it whole.
                 length = declared_size(data)
                 if length is None:
-                    raise name.locate(TruncatedBatchError(
+                    raise obj.locate(TruncatedBatchError(
                         f"the object's size in its metadata, {size}, ends {len(data)} bytes "
                         f"after the position, inside a batch header", position=position,
                         check="size"))
                 if position + length > size:
-                    raise self._beyond_size(metadata, name, position, length)
-                data = self._fetch(metadata, name, position, position + length, None)
+                    raise self._beyond_size(metadata, obj, position, length)
+                data = self._fetch(metadata, obj, position, position + length, None)
                 consumed = length
                 found = first_record_at_or_after(
-                    next(iter_batches(data, origin=name._replace(shift=position))), timestamp,
+                    next(iter_batches(data, origin=obj._replace(shift=position))), timestamp,
                     start_offset)
                 if found is not None:
                     return found
