@@ -115,6 +115,11 @@ def test_delete_removes_the_topic_locally_and_in_the_tier(tmp_path: Path) -> Non
     assert tierlog("--config", props, "topics", "--list").stdout == ""
     assert not any(p.name.startswith("orders-") and list((p / "_metadata").glob("*.json"))
                    for p in tier.iterdir())
+    # The deleted partitions' dirs wait, renamed, for the next process that opens the data
+    # dir for writing (a read-only command such as topics --list removes nothing).
+    assert all(p.name.endswith("-delete") for p in (tmp_path / "data").iterdir()
+               if p.name.startswith("orders-"))
+    tierlog("--config", props, "topics", "--create", "--topic", "after")
     assert not any(p.name.startswith("orders-") for p in (tmp_path / "data").iterdir())
     tierlog("--config", props, "topics", "--create", "--topic", "orders")
     error = user_error("--config", props, "topics", "--delete", "--topic", "nope")
