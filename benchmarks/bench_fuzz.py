@@ -29,6 +29,9 @@ SEED = int(os.environ.get("TIERLOG_BENCH_FUZZ_SEED", "21"))
 ROUND = 5000
 #: Probability that each length in a frame is a hostile one.
 HOSTILE = 0.1
+#: Connections open at once, and how long one waits for its answer before hanging up (a
+#: valid request may long-poll: a fetch's max wait, a group join).
+CONCURRENCY, WAIT_S = 32, 0.5
 
 
 def main() -> None:
@@ -44,7 +47,8 @@ def main() -> None:
                 count = min(ROUND, FRAMES - sent)
                 frames = [frame(*rng.choice(versions), rng, HOSTILE, correlation_id=i)
                           for i in range(count)]
-                tally = asyncio.run(throw(server.host, server.port, frames, timeout=1.0))
+                tally = asyncio.run(throw(server.host, server.port, frames,
+                                          concurrency=CONCURRENCY, timeout=WAIT_S))
                 for name in ("frames", "answered", "closed", "timed_out"):
                     setattr(total, name, getattr(total, name) + getattr(tally, name))
                 sent += count

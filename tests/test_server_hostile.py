@@ -121,7 +121,9 @@ def test_hostile_lengths_in_every_served_api_and_version_never_stop_the_server(
     assert tally.closed > len(frames) // 10  # the malformed ones were refused ...
     assert tally.answered > len(frames) // 10  # ... and the others served
     assert server.alive() and _api_versions_ok(server)
-    assert "Traceback" not in server.log_text()
+    # No handler failed out of its request (an engine error answered with an error code,
+    # UNKNOWN_SERVER_ERROR included, is the handler's answer, not a failure here).
+    assert "after an unexpected error" not in server.log_text()
 
 
 def test_an_idle_connection_is_closed_after_connections_max_idle_ms(
