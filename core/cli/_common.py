@@ -169,15 +169,21 @@ def open_manager(st: Settings, *, must_exist: bool = True,
 
 
 def add_metrics_port(parser: argparse.ArgumentParser) -> None:
-    """``--metrics-port``: serve the storage metrics while a long-running command runs."""
+    """``--metrics-port`` and ``--metrics-host``: serve the metrics while a long-running
+    command runs."""
     parser.add_argument("--metrics-port", type=int, metavar="PORT", default=None,
-                        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics while "
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics while "
                              "the command runs (0: a free port, logged)")
+    parser.add_argument("--metrics-host", metavar="HOST", default="127.0.0.1",
+                        help="the address the metrics endpoint listens on (default "
+                             "127.0.0.1, loopback; 0.0.0.0: every interface)")
 
 
 @contextmanager
-def metrics_served(mgr: LogManager, port: int | None) -> Iterator[None]:
-    """Serve ``mgr``'s metrics on ``port`` (loopback) for the duration, if a port is given."""
+def metrics_served(mgr: LogManager, port: int | None, host: str = "127.0.0.1", *,
+                   server: Any = None) -> Iterator[None]:
+    """Serve ``mgr``'s metrics (and ``server``'s) on ``host:port`` for the duration, if a
+    port is given."""
     if port is None:
         yield
         return
@@ -185,7 +191,7 @@ def metrics_served(mgr: LogManager, port: int | None) -> Iterator[None]:
         raise CliError(f"--metrics-port must be 0-65535, got {port}")
     from tierlog.plugins.metrics import serve_metrics
 
-    served = serve_metrics(mgr, port)
+    served = serve_metrics(mgr, port, host, server=server)
     try:
         yield
     finally:
