@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runner import user_error
+from cli_runner import tierlog, user_error
 from conftest import FakeClock
 
 from tierlog import Record
@@ -161,6 +161,23 @@ def test_consume_names_the_damage_and_what_to_run_next(tmp_path: Path, clock: Fa
     assert f"orders-0, {segment}, batch at offset 12 (position {position}): CRC check" in line
     assert f"tierlog dump-log --verify {segment}" in line
     assert "tierlog scrub --deep" in line
+
+
+def test_dump_log_still_shows_the_records_of_a_batch_failing_its_crc(tmp_path: Path,
+                                                                    clock: FakeClock) -> None:
+    """As Kafka's DumpLogSegments: the batch is marked invalid and its records listed (the
+    reads' CRC-first rule is not the dump's)."""
+    with LogManager.open(tmp_path / "data", {}, time_ms=clock, start_scheduler=False) as mgr:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, 2)
+        log.roll()
+        segment = log.directory / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0x01  # the last record's value: the framing stays intact
+    segment.write_bytes(bytes(data))
+    out = tierlog("dump-log", "--deep-iteration", segment).stdout
+    assert "isvalid: false" in out
+    assert f"| offset: {2 * PER_BATCH - 1} " in out
 
 
 def test_a_tiered_read_names_the_object_key_and_the_partition(tiered) -> None:

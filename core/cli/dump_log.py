@@ -199,7 +199,7 @@ class Dumper:
                                           f"{batch.compute_crc()}")
             if self.deep or self.verify:
                 try:
-                    decoded = batch.records()
+                    decoded = batch.records(verify_crc=False)  # its CRC is reported above
                 except CorruptRecordError as exc:
                     decoded, problem = [], problem or str(exc)
                 for record in decoded:
