@@ -161,7 +161,7 @@ def test_writers_are_refused_and_readers_write_nothing_beside_a_live_server(
         before = file_state(data)
         assert LOCK_FILE in before and ".kafka_cleanshutdown" not in before
 
-        refusals = {
+        refusals: dict[str, list[str | Path]] = {
             "a second serve": ["serve", "--data-dir", data, "--set",
                                "listeners=PLAINTEXT://127.0.0.1:0"],
             "produce": ["--data-dir", data, "produce", "--topic", "orders"],

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import FakeClock
 from process_death import die
 
 from tierlog import Record
@@ -46,7 +48,7 @@ def values(mgr: LogManager, topic: str, partition: int = 0) -> list[bytes | None
 
 
 @pytest.fixture
-def live(tmp_path: Path, clock):  # type: ignore[no-untyped-def]
+def live(tmp_path: Path, clock: FakeClock) -> Iterator[LogManager]:
     """A live owner of ``tmp_path``: 60 records in clicks-0 over several segments, not closed."""
     owner = LogManager.open(tmp_path, CONFIG, time_ms=clock, start_scheduler=False)
     log = owner.create_topic("clicks", 2)[0]
@@ -115,7 +117,7 @@ def test_damage_below_the_end_is_reported_where_it_is_and_left(
     assert file_state(tmp_path) == before
 
 
-def test_a_missing_index_is_scanned_not_rebuilt(tmp_path: Path, clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_index_is_scanned_not_rebuilt(tmp_path: Path, clock: FakeClock) -> None:
     with LogManager.open(tmp_path, CONFIG, time_ms=clock, start_scheduler=False) as mgr:
         log = mgr.create_topic("clicks", 1)[0]
         for i in range(60):
@@ -132,7 +134,7 @@ def test_a_missing_index_is_scanned_not_rebuilt(tmp_path: Path, clock) -> None: 
 
 
 def test_beside_a_live_owner_a_tiered_partition_says_why_its_tier_is_not_attached(
-        tmp_path: Path, clock) -> None:  # type: ignore[no-untyped-def]
+        tmp_path: Path, clock: FakeClock) -> None:
     data = tmp_path / "data"
     config = {"remote.storage.manager": "local",
               "remote.storage.url": (tmp_path / "tier").as_uri()}
@@ -161,7 +163,7 @@ def test_beside_a_live_owner_a_tiered_partition_says_why_its_tier_is_not_attache
 
 
 def test_an_unclean_restart_logs_one_summary_and_warns_only_of_lost_bytes(
-        tmp_path: Path, clock, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+        tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
     mgr = LogManager.open(tmp_path, time_ms=clock, start_scheduler=False)
     mgr.create_topic("idle", 30)
     busy = mgr.create_topic("busy", 1)[0]
@@ -185,8 +187,8 @@ def test_an_unclean_restart_logs_one_summary_and_warns_only_of_lost_bytes(
         f.write(b"\x01" * 30)  # a torn write after the last batch
     with LogManager.open(tmp_path, time_ms=clock, start_scheduler=False):
         pass
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert any("busy-0" in w and "30 bytes truncated" in w for w in warnings), warnings
-    assert not any("idle-" in w for w in warnings), warnings
-    [summary] = [w for w in warnings if "unclean shutdown" in w]
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("busy-0" in w and "30 bytes truncated" in w for w in lines), lines
+    assert not any("idle-" in w for w in lines), lines
+    [summary] = [w for w in lines if "unclean shutdown" in w]
     assert "1 lost or hold invalid bytes: busy-0" in summary
