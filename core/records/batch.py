@@ -115,6 +115,8 @@ class RecordBatch:
     TruncatedBatchError). The buffer is any bytes-like object: bytes, bytearray,
     memoryview or mmap. The view keeps the buffer, not a copy; later changes to its
     bytes show through ``view()``, ``records()`` and the CRC but not the parsed header.
+    ``origin`` says where the buffer came from: every CorruptRecordError of the batch names
+    it, with the batch's offset, its position in the file and the check that failed.
     Instances are immutable and safe to share between threads if the buffer is.
     """
 
