@@ -10,6 +10,7 @@ lifecycle events. The segments, the log end offset and the recovery point are it
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -25,8 +26,10 @@ from tierlog.append_plan import (
 )
 from tierlog.checkpoint import LeaderEpochCheckpointFile
 from tierlog.config import LogConfig
+from tierlog.data_dir_lock import live_owner
 from tierlog.errors import (
     CopyLagExceededError,
+    DataDirLockedError,
     LogClosedError,
 )
 from tierlog.events import EventQueue
@@ -219,6 +222,8 @@ class Log:
         a remote tier holds at an offset (or None): a tiered log whose local snapshot at its
         local log start is gone takes it from there.
 
+        DataDirLockedError when another live process owns the data dir (the parent
+        directory's ``.lock``, see :mod:`tierlog.data_dir_lock`): only its owner writes it.
         ``read_only`` opens an existing directory for reading beside a live owner (or after a
         crash) and never writes, creates or deletes a file: no recovery, no index rebuild (an
         index that cannot be trusted is replaced by a scan in memory), no snapshot; invalid
@@ -230,6 +235,10 @@ class Log:
         if not isinstance(config, LogConfig):
             config = LogConfig(config)
         if not read_only:
+            # The data dir's owner opens its partitions; another process must not write them.
+            owner = live_owner(directory.parent)
+            if owner is not None and owner != os.getpid():
+                raise DataDirLockedError(directory.parent, owner or None)
             directory.mkdir(parents=True, exist_ok=True)
         return cls(
             directory, topic, partition, config,

@@ -25,6 +25,7 @@ from kafka import KafkaProducer
 from tierlog.cli import main
 from tierlog.data_dir_lock import LOCK_FILE, DataDirLock, live_owner
 from tierlog.errors import DataDirLockedError
+from tierlog.log import Log
 from tierlog.manager import LogManager
 from tierlog.records.file_records import FileRecords
 
@@ -174,6 +175,9 @@ def test_writers_are_refused_and_readers_write_nothing_beside_a_live_server(
             assert code == 1 and len(errors) == 1, (what, errors)
             assert f"in use by process {pid}" in errors[0], (what, errors)
             assert_unchanged(data, before, what)
+        with pytest.raises(DataDirLockedError, match=f"in use by process {pid}"):
+            Log.open(data / "orders-0")  # a partition of the dir, opened for writing
+        assert_unchanged(data, before, "Log.open")
 
         code, out, _ = run(capsys, "--data-dir", data, "topics", "--describe", "--topic", "orders")
         assert code == 0 and "LogEndOffset: 5" in out, out
