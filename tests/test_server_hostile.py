@@ -116,7 +116,7 @@ def test_hostile_lengths_in_every_served_api_and_version_never_stop_the_server(
     rng = random.Random(21)
     frames = [frame(key, version, rng, 0.1, correlation_id=i)
               for i, (key, version) in enumerate(versions * 12)]
-    tally = asyncio.run(throw(server.host, server.port, frames, timeout=1.0))
+    tally = asyncio.run(throw(server.host, server.port, frames, concurrency=32, timeout=0.5))
     assert tally.frames == len(frames)
     assert tally.closed > len(frames) // 10  # the malformed ones were refused ...
     assert tally.answered > len(frames) // 10  # ... and the others served
@@ -143,7 +143,7 @@ def test_valid_requests_of_every_kio_type_pass_the_check_and_decode_in_full() ->
     assert len(kinds) > 250
     for key, version in kinds:
         cls = load_request_schema(key, version)
-        for _ in range(3):
+        for _ in range(2):
             data = frame(key, version, rng, 0.0)
             check_request(cls, data[4:])
             assert decodes(key, version, data), (key, version)
