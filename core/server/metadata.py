@@ -38,8 +38,12 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 
 def leader_epoch_of(services: Services, topic: str, partition: int) -> int:
     """The partition's leader epoch as Metadata and ListOffsets report it (-1, unknown,
-    until the engine has one: clients then skip epoch validation)."""
-    epoch = services.manager.log(topic, partition).leader_epoch
+    until the engine has one: clients then skip epoch validation; also for a partition that
+    another request deleted meanwhile)."""
+    try:
+        epoch = services.manager.log(topic, partition).leader_epoch
+    except UnknownTopicOrPartitionError:
+        return -1
     return -1 if epoch is None else epoch
 
 
