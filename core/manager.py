@@ -237,6 +237,10 @@ class LogManager:
                     filenames.parse_partition_dir(child.name)
                 except (LogDirectoryError, InvalidTopicError):
                     continue  # not a partition directory (e.g. a remote index cache)
+                if self.read_only and not any(child.glob("*" + filenames.LOG_SUFFIX)):
+                    # The live owner is creating it (no segment yet): nothing to read.
+                    log.warning("%s holds no segment yet: not read", child)
+                    continue
                 jobs.append((log_dir, child, recovery, starts))
         highwater = {}
         for log_dir in self.dirs:

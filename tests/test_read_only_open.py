@@ -78,6 +78,15 @@ def test_a_reader_beside_a_live_owner_reads_everything_and_writes_nothing(
     live.log("clicks", 0).append(build_batch([Record(value=b"after")]))  # the owner goes on
 
 
+def test_a_partition_the_owner_is_still_creating_is_left_out(
+        tmp_path: Path, live: LogManager) -> None:
+    (tmp_path / "new-0").mkdir()  # made by the owner, its first segment not yet
+    before = file_state(tmp_path)
+    with LogManager.open(tmp_path, read_only=True) as reader:
+        assert reader.topics() == ["clicks"]
+    assert file_state(tmp_path) == before and (tmp_path / "new-0").is_dir()
+
+
 def test_a_batch_in_flight_at_the_end_of_the_active_segment_is_not_read(
         tmp_path: Path, live: LogManager) -> None:
     log = live.log("clicks", 0)
