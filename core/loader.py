@@ -196,7 +196,12 @@ class LogLoader:
         segments = LogSegments()
         first_unflushed = self._first_unflushed(bases)
         for base in bases:
-            segment = self.open_segment(base, "")
+            try:
+                segment = self.open_segment(base, "")
+            except FileNotFoundError:  # the live owner's retention removed it meanwhile
+                log.info("%s: segment %d went while it was opened: not read", self.directory,
+                         base)
+                continue
             segments.add(segment)
             self.report.segments_loaded += 1
             problem = trust_indexes(segment)
@@ -211,6 +216,9 @@ class LogLoader:
                 segment.unchecked = True  # by the first read of it: a describe reads none
             if base == bases[-1] or problem is not None:
                 segment.load_max_timestamp()
+        if not segments:
+            raise LogDirectoryError(f"{self.directory}: every segment went while it was "
+                                    f"opened (deleted by its owner?)")
         end = self._read_only_end(segments)
         log_start = self._log_start(segments)
         replay_end = min([end, *(d.offset for d in self.report.damage)])
