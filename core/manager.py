@@ -36,6 +36,7 @@ from tierlog.errors import (
 )
 from tierlog.log import Log
 from tierlog.log_dir_checkpoints import (
+    ALL_CHECKPOINTS,
     HIGH_WATERMARKS,
     LOG_START_OFFSETS,
     RECOVERY_POINTS,
@@ -110,6 +111,9 @@ class LogManager:
         self._time_ms = time_ms
         self.scheduler = scheduler
         self._lock = threading.RLock()
+        #: Serializes the checkpoint files' writes: the scheduled ones run beside a topic's
+        #: create or delete (both write through one ``<name>.tmp``).
+        self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._closed = False
         self.clean_shutdown: dict[Path, bool] = {}
@@ -622,7 +626,7 @@ class LogManager:
                 discard_fork(rlm.rlmm, rlm.rsm, forked, time_ms=self._time_ms)
             raise
         for log_dir in {lg.directory.parent for lg in logs}:
-            write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
+            self._write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
         for state in plan.partitions:
             if state.dropped:
                 log.info("%s-%d: deleted %d segments (%d records) at or above offset %d "
@@ -807,7 +811,7 @@ class LogManager:
                                         partial(shutil.rmtree, doomed, ignore_errors=True),
                                         delay_ms=delay)
             for log_dir in self.dirs:
-                write_checkpoints(log_dir, self._logs)
+                self._write_checkpoints(log_dir, self._logs)
             log.info("deleted topic %s", topic)
 
     # -- background work -------------------------------------------------------------
@@ -881,22 +885,30 @@ class LogManager:
         for partition_log in list(self._logs.values()):
             partition_log.maybe_flush_by_time(now)
 
+    def _write_checkpoints(self, log_dir: Path, logs: Mapping[TopicPartition, Log],
+                           checkpoints: Iterable[tuple[str, Callable[[Log], int]]]
+                           = ALL_CHECKPOINTS) -> None:
+        """write_checkpoints of ``log_dir``, one writer at a time (another thread's create
+        or delete may change ``logs`` meanwhile: the writer takes a copy)."""
+        with self._checkpoint_lock:
+            write_checkpoints(log_dir, dict(logs), checkpoints)
+
     def checkpoint_recovery_points(self) -> None:
         """Write every dir's recovery-point checkpoint, then drop the producer snapshots
         that recovery no longer needs (Kafka's deleteSnapshotsAfterRecoveryPointCheckpoint)."""
         for log_dir in self.dirs:
-            write_checkpoints(log_dir, dict(self._logs), [RECOVERY_POINTS])
+            self._write_checkpoints(log_dir, self._logs, [RECOVERY_POINTS])
         for partition_log in list(self._logs.values()):
             if not partition_log.closed:
                 partition_log.delete_snapshots_after_recovery_point_checkpoint()
 
     def checkpoint_log_start_offsets(self) -> None:
         for log_dir in self.dirs:
-            write_checkpoints(log_dir, dict(self._logs), [LOG_START_OFFSETS])
+            self._write_checkpoints(log_dir, self._logs, [LOG_START_OFFSETS])
 
     def checkpoint_high_watermarks(self) -> None:
         for log_dir in self.dirs:
-            write_checkpoints(log_dir, dict(self._logs), [HIGH_WATERMARKS])
+            self._write_checkpoints(log_dir, self._logs, [HIGH_WATERMARKS])
 
     # -- shutdown --------------------------------------------------------------------
 
@@ -917,7 +929,7 @@ class LogManager:
             for partition_log in self._logs.values():
                 partition_log.flush()
             for log_dir in self.dirs:
-                write_checkpoints(log_dir, self._logs)
+                self._write_checkpoints(log_dir, self._logs)
             for partition_log in self._logs.values():
                 partition_log.close()
             for log_dir in self.dirs:
