@@ -59,5 +59,7 @@ class Services:
             self._waiters.discard(waiter)
 
     def close(self) -> None:
+        """Wake waiting fetches and wait for the engine calls running now; queued ones, whose
+        requests will never be answered, are dropped (a stop does not wait for them)."""
         self.appended()
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=True, cancel_futures=True)
