@@ -272,7 +272,7 @@ class LogManager:
         """One line for the whole load after an unclean shutdown (each partition that lost
         bytes has warned by itself, naming what it lost), none after a clean one."""
         unclean = [d for d in self.dirs if not self.clean_shutdown.get(d, True)]
-        if not unclean:
+        if not unclean or not logs:  # a new, empty dir has no marker and nothing to recover
             return
         verb = "checked (read-only)" if self.read_only else "recovered"
         checked = sum(lg.recovery.segments_recovered for lg in logs)
