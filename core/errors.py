@@ -191,6 +191,11 @@ class LogClosedError(TierlogError, RuntimeError):
     """An operation was attempted on a closed log."""
 
 
+class ReadOnlyLogError(TierlogError, PermissionError):
+    """A change (append, roll, truncation, retention, a new log start offset) was asked of a
+    log opened read-only (``read_only=True``: beside a live owner, it must write nothing)."""
+
+
 class LogDirectoryError(TierlogError, OSError):
     """A log or partition directory is missing, unreadable or not a partition directory."""
 
@@ -204,7 +209,7 @@ class DataDirLockedError(LogDirectoryError):
         holder = f"process {pid}" if pid else "another process"
         super().__init__(
             f"data dir {directory} is in use by {holder} (it holds {directory}/.lock): stop "
-            f"it first; topics --list/--describe, consume and dump-log can read beside it")
+            f"it first; topics --list/--describe, consume, dump-log and metrics can read beside it")
         self.directory = directory
         self.pid = pid
 

@@ -31,6 +31,7 @@ from tierlog.errors import (
     CopyLagExceededError,
     DataDirLockedError,
     LogClosedError,
+    ReadOnlyLogError,
 )
 from tierlog.events import EventQueue
 from tierlog.fetch import FetchDataInfo
@@ -434,6 +435,8 @@ class Log:
                     return _new_tuple(LogAppendInfo, (
                         first, last, max_ts, last, -1, self._log_start_offset, count, 1, size,
                         False))
+            if self.read_only:  # (never armed: a read-only open arms no hot path)
+                self._check_writable()
             info = self._appends.append_planned(data, assign_offsets, leader_epoch, origin,
                                         self._check_records)
         finally:
@@ -476,7 +479,7 @@ class Log:
         if leader_epoch is not None:
             check_leader_epoch(leader_epoch)
         with self._lock:
-            self._check_open()
+            self._check_writable()
             info = self._appends.append_planned(data, True, leader_epoch, "client", False)
         self._deliver_events()
         return info
@@ -501,7 +504,7 @@ class Log:
     def roll(self) -> LogSegment:
         """Close the active segment and start a new one at the log end offset."""
         with self._lock:
-            self._check_open()
+            self._check_writable()
             segment = self._roll(self.local.next_offset)
         self._deliver_events()
         return segment
@@ -650,6 +653,12 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"{self.directory} is closed")
+
+    def _check_writable(self) -> None:
+        """What every change checks: the log is open, and was not opened read-only."""
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyLogError(f"{self.directory} was opened read-only: it cannot be changed")
 
     def __repr__(self) -> str:
         return (

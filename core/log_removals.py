@@ -62,7 +62,7 @@ class LogRemovals:
     def _truncate_to(self, target_offset: int) -> bool:
         log = self._log
         with log._lock:
-            log._check_open()
+            log._check_writable()
             local = log.local
             if target_offset >= local.next_offset:
                 # A leader may have assigned an epoch at the log end and written nothing in it.
@@ -94,7 +94,7 @@ class LogRemovals:
             raise ValueError(
                 f"cannot restart {log.directory.name} at negative offset {new_offset}")
         with log._lock:
-            log._check_open()
+            log._check_writable()
             self._truncate_fully(new_offset)
         log._deliver_events()
 
@@ -115,7 +115,7 @@ class LogRemovals:
         segments that fall wholly below it. Returns the new log start offset."""
         log = self._log
         with log._lock:
-            log._check_open()
+            log._check_writable()
             if offset > log._high_watermark:
                 raise OffsetOutOfRangeError(
                     f"{log.directory.name}: cannot delete records before offset {offset}: it is "
@@ -131,6 +131,7 @@ class LogRemovals:
         with log._lock:
             if offset <= log._log_start_offset:
                 return False
+            log._check_writable()
             log._log_start_offset = offset
             log.leader_epoch_cache.truncate_from_start(offset)
             log.producer_state.on_log_start_offset_incremented(offset)
@@ -175,7 +176,7 @@ class LogRemovals:
     ) -> list[tuple[int, int]]:
         log = self._log
         with log._lock:
-            log._check_open()
+            log._check_writable()
             local = log.local
             tiered = log.remote_storage_enabled
             deletable = local.deletable_segments(

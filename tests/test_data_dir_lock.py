@@ -194,6 +194,10 @@ def test_writers_are_refused_and_readers_write_nothing_beside_a_live_server(
         code, out, _ = run(capsys, "dump-log", data / "orders-0", "--print-data-log")
         assert code == 0 and "payload: live-4" in out
         assert_unchanged(data, before, "dump-log")
+
+        code, out, _ = run(capsys, "--data-dir", data, "metrics")
+        assert code == 0 and "kafka_log_log_logendoffset{topic=orders,partition=0}" in out
+        assert_unchanged(data, before, "metrics")
         assert server.alive()
 
 

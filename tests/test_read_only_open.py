@@ -19,7 +19,7 @@ from conftest import FakeClock
 from process_death import die
 
 from tierlog import Record
-from tierlog.errors import LogDamagedError, TierlogError
+from tierlog.errors import LogDamagedError, ReadOnlyLogError, TierlogError
 from tierlog.manager import LogManager
 from tierlog.records import build_batch
 
@@ -76,6 +76,27 @@ def test_a_reader_beside_a_live_owner_reads_everything_and_writes_nothing(
             reader.create_topic("more", 1)
     assert file_state(tmp_path) == before
     live.log("clicks", 0).append(build_batch([Record(value=b"after")]))  # the owner goes on
+
+
+def test_a_read_only_log_refuses_every_change_and_writes_nothing(
+        tmp_path: Path, live: LogManager) -> None:
+    before = file_state(tmp_path)
+    with LogManager.open(tmp_path, read_only=True) as reader:
+        log = reader.log("clicks", 0)
+        changes = [
+            lambda: log.append(build_batch([Record(value=b"behind the owner's back")])),
+            lambda: log.append_records([Record(value=b"x")], compression="zstd"),
+            log.roll,
+            lambda: log.truncate_to(10),
+            lambda: log.truncate_fully_and_start_at(100),
+            lambda: log.delete_records_before(5),
+            lambda: log.maybe_increment_log_start_offset(5),
+        ]
+        for change in changes:
+            with pytest.raises(ReadOnlyLogError, match="opened read-only"):
+                change()
+        assert (log.log_start_offset, log.log_end_offset) == (0, 60)
+    assert file_state(tmp_path) == before
 
 
 def test_a_partition_the_owner_is_still_creating_is_left_out(

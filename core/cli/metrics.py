@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(catalog_table())
         return 0
     st = settings(args)
-    with open_manager(st) as mgr:
+    with open_manager(st, read_only=True) as mgr:  # beside a live server too; writes nothing
         registry = registry_for(mgr, idle_internal=args.idle_internal)
         text = prometheus_text(registry) if args.format == "prometheus" else table(registry)
     sys.stdout.write(text)
