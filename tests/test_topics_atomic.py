@@ -149,7 +149,7 @@ def test_alter_sets_and_deletes_overrides(tmp_path: Path) -> None:
     assert "segment.bites: unknown topic configuration key" in error
     assert "retention.ms=3600000" in (data / "orders-0" / "topic-config.properties").read_text()
     error = user_error("--data-dir", data, "topics", "--alter", "--topic", "orders")
-    assert "--alter needs --add-config or --delete-config" in error
+    assert "--alter needs --partitions, --add-config or --delete-config" in error
 
 
 def test_alter_applies_to_the_live_logs(tmp_path: Path, clock) -> None:
