@@ -46,11 +46,14 @@ def open_read_only(directory: Path, base_offset: int, *, index_interval_bytes: i
 
 
 def trust_indexes(segment: LogSegment) -> str | None:
-    """Limit a read-only segment's offset and time indexes to their valid prefix when they
-    fail their sanity check (or the offset index points past the ``.log``); returns what was
-    wrong, or None. Changes nothing on disk."""
+    """Limit a read-only segment's offset and time indexes to the slots before their zeroed
+    tail (the unused, preallocated space of a live active segment's: not a problem), then to
+    their valid prefix when they fail their sanity check (or the offset index points past the
+    ``.log``); returns what was wrong, or None. Changes nothing on disk."""
     problems = []
     offsets, times = segment.offset_index, segment.time_index
+    for index in (offsets, times):
+        index.use_first(index.zero_tail_start())
     try:
         offsets.sanity_check()
         tail = offsets.lookup(offsets.last_offset).position if offsets.entries else -1
@@ -70,7 +73,7 @@ def trust_indexes(segment: LogSegment) -> str | None:
 
 def _valid_offset_entries(index: OffsetIndex, log_size: int) -> int:
     """How many leading entries of an offset index are in order and point into the ``.log``
-    (an untrimmed index's zero tail, or the first damaged entry, ends them)."""
+    (the first damaged entry ends them)."""
     previous: tuple[int, int] | None = None
     for n in range(index.entries):
         entry = index.entry(n)

@@ -155,3 +155,47 @@ def test_tierlogs_own_segments_transactions_and_snapshots(tmp_path: Path) -> Non
     assert snapshot and "firstSequence: 0 lastSequence: 2" in snapshot[-1]
     verified = tierlog("dump-log", "--verify", directory)
     assert "invalid" not in verified.stdout and verified.stderr == ""
+
+
+@pytest.mark.parametrize("records", [2, 60])
+def test_a_live_partitions_preallocated_indexes_are_not_damage(tmp_path: Path,
+                                                               records: int) -> None:
+    """The active segment of a live owner has its indexes preallocated to
+    segment.index.bytes (zero-filled): as Kafka's DumpLogSegments, the zeroed tail is unused
+    space, whether the index holds entries (60 records) or none yet (2 records)."""
+    owner = LogManager.open(tmp_path, {"index.interval.bytes": 256}, start_scheduler=False)
+    try:
+        log = owner.create_topic("t", 1)[0]
+        for i in range(records):
+            log.append_records([Record(value=b"v%02d" % i + b"." * 80)])
+        active = log.segments.active
+        index, time_index = active.offset_index, active.time_index
+        assert index.length > index.size_in_bytes  # preallocated, as beside a live server
+        expected = index.entries
+        assert (expected > 0) == (records == 60)
+        directory = tmp_path / "t-0"
+        verified = tierlog("dump-log", "--verify", directory)
+        assert (f"{index.path} is empty." if not expected else
+                f"{index.path}: {expected} entries, no mismatches") in verified.stdout
+        assert f"{time_index.path}: {time_index.entries} entries, no problems" in verified.stdout
+        assert verified.stderr == ""
+        listed = tierlog("dump-log", index.path).stdout.splitlines()[1:]
+        assert listed == ([f"offset: {e.offset} position: {e.position}"
+                           for e in map(index.entry, range(expected))]
+                          or [f"{index.path} is empty."])
+        sane = tierlog("dump-log", "--index-sanity-check", index.path, time_index.path).stdout
+        assert (f"{index.path} is empty." if not expected else
+                f"{index.path} passed sanity check.") in sane
+        assert f"{time_index.path} passed sanity check." in sane
+    finally:
+        owner.close()
+
+
+def test_a_non_zero_entry_after_the_zeroed_tail_start_is_still_damage(tmp_path: Path) -> None:
+    """Only an all-zero tail is unused space: an entry that breaks the order, even behind
+    zeroed slots, is reported."""
+    index = tmp_path / f"{SEGMENT}.index"
+    index.write_bytes(bytes.fromhex("00000007 0000127a") + bytes(16)
+                      + bytes.fromhex("00000003 00002563") + bytes(800))
+    error = user_error("dump-log", "--index-sanity-check", index)
+    assert "is corrupt" in error and "entry 1 " in error

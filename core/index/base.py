@@ -309,6 +309,20 @@ class AbstractIndex(ABC):
             raise ValueError(f"index {self._path} has {self.entries} entries, not {entries}")
         self._truncate_to_entries(entries)
 
+    def zero_tail_start(self) -> int:
+        """The first slot of the file's all-zero tail (``entries`` when its last slot holds a
+        non-zero byte): the unused, preallocated space of an untrimmed index (a live owner's
+        active segment, or one a crash left), where Kafka's DumpLogSegments stops too. No
+        writer writes an all-zero entry (the sparse rule never indexes position 0, later
+        entries' offsets are above the base offset; only a time entry for a record stamped 0
+        at the base offset would be, and leaving it out costs a longer scan), so the slots
+        before it are those in use; a zeroed slot before a non-zero one is damage, left for
+        ``sanity_check``."""
+        if self.entries == 0:
+            return 0
+        used = len(self._buffer()[:self.entries * self.entry_size].rstrip(b"\0"))
+        return -(-used // self.entry_size)
+
     def reset(self) -> None:
         """Remove every entry and preallocate the file to ``max_index_size`` again."""
         self._truncate_to_entries(0)
