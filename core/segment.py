@@ -472,10 +472,11 @@ class LogSegment:
                 raise
             raise damage.error() from exc
         end = self.size if max_position is None else min(max_position, self.size)
-        if damage is not None:
-            if start is None or start.position >= damage.position:
+        if damage is not None:  # a read from before it stops there; one from past it reads
+            if start is None or start.position == damage.position:
                 raise damage.error()
-            end = min(end, damage.position)
+            if start.position < damage.position:
+                end = min(end, damage.position)
         if start is None:
             return None
         adjusted = max(max_size, start.size) if min_one_message else max_size

@@ -147,6 +147,30 @@ def test_damage_below_the_end_is_reported_where_it_is_and_left(
     assert file_state(tmp_path) == before
 
 
+@pytest.mark.parametrize("which", ["active", "first"])
+def test_a_read_starting_past_the_damage_returns_its_records(
+        tmp_path: Path, live: LogManager, which: str) -> None:
+    """The damage is before the read: a consumer starting after it gets the records from its
+    start (the segment is checked lazily, on this very read, for the first one)."""
+    segments = live.log("clicks", 0).segments
+    segment = segments.active if which == "active" else segments.first
+    assert segment is not None
+    headers = [h for _, h in segment.log.headers_from(0)]
+    assert len(headers) > 4
+    raw = bytearray(segment.path.read_bytes())
+    raw[headers[0].size_in_bytes - 2] ^= 0x40  # the first batch's record: CRC fails
+    segment.path.write_bytes(raw)
+    start, end = headers[3].base_offset, headers[-1].next_offset
+    before = file_state(tmp_path)
+    with LogManager.open(tmp_path, read_only=True) as reader:
+        log = reader.log("clicks", 0)
+        got = [r.offset for r in log.read(start, 1 << 20, max_offset=end).records()]
+        assert got == list(range(start, end))
+        with pytest.raises(LogDamagedError, match=f"{segment.path}.*position 0 .*crc"):
+            list(log.read(segment.base_offset, 1 << 20).records())
+    assert file_state(tmp_path) == before
+
+
 def test_a_missing_index_is_scanned_not_rebuilt(tmp_path: Path, clock: FakeClock) -> None:
     with LogManager.open(tmp_path, CONFIG, time_ms=clock, start_scheduler=False) as mgr:
         log = mgr.create_topic("clicks", 1)[0]
