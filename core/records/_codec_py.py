@@ -11,6 +11,7 @@ from typing import Any
 
 from tierlog.errors import CorruptRecordError
 from tierlog.records.record import Header, Record
+from tierlog.records.varint import unsigned_varint
 
 __all__ = ["decode_records", "encode_records"]
 
@@ -31,20 +32,8 @@ _NO_HEADERS = b"\x00"
 
 #: Signed value of every zigzag varint below 2**14, indexed by its raw 7-bit groups.
 _ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
-
-
-def _unsigned_varint(raw: int) -> bytes:
-    """The protobuf base-128 encoding of a non-negative integer."""
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 #: Encoded bytes of every zigzag value below 2**14 (the one- and two-byte varints).
-_SMALL_VARINTS = tuple(_unsigned_varint(raw) for raw in range(1 << 14))
+_SMALL_VARINTS = tuple(unsigned_varint(raw) for raw in range(1 << 14))
 #: Lengths below this are non-negative values found in ``_SMALL_VARINTS`` (at ``2 * length``).
 _SMALL_LENGTH_LIMIT = 1 << 13
 
@@ -280,7 +269,7 @@ def _varint_bytes(value: int, bits: int, index: int, what: str) -> bytes:
     """Zigzag-encode a value that must fit a signed ``bits``-bit integer."""
     if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
         raise ValueError(f"record {index}: {what} {value} does not fit int{bits}")
-    return _unsigned_varint((value << 1) ^ (value >> (bits - 1)))
+    return unsigned_varint((value << 1) ^ (value >> (bits - 1)))
 
 
 def _as_bytes(value: Any, index: int, what: str) -> bytes | bytearray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 
 from tierlog.errors import CorruptRecordError
+from tierlog.records.varint import unsigned_varint
 
 _I8, _I16, _I32, _I64 = (struct.Struct(f) for f in (">b", ">h", ">i", ">q"))
 
@@ -41,12 +42,7 @@ class Writer:
         self._parts.append(_I64.pack(value))
 
     def _uvarint(self, value: int) -> None:
-        out = bytearray()
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-        self._parts.append(bytes(out))
+        self._parts.append(unsigned_varint(value))
 
     def length(self, count: int | None, *, wide: bool) -> None:
         """A length or count prefix (None: null); ``wide`` is int32 (bytes, arrays) rather

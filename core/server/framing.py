@@ -25,6 +25,7 @@ from kio.static.primitive import Records as KioRecords
 
 from tierlog.errors import BadRequestError
 from tierlog.records.file_records import Records
+from tierlog.records.varint import unsigned_varint
 from tierlog.server.request_bounds import check_header, check_request
 
 _SIZE = struct.Struct(">i")
@@ -147,12 +148,7 @@ def new_marker() -> KioRecords:
 def _length_prefix(flexible: bool, length: int) -> bytes:
     if not flexible:
         return _SIZE.pack(length)
-    value, out = length + 1, bytearray()  # compact bytes: unsigned varint of length + 1
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return unsigned_varint(length + 1)  # compact bytes: length + 1
 
 
 def encode_spliced(correlation_id: int, spliced: SplicedResponse) -> list[bytes | Records]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from kio.schema.errors import ErrorCode
 
 from tierlog.append_plan import LogAppendInfo
+from tierlog.records.varint import unsigned_varint
 
 MIN_VERSION, MAX_VERSION = 3, 9
 
@@ -30,26 +31,11 @@ _I64 = struct.Struct(">q")
 Outcome = tuple[str, int, LogAppendInfo | ErrorCode, str | None]
 
 
-#: Unsigned varints below 128 are one byte: the lengths of nearly every field here.
-_SMALL_UVARINTS = tuple(bytes([value]) for value in range(128))
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 128:
-        return _SMALL_UVARINTS[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 @functools.lru_cache(maxsize=1024)
 def _string(value: str, flexible: bool) -> bytes:
     """A topic name or error message as kio writes it (cached: the same few recur)."""
     raw = value.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (unsigned_varint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _nullable_string(value: str | None, flexible: bool) -> bytes:
@@ -59,7 +45,7 @@ def _nullable_string(value: str | None, flexible: bool) -> bytes:
 
 
 def _array_length(length: int, flexible: bool) -> bytes:
-    return _uvarint(length + 1) if flexible else _I32.pack(length)
+    return unsigned_varint(length + 1) if flexible else _I32.pack(length)
 
 
 def encode_produce_response_body(version: int, outcomes: Sequence[Outcome]) -> bytes:
