@@ -89,6 +89,16 @@ class LeaderEpochFileCache:
             if self._assign(EpochEntry(epoch, start_offset)):
                 self.flush()
 
+    def assign_if_newer(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` only if it is newer than the latest
+        cached epoch: the rule of an append, and of recovery replaying one. A batch of an older
+        epoch (written by an older leader) is no news and must not truncate newer entries, as
+        :meth:`assign` would."""
+        with self._lock:
+            latest = self.latest_epoch
+            if latest is None or epoch > latest:
+                self.assign(epoch, start_offset)
+
     def _assign(self, entry: EpochEntry) -> bool:
         if entry.epoch < 0 or entry.start_offset < 0:
             raise ValueError(f"invalid leader epoch entry {tuple(entry)}: must be non-negative")

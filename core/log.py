@@ -446,9 +446,7 @@ class Log:
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record a leader epoch that starts at ``start_offset`` if it is newer than any."""
-        latest = self.leader_epoch_cache.latest_epoch
-        if latest is None or epoch > latest:
-            self.leader_epoch_cache.assign(epoch, start_offset)
+        self.leader_epoch_cache.assign_if_newer(epoch, start_offset)
         self._known_epoch = epoch
 
     def append_records(

@@ -63,6 +63,25 @@ def test_assign_removes_entries_with_higher_epoch_or_offset(checkpoint):
     assert LeaderEpochCheckpointFile(checkpoint.path).read() == [(2, 6), (3, 20)]
 
 
+def test_assign_if_newer_ignores_an_older_or_the_same_epoch(checkpoint):
+    # The append rule: a batch of an older leader's epoch must not truncate newer entries
+    # (assign(3, 20) would leave [(2, 6), (3, 20)]).
+    cache = _cache(checkpoint, (2, 6), (4, 11))
+    checkpoint.path.unlink()
+    cache.assign_if_newer(3, 20)
+    cache.assign_if_newer(4, 9)
+    assert cache.entries() == [EpochEntry(2, 6), EpochEntry(4, 11)]
+    assert not checkpoint.path.exists(), "an ignored assign must not rewrite the checkpoint"
+    cache.assign_if_newer(5, 30)
+    assert LeaderEpochCheckpointFile(checkpoint.path).read() == [(2, 6), (4, 11), (5, 30)]
+
+
+def test_assign_if_newer_starts_an_empty_cache(checkpoint):
+    cache = LeaderEpochFileCache(checkpoint)
+    cache.assign_if_newer(0, 0)
+    assert cache.entries() == [EpochEntry(0, 0)]
+
+
 def test_assign_rejects_negative_values(checkpoint):
     cache = LeaderEpochFileCache(checkpoint)
     with pytest.raises(ValueError):
