@@ -485,11 +485,9 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch of this segment (the base offset if empty)."""
-        last = None
         start = self.offset_index.lookup(self.offset_index.last_offset).position
-        for _, header in self.log.headers_from(start):
-            last = header
-        return last.next_offset if last is not None else self.base_offset
+        next_offset = self.log.next_offset(start)
+        return self.base_offset if next_offset is None else next_offset
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -425,6 +425,25 @@ class FileRecords:
             position += batch.size_in_bytes
         if position != size:
             raise self._truncated(f"{size - position} trailing bytes", position)
+
+    def next_offset(
+        self, position: int = 0, *, on_damage: Callable[[CorruptRecordError], None] | None = None
+    ) -> int | None:
+        """The offset after the last batch from ``position`` on (None if there is none): the
+        next offset of a ``.log`` (its owner answers its base offset for None).
+
+        A damaged or cut-off batch raises as in :meth:`headers_from`, unless ``on_damage`` is
+        given: then the batches before it count, and ``on_damage`` is told why the scan ended.
+        """
+        last = None
+        try:
+            for _, header in self.headers_from(position):
+                last = header
+        except CorruptRecordError as exc:
+            if on_damage is None:
+                raise
+            on_damage(exc)
+        return None if last is None else last.next_offset
 
     def batches_from(
         self, position: int = 0, end: int | None = None, chunk_bytes: int = SCAN_CHUNK_BYTES
