@@ -16,6 +16,7 @@ from typing import TypeVar
 from tierlog.atomic import atomic_write_bytes
 from tierlog.errors import CorruptCheckpointError
 from tierlog.filenames import validate_topic
+from tierlog.int_bounds import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from tierlog.leader_epoch import EpochEntry
 
 #: The only version of both checkpoint formats Kafka has ever written.
@@ -23,8 +24,6 @@ CHECKPOINT_VERSION = 0
 
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 T = TypeVar("T")
 
@@ -65,7 +64,7 @@ def _decode(raw: bytes, source: str, parse: Callable[[list[str]], T]) -> list[T]
         lines.pop()  # the newline ending the last line
     if not lines:
         return []
-    version = _field(lines, 0, lambda f: _parse_int(f[0], _INT32_MIN, _INT32_MAX), 1, source)
+    version = _field(lines, 0, lambda f: _parse_int(f[0], INT32_MIN, INT32_MAX), 1, source)
     if version != CHECKPOINT_VERSION:
         raise CorruptCheckpointError(
             f"unrecognised version {version} on line 1 of checkpoint file {source} "
@@ -73,7 +72,7 @@ def _decode(raw: bytes, source: str, parse: Callable[[list[str]], T]) -> list[T]
         )
     if len(lines) == 1:
         return []
-    expected = _field(lines, 1, lambda f: _parse_int(f[0], 0, _INT32_MAX), 1, source)
+    expected = _field(lines, 1, lambda f: _parse_int(f[0], 0, INT32_MAX), 1, source)
     entries = [_field(lines, i, parse, None, source) for i in range(2, len(lines))]
     if len(entries) != expected:
         raise CorruptCheckpointError(
@@ -130,15 +129,15 @@ class _CheckpointFile:
 def _parse_offset_entry(fields: list[str]) -> tuple[tuple[str, int], int]:
     if len(fields) != 3:
         raise _MalformedLine(f"expected '<topic> <partition> <offset>', found {len(fields)} fields")
-    partition = _parse_int(fields[1], _INT32_MIN, _INT32_MAX)
-    return (fields[0], partition), _parse_int(fields[2], _INT64_MIN, _INT64_MAX)
+    partition = _parse_int(fields[1], INT32_MIN, INT32_MAX)
+    return (fields[0], partition), _parse_int(fields[2], INT64_MIN, INT64_MAX)
 
 
 def _parse_epoch_entry(fields: list[str]) -> EpochEntry:
     if len(fields) != 2:
         raise _MalformedLine(f"expected '<epoch> <start offset>', found {len(fields)} fields")
     return EpochEntry(
-        _parse_int(fields[0], _INT32_MIN, _INT32_MAX), _parse_int(fields[1], _INT64_MIN, _INT64_MAX)
+        _parse_int(fields[0], INT32_MIN, INT32_MAX), _parse_int(fields[1], INT64_MIN, INT64_MAX)
     )
 
 

@@ -14,9 +14,11 @@ from types import MappingProxyType
 from typing import Any
 
 from tierlog.errors import ConfigError
+from tierlog.int_bounds import INT32_MAX, INT64_MAX
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
+#: Kafka's names for the bounds of its long and int config types.
+LONG_MAX = INT64_MAX
+INT_MAX = INT32_MAX
 
 
 def _parse_bool(key: str, raw: Any) -> bool:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from tierlog.errors import InvalidTopicError, LogDirectoryError
+from tierlog.int_bounds import INT32_MAX
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -37,7 +38,7 @@ _OFFSET_NAME_RE = re.compile(r"[0-9]{20}", re.ASCII)
 #: A partition number as Kafka writes it in a directory name: canonical ASCII decimal.
 _PARTITION_RE = re.compile(r"0|[1-9][0-9]{0,9}", re.ASCII)
 #: Kafka's partition numbers are Java ints.
-MAX_PARTITION = (1 << 31) - 1
+MAX_PARTITION = INT32_MAX
 
 
 def filename_prefix_from_offset(offset: int) -> str:

@@ -20,6 +20,7 @@ from tierlog.errors import (
     TransactionCoordinatorFencedError,
 )
 from tierlog.index.transaction_index import AbortedTxn
+from tierlog.int_bounds import INT32_MAX
 from tierlog.producer_snapshot import SnapshotEntry
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
-INT32_MAX = (1 << 31) - 1
 #: How many recent batches per producer are kept for duplicate detection (Kafka's value).
 NUM_BATCHES_TO_RETAIN = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000

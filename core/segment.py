@@ -26,7 +26,6 @@ from tierlog.index import (
     TransactionIndex,
     TxnIndexSearchResult,
 )
-from tierlog.index.base import INT32_MAX
 from tierlog.index.plugin import (
     DEFAULT_INDEX_TYPES,
     SegmentIndex,
@@ -34,6 +33,7 @@ from tierlog.index.plugin import (
     SegmentIndexTypes,
 )
 from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
+from tierlog.int_bounds import INT32_MAX
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import (
     FileRecords,

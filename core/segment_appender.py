@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from tierlog.index import TimestampOffset
-from tierlog.index.base import INT32_MAX
 from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
+from tierlog.int_bounds import INT32_MAX
 from tierlog.records._accelerator import accelerated
 from tierlog.records.plain_batch_write import PlainBatchRules
 

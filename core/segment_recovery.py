@@ -14,8 +14,8 @@ from pathlib import Path
 from crc32c import crc32c
 
 from tierlog.errors import CorruptRecordError, LogDamagedError, TruncatedBatchError
-from tierlog.index.base import INT32_MAX
 from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
+from tierlog.int_bounds import INT32_MAX
 from tierlog.records.batch import (
     ATTRIBUTES,
     HEADER,

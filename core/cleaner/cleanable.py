@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tierlog.index.base import INT32_MAX
+from tierlog.int_bounds import INT32_MAX
 
 if TYPE_CHECKING:
     from tierlog.log import Log

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tierlog.errors import IndexFullError, InvalidIndexOffsetError
-from tierlog.index.base import INT32_MAX, AbstractIndex
+from tierlog.index.base import AbstractIndex
 from tierlog.index.entries import OFFSET_ENTRY, check_offset_entries
+from tierlog.int_bounds import INT32_MAX
 
 _ENTRY = OFFSET_ENTRY.entry
 _SIZE = OFFSET_ENTRY.size

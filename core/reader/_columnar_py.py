@@ -12,11 +12,11 @@ import struct
 from typing import Any
 
 from tierlog.errors import CorruptRecordError
+from tierlog.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.records._codec_py import decode_records
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_MAX_DATA_BYTES = (1 << 31) - 1
+#: Arrow's binary columns hold int32 offsets.
+_MAX_DATA_BYTES = INT32_MAX
 (KEY_VALID, KEY_OFFS, KEY_DATA, VAL_VALID, VAL_OFFS, VAL_DATA, OFFSET, TIMESTAMP, TS_TYPE,
  HDR_VALID, HDR_OFFS, HK_OFFS, HK_DATA, HV_VALID, HV_OFFS, HV_DATA) = range(16)
 
@@ -50,10 +50,10 @@ def decode_batch(columns: list[bytearray], used: Any, data: Any, position: int, 
     records = decode_records(data, position, end, count, base_offset, base_timestamp)
     kept = []
     for i, record in enumerate(records):
-        if not _INT64_MIN <= record.offset <= _INT64_MAX:
+        if not INT64_MIN <= record.offset <= INT64_MAX:
             raise CorruptRecordError(f"record {i}: offset does not fit int64")
         timestamp = record.timestamp if log_append_time is None else log_append_time
-        if not _INT64_MIN <= timestamp <= _INT64_MAX:  # type: ignore[operator]
+        if not INT64_MIN <= timestamp <= INT64_MAX:  # type: ignore[operator]
             raise CorruptRecordError(f"record {i}: timestamp does not fit int64")
         if start_offset <= record.offset < end_offset and timestamp >= min_timestamp:  # type: ignore[operator]
             kept.append((record, timestamp))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tierlog.errors import CorruptRecordError
+from tierlog.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.records.record import Header, Record
 from tierlog.records.varint import unsigned_varint
 
@@ -17,9 +18,6 @@ __all__ = ["decode_records", "encode_records"]
 
 _INT32_BITS = 32
 _INT64_BITS = 64
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_INT32_MAX = (1 << 31) - 1
 #: Longest encodings Kafka allows: a varint (int32) and a varlong (int64).
 _VARINT_MAX_BYTES = 5
 _VARLONG_MAX_BYTES = 10
@@ -288,7 +286,7 @@ def _check_int64(value: Any, what: str) -> int:
     """``value`` if it is an int that fits int64, else TypeError/ValueError naming ``what``."""
     if not isinstance(value, int):
         raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    if not _INT64_MIN <= value <= _INT64_MAX:
+    if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError(f"{what} {value} does not fit int64")
     return value
 
@@ -339,8 +337,8 @@ def encode_records(
     no_headers = _NO_HEADERS
     null = _NULL_LENGTH
     empty = b""
-    int64_min = _INT64_MIN
-    int64_max = _INT64_MAX
+    int64_min = INT64_MIN
+    int64_max = INT64_MAX
     out: list[bytes | bytearray] = []
     extend = out.extend
     max_timestamp = -1
@@ -409,7 +407,7 @@ def _offset_delta(record: Record, index: int, base_offset: int) -> int:
     """``record.offset - base_offset``, checked to fit a batch's 4-byte offset delta."""
     offset = _check_int64(record.offset, f"record {index}: offset")
     delta = offset - base_offset
-    if not 0 <= delta <= _INT32_MAX:
+    if not 0 <= delta <= INT32_MAX:
         raise ValueError(f"record {index}: offset {offset} is not within 2^31-1 after base "
                          f"offset {base_offset}")
     return delta

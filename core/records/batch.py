@@ -18,6 +18,7 @@ from tierlog.errors import (
     TruncatedBatchError,
     UnsupportedMagicError,
 )
+from tierlog.int_bounds import INT32_MAX
 from tierlog.records._codec import check_records, decode_records
 from tierlog.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -99,7 +100,6 @@ DELETE_HORIZON_MASK = 0x40
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 NO_SEQUENCE = -1
-_INT32_MAX = 0x7FFFFFFF
 
 
 def _field(index: int, doc: str) -> Any:
@@ -219,8 +219,8 @@ class RecordBatch:
         base, delta = self._header[11], self._header[6]
         if base == NO_SEQUENCE:
             return NO_SEQUENCE
-        if base > _INT32_MAX - delta:
-            return delta - (_INT32_MAX - base) - 1
+        if base > INT32_MAX - delta:
+            return delta - (INT32_MAX - base) - 1
         return base + delta
 
     # -- bytes --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tierlog.index.base import INT32_MAX
+from tierlog.int_bounds import INT32_MAX
 from tierlog.records.batch import set_base_offset
 from tierlog.records.builder import build_batch_from_columns
 from tierlog.records.columns import RecordColumns

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-INT32_MAX = (1 << 31) - 1
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
+from tierlog.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 
 #: Inclusive ``(low, high)`` of each kind of int.
 RANGES: Mapping[str, tuple[int, int]] = {
@@ -50,7 +48,7 @@ def check_json_int(value: Any, kind: str, what: str) -> int:
         raise TypeError(f"{what} must be an int, got {value!r:.60}")
     low, high = RANGES[kind]
     if not low <= value <= high:
-        raise ValueError(f"{what} {value} is outside the range of a {kind}, {low}..{high}")
+        raise ValueError(f"{what} {value} is outside the {kind} range, {low}..{high}")
     return value
 
 

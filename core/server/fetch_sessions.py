@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from tierlog.errors import FetchSessionError
+from tierlog.int_bounds import INT32_MAX
 
 #: Epochs of Kafka's FetchMetadata.
 INITIAL_EPOCH = 0
@@ -77,7 +78,7 @@ class FetchSessionCache:
 
     def _new_id(self) -> int:
         for _ in range(10):
-            candidate = self._rng.randint(1, 2**31 - 1)
+            candidate = self._rng.randint(1, INT32_MAX)
             if candidate not in self._sessions:
                 return candidate
         return next(self._fallback)  # pragma: no cover - the id space is not that full
