@@ -10,6 +10,7 @@ same response with the records inline, and the slices go to the socket with send
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import os
 import struct
@@ -200,6 +201,17 @@ def make(cls: type[Any], **values: Any) -> Any:
     handlers build one response for every version they serve."""
     names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
+def duration_ms(value: datetime.timedelta | int) -> int:
+    """A kio duration field (a timedelta of whole milliseconds, or an int) as milliseconds,
+    exactly: ``total_seconds() * 1000`` lost one for 1001 ms and thousands of other values."""
+    if isinstance(value, datetime.timedelta):
+        return value // _ONE_MS
+    return int(value)
 
 
 def nested(response_type: type[Any], name: str) -> type[Any]:

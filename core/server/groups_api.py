@@ -15,7 +15,7 @@ from tierlog.errors import CorruptRecordError
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator_wire import Reader
-from tierlog.server.framing import by_topic, make, nested
+from tierlog.server.framing import by_topic, duration_ms, make, nested
 from tierlog.server.group_model import Group, GroupState
 from tierlog.server.groups import GroupCoordinator
 
@@ -34,13 +34,6 @@ VERSIONS = {
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
 }
-
-
-def _ms(value: Any) -> int:
-    """A kio duration (timedelta) or int as milliseconds."""
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
 
 
 def subscribed_topics(group: Group) -> set[str]:
@@ -64,8 +57,8 @@ def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
 
     async def join_group(ctx: RequestContext, req: Any) -> Any:
         cls = ctx.response_type
-        session = _ms(req.session_timeout)
-        rebalance = _ms(getattr(req, "rebalance_timeout", req.session_timeout))
+        session = duration_ms(req.session_timeout)
+        rebalance = duration_ms(getattr(req, "rebalance_timeout", req.session_timeout))
         result = await groups.join(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None),
             req.protocol_type, [(p.name, p.metadata) for p in req.protocols], session,

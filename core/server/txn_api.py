@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.server import offsets_topic_records as rec
 from tierlog.server.context import HandlerRegistry, RequestContext
-from tierlog.server.framing import by_topic, make, nested
+from tierlog.server.framing import by_topic, duration_ms, make, nested
 from tierlog.server.groups import GroupCoordinator
 from tierlog.server.internal_topics import CONSUMER_OFFSETS
 from tierlog.server.txn import TxnCoordinator
@@ -40,18 +40,12 @@ def for_version(error: ErrorCode, ctx: RequestContext) -> ErrorCode:
     return error
 
 
-def _ms(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value)
-
-
 def install(registry: HandlerRegistry, txns: TxnCoordinator, groups: GroupCoordinator) -> None:
     """Register the transaction APIs' handlers."""
 
     async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
         error, pid, epoch = await txns.init_producer_id(
-            req.transactional_id, _ms(req.transaction_timeout),
+            req.transactional_id, duration_ms(req.transaction_timeout),
             int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
         return make(ctx.response_type, throttle_time=_NO_THROTTLE,
                     error_code=for_version(error, ctx), producer_id=pid, producer_epoch=epoch)
