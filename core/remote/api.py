@@ -20,7 +20,13 @@ from types import MappingProxyType
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from tierlog.errors import CorruptRemoteMetadataError
-from tierlog.filenames import validate_topic
+from tierlog.filenames import (
+    INDEX_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    validate_topic,
+)
 from tierlog.remote.json_fields import SEGMENT_METADATA_KINDS, check_json_int, json_int
 
 #: Kafka's ``Uuid`` text form: 16 bytes as 22 characters of URL-safe base64 without padding.
@@ -32,10 +38,10 @@ METADATA_FORMAT_VERSION = 1
 class IndexType(enum.Enum):
     """The auxiliary objects copied with a segment; each value is its object suffix."""
 
-    OFFSET = ".index"
-    TIMESTAMP = ".timeindex"
-    PRODUCER_SNAPSHOT = ".snapshot"
-    TRANSACTION = ".txnindex"
+    OFFSET = INDEX_SUFFIX
+    TIMESTAMP = TIME_INDEX_SUFFIX
+    PRODUCER_SNAPSHOT = SNAPSHOT_SUFFIX
+    TRANSACTION = TXN_INDEX_SUFFIX
     LEADER_EPOCH = ".leader_epoch_checkpoint"
 
     @property

@@ -22,6 +22,7 @@ from tierlog.checkpoint import encode_leader_epoch_checkpoint
 from tierlog.config import LONG_MAX
 from tierlog.errors import RemoteFetchTimeoutError, RemoteStorageError
 from tierlog.events import EventDelivery, RemoteSegmentEvent
+from tierlog.filenames import snapshot_file
 from tierlog.log_removals import last_offset_off_local
 from tierlog.producer_snapshot import write_snapshot
 from tierlog.remote.api import (
@@ -434,7 +435,7 @@ class RemoteLogManager:
         with tempfile.TemporaryDirectory(prefix="tierlog-copy-") as scratch:
             snapshot = log_.producer_state.fetch_snapshot(next_base)
             if snapshot is None:
-                snapshot = Path(scratch) / f"{next_base:020d}.snapshot"
+                snapshot = snapshot_file(Path(scratch), next_base)
                 write_snapshot(snapshot, ())
             data = LogSegmentData(
                 log_segment=segment.log.path,
