@@ -13,7 +13,6 @@ import logging
 import os
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -25,6 +24,7 @@ from tierlog.append_plan import (
     plain_appends_allowed,
 )
 from tierlog.checkpoint import LeaderEpochCheckpointFile
+from tierlog.clock import system_time_ms
 from tierlog.config import LogConfig
 from tierlog.data_dir_lock import live_owner
 from tierlog.errors import (
@@ -65,10 +65,6 @@ log = logging.getLogger(__name__)
 RemoteSnapshots = Callable[[str, str, int, int], "bytes | None"]
 
 __all__ = ["EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "Log", "LogAppendInfo"]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 _new_tuple = tuple.__new__
@@ -243,7 +239,7 @@ class Log:
             directory.mkdir(parents=True, exist_ok=True)
         return cls(
             directory, topic, partition, config,
-            time_ms=time_ms or _now_ms,
+            time_ms=time_ms or system_time_ms,
             rng=random.Random(seed),
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from tierlog import filenames
+from tierlog.clock import system_time_ms
 from tierlog.errors import CorruptSnapshotError, LogDirectoryError
 from tierlog.producer_append import (
     ABORT_MARKER,
@@ -95,7 +96,7 @@ class ProducerStateManager:
         #: drops is only forgotten, not deleted.
         self.read_only = read_only
         self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
-        self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
+        self._time_ms = time_ms or system_time_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing_txns: dict[int, TxnMetadata] = {}  # keyed by first offset
         self._unreplicated_txns: dict[int, TxnMetadata] = {}  # completed, marker above the HW

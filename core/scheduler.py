@@ -10,15 +10,15 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tierlog.clock import system_time_ms
+
+# system_time_ms is re-exported: manager.py imports it from here (to be switched to tierlog.clock).
+__all__ = ["Scheduler", "system_time_ms"]
+
 log = logging.getLogger(__name__)
-
-
-def system_time_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(order=True, slots=True)

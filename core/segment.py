@@ -10,13 +10,13 @@ import contextlib
 import logging
 import os
 import struct
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from tierlog import filenames, segment_appender
+from tierlog.clock import system_time_ms
 from tierlog.errors import CorruptRecordError
 from tierlog.index import (
     AbortedTxn,
@@ -167,7 +167,7 @@ class LogSegment:
             index_types = (DEFAULT_INDEX_TYPES if not extra_index_types
                            else SegmentIndexTypes(extras=tuple(extra_index_types)))
         extra_index_types = index_types.extras
-        clock = time_ms or (lambda: int(time.time() * 1000))
+        clock = time_ms or system_time_ms
         prefix = filenames.filename_prefix_from_offset(base_offset)
         paths = [filenames.log_file(directory, base_offset, suffix),
                  filenames.offset_index_file(directory, base_offset, suffix),

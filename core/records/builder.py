@@ -6,11 +6,11 @@ Records are encoded by the record codec; this module adds compression and the 61
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Sequence
 
 from crc32c import crc32c
 
+from tierlog.clock import system_time_ms
 from tierlog.records._codec import encode_columns, encode_records
 from tierlog.records.batch import (
     CONTROL_MASK,
@@ -60,7 +60,7 @@ def build_batch(
             f"(LogAppendTime), got {timestamp_type!r}"
         )
     codec = codec_id(compression)
-    now = _now_ms() if now_ms is None else now_ms
+    now = system_time_ms() if now_ms is None else now_ms
     attributes = codec
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -123,7 +123,7 @@ def build_control_batch(
         raise ValueError(
             f"control_type must be ABORT ({ABORT}) or COMMIT ({COMMIT}), got {control_type!r}"
         )
-    ts = _now_ms() if timestamp is None else timestamp
+    ts = system_time_ms() if timestamp is None else timestamp
     marker = Record(
         key=encode_control_key(control_type),
         value=encode_control_value(coordinator_epoch),
@@ -168,5 +168,3 @@ def _assemble(
     return b"".join((prefix, covered, body))
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tierlog.clock import system_time_ms
 from tierlog.errors import BackfillError, RemoteStorageError
 from tierlog.partition_metadata import topic_id_from_bytes
 from tierlog.partitioner import partition_for_key
@@ -138,7 +138,7 @@ class BackfillTaskWriter:
         self._task_id = task_id
         self._attempt = attempt
         self._options = options
-        self._now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        self._now_ms = system_time_ms() if now_ms is None else now_ms
         self._topics: dict[str, TopicInfo] = {}
         self._writers: dict[TopicIdPartition, StagedPartitionWriter] = {}
         self._round_robin = task_id

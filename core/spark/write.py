@@ -18,7 +18,6 @@ Tasks stage chunks; the driver's ``commit`` makes them visible, all at once per 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from tierlog.clock import system_time_ms
 from tierlog.errors import ConfigError
 from tierlog.remote.backfill import (
     BackfillTaskWriter,
@@ -50,10 +50,6 @@ log = logging.getLogger(__name__)
 _WRITE_KEYS = {"path", "topic", "partitions", "compression", "kafka.compression.type",
                "batch.size", "segment.bytes", "staging.retention.ms", "streamid",
                "checkpointlocation"}
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Settings:
@@ -112,7 +108,7 @@ def _tasks(messages: list[Any]) -> list[TaskCommitMessage | None]:
 def _commit(settings: _Settings, job_id: str, messages: list[Any],
             stream: tuple[str, int] | None = None) -> CommitResult:
     chunks, created = collect(_tasks(messages), job_id)
-    committer = BackfillCommitter(settings.tier(), time_ms=_now_ms)
+    committer = BackfillCommitter(settings.tier(), time_ms=system_time_ms)
     try:
         result = committer.commit(job_id, chunks, created=created, stream=stream)
         committer.sweep_staging(settings.write.staging_retention_ms)
@@ -123,7 +119,7 @@ def _commit(settings: _Settings, job_id: str, messages: list[Any],
 
 
 def _abort(settings: _Settings, job_id: str) -> None:
-    committer = BackfillCommitter(settings.tier(), time_ms=_now_ms)
+    committer = BackfillCommitter(settings.tier(), time_ms=system_time_ms)
     try:
         committer.abort(job_id)
     finally:
