@@ -17,6 +17,7 @@ from pathlib import Path
 from tierlog import filenames
 from tierlog.clock import system_time_ms
 from tierlog.errors import CorruptSnapshotError, LogDirectoryError
+from tierlog.int_bounds import INT32_MAX
 from tierlog.producer_append import (
     ABORT_MARKER,
     APPEND_ORIGINS,
@@ -24,7 +25,6 @@ from tierlog.producer_append import (
     COMMIT_MARKER,
     COORDINATOR,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    INT32_MAX,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,

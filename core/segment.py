@@ -33,7 +33,7 @@ from tierlog.index.plugin import (
     SegmentIndexTypes,
 )
 from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
-from tierlog.int_bounds import INT32_MAX
+from tierlog.int_bounds import INT32_MAX, INT64_MAX
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import (
     FileRecords,
@@ -49,8 +49,6 @@ from tierlog.segment_recovery import (
 )
 
 log = logging.getLogger(__name__)
-
-INT64_MAX = (1 << 63) - 1
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
