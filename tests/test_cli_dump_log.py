@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cli_runner import tierlog, user_error
 from kafka.record.default_records import DefaultRecordBatch
+
 from tierlog import Record
 from tierlog.manager import LogManager
 

@@ -267,6 +267,69 @@ def test_the_tier_reader_refuses_a_metadata_size_one_byte_short(tiered) -> None:
         reader.read_table("orders")
 
 
+@pytest.fixture(params=["local", "s3"])
+def cut_tier(request, tmp_path: Path, clock: FakeClock) -> Iterator[dict[str, Any]]:
+    """A topic whose first 120 offsets are only in one remote ``.log`` object (local tier or
+    S3 on moto), cut to half its size: the tier's URL and options, the Log, the object's key
+    and its size before and after the cut."""
+    if request.param == "s3":
+        import uuid
+
+        from conftest import S3_BUCKET, s3_client
+        options = request.getfixturevalue("s3_options")
+        url = f"s3://{S3_BUCKET}/cut-{uuid.uuid4().hex[:10]}"
+        fs = s3_client(options["endpoint_url"])
+    else:
+        import fsspec
+        options, url = {}, (tmp_path / "tier").as_uri()
+        fs = fsspec.filesystem("file")
+    config = {"segment.bytes": 1 << 20, "index.interval.bytes": 200, "local.retention.bytes": 0,
+              "remote.storage.enable": True, "remote.storage.manager": request.param,
+              "remote.storage.url": url,
+              **{f"remote.storage.options.{k}": v for k, v in options.items()}}
+    mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
+    try:
+        log = mgr.create_topic("orders", 1)[0]
+        _fill(log, BATCHES)
+        log.roll()
+        mgr.tier_now()
+        assert log.local_log_start_offset == TIERED
+        root = url.split("://", 1)[1].rstrip("/")
+        if request.param == "local":
+            root = str(tmp_path / "tier")
+        directory = f"{root}/{partition_dir_name(topic_id_partition(log))}"
+        (path,) = [p for p in fs.ls(directory, detail=False) if p.endswith(".log")]
+        data = fs.cat_file(path)
+        fs.pipe_file(path, data[:len(data) // 2])
+        fs.invalidate_cache()
+        key = f"{directory.rsplit('/', 1)[1]}/{path.rsplit('/', 1)[1]}"
+        yield {"url": url, "options": options, "log": log, "key": key, "size": len(data),
+               "found": len(data) // 2}
+    finally:
+        mgr.close()
+
+
+def test_a_tiered_read_past_the_cut_says_so_with_both_sizes(cut_tier) -> None:
+    """The read starts at or beyond the object's real end (an object store refuses the
+    range as not satisfiable): the same size error, with the size the object really has."""
+    size, found = cut_tier["size"], cut_tier["found"]
+    with pytest.raises(CorruptRecordError,
+                       match=rf"expected {size} bytes \(its metadata\), found {found}$") as caught:
+        list(cut_tier["log"].read(TIERED - 3).records())
+    assert (caught.value.file, caught.value.check) == (cut_tier["key"], "size")
+    assert (caught.value.topic, caught.value.partition) == ("orders", 0)
+
+
+def test_the_tier_reader_past_the_cut_says_so_with_both_sizes(cut_tier) -> None:
+    size, found = cut_tier["size"], cut_tier["found"]
+    reader = RemoteTopicReader(cut_tier["url"], cut_tier["options"], split_bytes=1000)
+    with pytest.raises(CorruptRecordError,
+                       match=rf"expected {size} bytes \(its metadata\), found {found}$") as caught:
+        reader.read_table("orders", starting_offsets={0: TIERED - 3})
+    assert caught.value.check == "size" and caught.value.file.endswith(cut_tier["key"])
+    assert (caught.value.topic, caught.value.partition) == ("orders", 0)
+
+
 # --- ints of the tier's JSON are checked against their range ------------------------------
 
 

@@ -103,12 +103,11 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
     tier = open_tier(split.url, split.storage_options, stats)
     origin = BatchOrigin(split.log_path, split.byte_start, split.topic, split.partition)
     fetch_end = max(split.byte_end, split.fetch_end or 0)
-    fetched = tier.get_bytes(split.log_path, split.byte_start, fetch_end)
-    if len(fetched) < fetch_end - split.byte_start:
-        raise origin.locate(CorruptRecordError(
-            f"a read of bytes [{split.byte_start}, {fetch_end}) returned {len(fetched)}: the "
-            f"object is cut short; expected {split.object_size or fetch_end} bytes (its "
-            f"metadata), found {split.byte_start + len(fetched)}", check="size"))
+    try:
+        fetched = tier.get_range(split.log_path, split.byte_start, fetch_end,
+                                 split.object_size or fetch_end)
+    except CorruptRecordError as e:  # a cut object: both sizes, the object named here
+        raise origin.locate(e) from e
     # Damage to a base offset (outside the CRC) would drop or renumber rows silently.
     check_batch_offsets(fetched, origin, first_offset=split.segment_first_offset,
                         last_offset=split.segment_last_offset, anchor=split.anchor_offset,
@@ -165,14 +164,14 @@ def _whole_batches(data: memoryview, origin: BatchOrigin, split: ReadSplit, tier
                    ) -> Iterator[RecordBatch]:
     """The whole batches of ``data``; a batch cut by the end of the range is damage, and when
     the range ends where the metadata says the object ends, the error gives both sizes (one
-    more request, to count the object's bytes past it)."""
+    more request, a HEAD, to count the object's bytes)."""
     try:
         yield from iter_batches(data, strict=True, origin=origin)
     except TruncatedBatchError as e:
         size = split.object_size
         if size is None or split.byte_end < size:
             raise
-        found = size + len(tier.get_bytes(split.log_path, size, None))
+        found = tier.size(split.log_path)
         raise TruncatedBatchError(
             f"{e.detail}; expected {size} bytes (the object's size in its metadata), found "
             f"{found}", topic=e.topic, partition=e.partition, file=e.file, offset=e.offset,

@@ -150,7 +150,8 @@ class FsspecRemoteStorageManager:
         end_position: int | None = None,
     ) -> BinaryIO:
         """``[start_position, end_position]``, both inclusive, in one ranged GET. A start at or
-        past the segment size (from the metadata) gives an empty stream without a request."""
+        past the segment size (from the metadata) gives an empty stream without a request; fewer
+        bytes than the range (a cut object) raise CorruptRecordError (check "size")."""
         self._check_open()
         if start_position < 0:
             raise ValueError(f"start position {start_position} is negative")
@@ -162,7 +163,8 @@ class FsspecRemoteStorageManager:
             return io.BytesIO(b"")
         end = None if end_position is None else end_position + 1
         path = self.object_path(metadata, SEGMENT_SUFFIX)
-        return io.BytesIO(self.tier.get_bytes(path, start_position, end))
+        return io.BytesIO(self.tier.get_range(path, start_position, end,
+                                              metadata.segment_size_in_bytes))
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata,
                     index_type: IndexType | IndexObject) -> BinaryIO:

@@ -5,6 +5,7 @@ reads and writes, one table translating vendor errors, request counters and atom
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -13,7 +14,7 @@ from typing import Any, NamedTuple
 
 import fsspec
 
-from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.errors import CorruptRecordError, RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote.layout import PARTIAL_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -190,9 +191,7 @@ class RemoteTier:
     def _verify_size(self, target: str, path: str, size: int) -> None:
         """RemoteStorageError (naming ``path``) unless ``target`` holds exactly ``size`` bytes: a
         filesystem that silently wrote part of an object must not get it committed."""
-        self.stats.record("heads")
-        self.fs.invalidate_cache(target)
-        stored = self.fs.info(target).get("size")
+        stored = self._stored_size(target)
         if stored != size:
             raise RemoteStorageError(
                 f"upload to {path}: the tier holds {stored} of its {size} bytes (a short write);"
@@ -225,6 +224,41 @@ class RemoteTier:
         self.stats.record_bytes(len(data))
         return bytes(data)
 
+    def get_range(self, path: str, start: int, end: int | None, expected_size: int) -> bytes:
+        """The bytes ``[start, end)`` (``end`` None or past ``expected_size``: to it) of an
+        object whose metadata says it holds ``expected_size`` bytes, in one request. Fewer
+        bytes than that range (a cut object, a range starting at or past its real end included, which object
+        stores refuse as not satisfiable) raise :func:`cut_short_error` with the size the
+        object really has (one HEAD); the caller names the object (``BatchOrigin.locate``)."""
+        stop = expected_size if end is None else min(end, expected_size)
+        wanted = stop - start
+        if wanted <= 0:
+            return b""
+        try:
+            data = self.get_bytes(path, start, stop)
+        except RemoteStorageError as e:
+            if not _range_not_satisfiable(e.__cause__):
+                raise
+            found = self.size(path)
+            if found > start:  # the object reaches the range: not the cut it looked like
+                raise
+            raise cut_short_error(start, start + wanted, 0, expected_size, found) from e
+        if len(data) < wanted:
+            raise cut_short_error(start, start + wanted, len(data), expected_size,
+                                  self.size(path))
+        return data
+
+    def size(self, path: str) -> int:
+        """The object's size in bytes, by one HEAD; RemoteResourceNotFoundError when it does
+        not exist."""
+        with translate_errors("stat", path):
+            return self._stored_size(path)
+
+    def _stored_size(self, path: str) -> int:
+        self.stats.record("heads")
+        self.fs.invalidate_cache(path)
+        return int(self.fs.info(path).get("size") or 0)
+
     def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
         """Sorted base names of the files (or, with ``dirs``, subdirectories) in ``directory``;
         empty when it does not exist. Bypasses the filesystem's listing cache."""
@@ -246,6 +280,22 @@ class RemoteTier:
                  for e in entries if e.get("type") == wanted)
         return sorted((f for f in found if f.name and not f.name.endswith(PARTIAL_SUFFIX)),
                       key=lambda f: f.name)
+
+
+def cut_short_error(start: int, end: int, got: int, expected: int, found: int
+                    ) -> CorruptRecordError:
+    """The one error of a ranged read of a ``.log`` object that came back short: the range,
+    what it returned, the size the metadata records and the size found (check "size")."""
+    return CorruptRecordError(
+        f"a read of bytes [{start}, {end}) returned {got}: the object is cut short; expected "
+        f"{expected} bytes (its metadata), found {found}", check="size")
+
+
+def _range_not_satisfiable(error: BaseException | None) -> bool:
+    """Whether a read failed because its range starts at or past the object's end (HTTP 416,
+    which s3fs raises as ``OSError(EINVAL, "The requested range is not satisfiable")``)."""
+    return isinstance(error, OSError) and (error.errno == errno.EINVAL
+                                           or "not satisfiable" in str(error))
 
 
 class ObjectEntry(NamedTuple):

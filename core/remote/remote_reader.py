@@ -41,6 +41,7 @@ from tierlog.remote.api import (
 from tierlog.remote.integrity import check_batch_offsets, validate_fetched_batches
 from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.log_protocol import TieredLog
+from tierlog.remote.object_store import cut_short_error
 
 if TYPE_CHECKING:
     from tierlog.remote.rlm import RemoteLogManager
@@ -161,15 +162,18 @@ class RemoteLogReader:
         """Bytes ``[start, end)`` of the segment, their batch offsets checked against its
         metadata and (``anchor``) the index entry for ``start``: damage to a base offset lies
         outside the CRC and would renumber or drop records silently. Fewer bytes than asked
-        for (within the size the metadata promises) is a cut object: CorruptRecordError
-        naming the object, the expected and the found size."""
-        data = _read_range(self._rlm.rsm, metadata, start, end - 1)
+        for (within the size the metadata promises, a read starting past the object's real
+        end included) is a cut object: CorruptRecordError naming the object, the expected
+        and the found size (the tier's RSM counts it; another RSM's short answer gives the
+        bytes it reached)."""
+        try:
+            data = _read_range(self._rlm.rsm, metadata, start, end - 1)
+        except CorruptRecordError as e:
+            raise obj.locate(e) from e
         self._log.stats.remote_fetched(len(data))
         if len(data) < end - start:
-            raise obj.locate(CorruptRecordError(
-                f"a read of bytes [{start}, {end}) returned {len(data)}: the object is cut "
-                f"short; expected {metadata.segment_size_in_bytes} bytes (its metadata), found "
-                f"{start + len(data)}", check="size"))
+            raise obj.locate(cut_short_error(start, end, len(data),
+                                             metadata.segment_size_in_bytes, start + len(data)))
         check_batch_offsets(data, obj, first_offset=metadata.start_offset,
                             last_offset=metadata.end_offset, anchor=anchor, position=start)
         return data
