@@ -318,10 +318,14 @@ class AbstractIndex(ABC):
         at the base offset would be, and leaving it out costs a longer scan), so the slots
         before it are those in use; a zeroed slot before a non-zero one is damage, left for
         ``sanity_check``."""
-        if self.entries == 0:
-            return 0
-        used = len(self._buffer()[:self.entries * self.entry_size].rstrip(b"\0"))
-        return -(-used // self.entry_size)
+        mm, end = (self._buffer() if self.entries else b""), self.entries * self.entry_size
+        while end > 0:  # from the end, a step at a time: a trimmed file stops at once
+            start = max(0, end - RESERVE_STEP_BYTES)
+            used = len(mm[start:end].rstrip(b"\0"))
+            if used:
+                return -(-(start + used) // self.entry_size)
+            end = start
+        return 0
 
     def reset(self) -> None:
         """Remove every entry and preallocate the file to ``max_index_size`` again."""
