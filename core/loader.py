@@ -56,6 +56,9 @@ class RecoveryReport:
     damage: list[SegmentDamage] = field(default_factory=list)
     """Invalid bytes a read-only load found and left (recovery would have cut them)."""
     clean_shutdown: bool = True
+    read_only: bool = False
+    """A read-only load: ``segments_recovered`` counts segments only checked, and damage is
+    left in place (nothing is recovered)."""
     log_start_offset: int = 0
     log_end_offset: int = 0
     recovery_point: int = 0
@@ -81,6 +84,11 @@ class RecoveryReport:
         )
 
     def summary(self) -> str:
+        if self.read_only:
+            return (f"{self.segments_loaded} segments loaded, {self.segments_recovered} "
+                    f"checked (read-only, nothing changed), {len(self.damage)} with invalid "
+                    f"bytes left in place; offsets [{self.log_start_offset}, "
+                    f"{self.log_end_offset})")
         return (
             f"{self.segments_loaded} segments loaded, {self.segments_recovered} recovered, "
             f"{self.bytes_truncated} bytes truncated, {len(self.segments_deleted)} segments "
@@ -134,7 +142,7 @@ class LogLoader:
         self.producer_state = producer_state or ProducerStateManager(directory,
                                                                      time_ms=self._time_ms)
         self.leader_epoch_cache = leader_epoch_cache
-        self.report = RecoveryReport(clean_shutdown=had_clean_shutdown)
+        self.report = RecoveryReport(clean_shutdown=had_clean_shutdown, read_only=read_only)
         self._recovered: dict[int, RecoveryResult] = {}  # by base offset
 
     def load(self) -> LogSegments:

@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -219,6 +220,7 @@ class LogManager:
     def _load_all(self) -> None:
         threads = self.config["num.recovery.threads.per.data.dir"]
         jobs: list[tuple[Path, Path, Mapping[TopicPartition, int], Mapping[TopicPartition, int]]] = []
+        removed: Counter[str] = Counter()  # partitions of deleted topics, by topic
         for log_dir in self.dirs:
             marker = log_dir / filenames.CLEAN_SHUTDOWN_FILE
             self.clean_shutdown[log_dir] = marker.exists()
@@ -234,8 +236,9 @@ class LogManager:
                     continue
                 if child.name.endswith(filenames.DELETE_DIR_SUFFIX):
                     if not self.read_only:
-                        log.info("removing %s left by an earlier topic deletion", child)
+                        log.debug("removing %s left by an earlier topic deletion", child)
                         shutil.rmtree(child, ignore_errors=True)
+                        removed[_deleted_topic(child.name)] += 1
                     continue
                 try:
                     filenames.parse_partition_dir(child.name)
@@ -246,6 +249,9 @@ class LogManager:
                     log.warning("%s holds no segment yet: not read", child)
                     continue
                 jobs.append((log_dir, child, recovery, starts))
+        for topic, count in sorted(removed.items()):
+            log.info("removed %d partition dir%s left by an earlier deletion of topic %s",
+                     count, "" if count == 1 else "s", topic)
         highwater = {}
         for log_dir in self.dirs:
             highwater.update(read_checkpoint(log_dir, HIGH_WATERMARKS))
@@ -264,8 +270,8 @@ class LogManager:
             # is the owner's high watermark.
             if tp in highwater and not (self.read_only and self.config["auto.high.watermark"]):
                 partition_log.update_high_watermark(highwater[tp])
-        log.info("loaded %d partitions from %s", len(self._logs),
-                 ", ".join(str(d) for d in self.dirs))
+        log.info("loaded %d partition%s from %s", len(self._logs),
+                 "" if len(self._logs) == 1 else "s", ", ".join(str(d) for d in self.dirs))
         self._log_recovery_summary([lg for _, lg in loaded])
 
     def _log_recovery_summary(self, logs: list[Log]) -> None:
@@ -274,15 +280,20 @@ class LogManager:
         unclean = [d for d in self.dirs if not self.clean_shutdown.get(d, True)]
         if not unclean or not logs:  # a new, empty dir has no marker and nothing to recover
             return
-        verb = "checked (read-only)" if self.read_only else "recovered"
+        verb = "checked (read-only, nothing changed)" if self.read_only else "recovered"
         checked = sum(lg.recovery.segments_recovered for lg in logs)
         lossy = sorted(lg.directory.name for lg in logs
                        if lg.recovery.dropped_anything or lg.recovery.damage)
         level = logging.WARNING if lossy else logging.INFO
-        log.log(level, "unclean shutdown of %s: %s %d segments of %d partitions; %s",
-                ", ".join(map(str, unclean)), verb, checked, len(logs),
-                (f"{len(lossy)} lost or hold invalid bytes: {', '.join(lossy)}" if lossy
-                 else "no partition lost a byte"))
+        if not lossy:
+            outcome = "no partition lost a byte"
+        elif self.read_only:  # found and left, not recovered
+            outcome = f"{len(lossy)} hold invalid bytes, left in place: {', '.join(lossy)}"
+        else:
+            outcome = f"{len(lossy)} lost or hold invalid bytes: {', '.join(lossy)}"
+        log.log(level, "unclean shutdown of %s: %s %d segment%s of %d partition%s; %s",
+                ", ".join(map(str, unclean)), verb, checked, "" if checked == 1 else "s",
+                len(logs), "" if len(logs) == 1 else "s", outcome)
 
     def _load_partition(self, log_dir: Path, directory: Path,
                         recovery: Mapping[TopicPartition, int],
@@ -392,7 +403,7 @@ class LogManager:
                 return self._open_new_partition(directory, topic_config, topic_id, overrides)
 
             logs = self._create_partitions(name, range(count), open_partition)
-            log.info("created topic %s with %d partitions", name, count)
+            log.info("created topic %s with %d partition%s", name, count, "" if count == 1 else "s")
             return logs
 
     def _open_new_partition(self, directory: Path, topic_config: LogConfig,
@@ -628,6 +639,9 @@ class LogManager:
         for log_dir in {lg.directory.parent for lg in logs}:
             self._write_checkpoints(log_dir, self._logs)  # the log start offsets survive a crash
         for state in plan.partitions:
+            if state.taken_over is not None:
+                log.warning("%s-%d: taking over from %s, as forced", name, state.tip.partition,
+                            state.taken_over)
             if state.dropped:
                 log.info("%s-%d: deleted %d segments (%d records) at or above offset %d "
                          "from the tier", name, state.tip.partition, len(state.dropped),
@@ -953,3 +967,9 @@ class LogManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _deleted_topic(name: str) -> str:
+    """The topic of a deleted partition's directory, ``<topic>-<partition>.<uuid>-delete``."""
+    partition_dir = name.removesuffix(filenames.DELETE_DIR_SUFFIX).rpartition(".")[0]
+    return partition_dir.rpartition("-")[0] or name

@@ -12,7 +12,7 @@ from typing import Any
 
 from tierlog.config import LONG_MAX, TOPIC_CONFIG_KEYS, ConfigKey, LogConfig
 from tierlog.errors import ConfigError
-from tierlog.remote.options import CONFIG_PREFIXES, MaskedOptions, options_under
+from tierlog.remote.options import CONFIG_PREFIXES, MaskedOptions, backend_for_url, options_under
 
 #: Kafka's broker-level names for topic defaults.
 BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType({
@@ -67,7 +67,8 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("remote.log.storage.system.enable", "bool", True,
                   "Allow topics to enable tiered storage."),
         ConfigKey("remote.storage.manager", "string", "local",
-                  "Name of the RemoteStorageManager plugin (local, s3, ...)."),
+                  "Name of the RemoteStorageManager plugin (local, s3, ...); unset: the one "
+                  "remote.storage.url's scheme implies (s3:// s3, file:// or a path local)."),
         ConfigKey("remote.log.metadata.manager.class.name", "string", "",
                   "Name of the segment metadata store plugin (tier, log-dir, ...); empty: "
                   "tier for an fsspec-based RemoteStorageManager, else log-dir."),
@@ -129,6 +130,12 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
 })
 
 
+#: The remote storage plugins a ``remote.storage.url`` implies when ``remote.storage.manager``
+#: is not set (see :func:`tierlog.remote.options.backend_for_url`); another scheme keeps the
+#: default.
+_INFERRED_MANAGERS = frozenset({"s3", "local"})
+
+
 class ManagerConfig:
     """Broker settings, topic defaults and remote storage options, split from one dict.
 
@@ -153,6 +160,12 @@ class ManagerConfig:
                 topic.setdefault(BROKER_SYNONYMS[name], raw)
             else:
                 raise ConfigError(name, "unknown configuration key")
+        if "remote.storage.manager" not in values and broker["remote.storage.url"]:
+            # The plugin the URL's scheme calls for (s3:// s3, file:// or a path local), as
+            # the CLI's restore and scrub find it: an s3:// URL alone must not mean local.
+            implied = backend_for_url(broker["remote.storage.url"])
+            if implied in _INFERRED_MANAGERS:
+                broker["remote.storage.manager"] = implied
         self.broker: Mapping[str, Any] = MappingProxyType(broker)
         self.topic_defaults = LogConfig(topic)
         #: The storage options (prefix removed), for the remote storage plugin to parse; the

@@ -191,6 +191,21 @@ def test_ctrl_c_stops_following_and_reports_what_was_printed(server: ServerProce
     assert code == 130 and err.endswith("Processed a total of 1 messages\n")
 
 
+def test_sigterm_stops_as_ctrl_c_does_and_leaves_the_group(server: ServerProcess) -> None:
+    create(server, "terminated", 1)
+    producer = ck.Producer({"bootstrap.servers": server.bootstrap})
+    producer.produce("terminated", value=b"only")
+    assert producer.flush(DEADLINE_S) == 0
+    follower = Follower(server, "terminated", "--group", "terminated-group")
+    assert follower.next_line() == b"only\n"
+    follower.proc.send_signal(signal.SIGTERM)
+    code, err = follower.finish()
+    assert code == 143 and err.endswith("Processed a total of 1 messages\n")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    [described] = admin.describe_consumer_groups(["terminated-group"]).values()
+    assert described.result(DEADLINE_S).members == []  # it left, not waiting out a session
+
+
 def test_consumer_mistakes_are_one_line(server: ServerProcess,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     b = ("--bootstrap-server", server.bootstrap)

@@ -12,13 +12,21 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tierlog.cli._common import CliError, add_global_options, common_parser, verbosity
+from tierlog.cli._common import (
+    CliError,
+    Terminated,
+    add_global_options,
+    common_parser,
+    verbosity,
+)
 from tierlog.errors import CorruptRecordError, TierlogError
 
 #: Exit status of a command that failed on the user's input, config or data.
 EXIT_ERROR = 1
 #: Exit status on Ctrl-C, as a shell reports SIGINT.
 EXIT_INTERRUPTED = 130
+#: Exit status on SIGTERM where a command stops on it cleanly (128 + 15, as a shell reports it).
+EXIT_TERMINATED = 143
 
 #: Each command: its name, its module in tierlog.cli (an ``add_parser(sub, common)`` that gives
 #: it ``func``) and the line ``tierlog --help`` shows. A module is imported only when its
@@ -100,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{exc} (install the matching extra, e.g. pip install 'tierlog[spark,s3]')")
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Terminated:
+        return EXIT_TERMINATED
 
 
 def _fail(message: str) -> int:

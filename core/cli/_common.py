@@ -5,16 +5,20 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tierlog import properties
-from tierlog.errors import PropertiesError, UnknownTopicOrPartitionError
+from tierlog.errors import PropertiesError, TierlogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
+    from tqdm import tqdm
+
     from tierlog.manager import LogManager
 
 #: Where the logs live when neither --data-dir nor ``log.dirs`` says.
@@ -27,6 +31,28 @@ LOG_DIRS_KEYS = ("log.dirs", "log.dir")
 
 class CliError(Exception):
     """A user mistake the command line reports as one line (``tierlog: error: ...``)."""
+
+
+class Terminated(BaseException):
+    """SIGTERM reached a command that stops on it as on Ctrl-C (:func:`sigterm_stops`): its
+    ``finally`` blocks run (a consumer leaves its group, the count is printed), then the
+    command exits 143 (128 + SIGTERM, as a shell reports it)."""
+
+
+@contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`Terminated` in the main thread, as
+    SIGINT raises KeyboardInterrupt; the previous handler is put back on the way out."""
+    import signal
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def add_global_options(parser: argparse.ArgumentParser, *, top_level: bool,
@@ -168,6 +194,36 @@ def open_manager(st: Settings, *, must_exist: bool = True,
         mgr.close()
 
 
+@contextmanager
+def warnings_dropped_on_error() -> Iterator[None]:
+    """Hold back the warnings ``tierlog`` logs while the block runs: printed on the way out
+    when it succeeds, dropped when it raises a TierlogError, whose one ``tierlog: error:``
+    line says it all (a read of damaged bytes would otherwise print the damage four times:
+    the scan, the segment, the partition, the load's summary, then the error)."""
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING and record.name.startswith("tierlog."):
+            held.append(record)
+            return False
+        return True
+
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(hold)
+    failed = False
+    try:
+        yield
+    except TierlogError:
+        failed = True
+        raise
+    finally:
+        for handler in handlers:
+            handler.removeFilter(hold)
+        for record in () if failed else held:
+            logging.getLogger(record.name).handle(record)
+
+
 def add_metrics_port(parser: argparse.ArgumentParser) -> None:
     """``--metrics-port`` and ``--metrics-host``: serve the metrics while a long-running
     command runs."""
@@ -183,7 +239,9 @@ def add_metrics_port(parser: argparse.ArgumentParser) -> None:
 def metrics_served(mgr: LogManager, port: int | None, host: str = "127.0.0.1", *,
                    server: Any = None) -> Iterator[None]:
     """Serve ``mgr``'s metrics (and ``server``'s) on ``host:port`` for the duration, if a
-    port is given."""
+    port is given. The address is logged at INFO; a command that does not show INFO (all
+    but ``serve`` without -v) prints it on stderr instead, once: the user asked for it
+    (port 0 picks one), and a WARNING line is for trouble, not start-up information."""
     if port is None:
         yield
         return
@@ -192,6 +250,8 @@ def metrics_served(mgr: LogManager, port: int | None, host: str = "127.0.0.1", *
     from tierlog.plugins.metrics import serve_metrics
 
     served = serve_metrics(mgr, port, host, server=server)
+    if not logging.getLogger().isEnabledFor(logging.INFO):  # its INFO line is not shown
+        print(f"tierlog: metrics on {served.url}", file=sys.stderr)  # the address asked for
     try:
         yield
     finally:
@@ -210,6 +270,15 @@ def topic_partitions(mgr: LogManager, topic: str, partition: int | None = None) 
         raise UnknownTopicOrPartitionError(
             f"topic {topic!r} has no partition {partition} (partitions 0-{partitions[-1]})")
     return [partition]
+
+
+def progress_bar(*, quiet: bool = False, **options: Any) -> tqdm[Any]:
+    """The CLI's one kind of progress bar: on stderr, and only when stderr is a terminal
+    (tqdm's ``disable=None``) and ``quiet`` is not set, so a log file or a pipe gets none.
+    ``options`` are tqdm's (``total``, ``unit``, ``desc``, ...)."""
+    from tqdm import tqdm  # not for --help
+
+    return tqdm(file=sys.stderr, disable=True if quiet else None, **options)
 
 
 def plural(n: int, word: str) -> str:

@@ -12,7 +12,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tierlog.cli._common import CliError, open_manager, settings, topic_partitions
+from tierlog.cli._common import (
+    CliError,
+    open_manager,
+    settings,
+    topic_partitions,
+    warnings_dropped_on_error,
+)
 from tierlog.cli.wire import add_bootstrap_options, uses_broker
 from tierlog.fetch import FetchDataInfo
 from tierlog.log import Log
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     st = settings(args)
     out = sys.stdout.buffer
     total = 0
-    with open_manager(st, read_only=True) as mgr:
+    with warnings_dropped_on_error(), open_manager(st, read_only=True) as mgr:
         partitions = topic_partitions(mgr, args.topic, args.partition)
         if args.offset not in (None, "earliest", "latest") and len(partitions) > 1:
             raise CliError("--offset with a number needs --partition (the topic has "

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from tierlog.atomic import atomic_write_text
 from tierlog.cli._common import (
@@ -23,6 +20,7 @@ from tierlog.cli._common import (
     Settings,
     human_bytes,
     plural,
+    progress_bar,
     settings,
 )
 from tierlog.cli._tier_options import TierOptions, tier_options
@@ -200,8 +198,8 @@ def _produce(mgr: LogManager, total: int, batch_records: int, *, quiet: bool) ->
     txn_size = max(1, min(batch_records, total // 100))
     abort_at, commit_at = total * 2 // 5, total * 3 // 5
     began = time.perf_counter()
-    with tqdm(total=total, unit="rec", unit_scale=True, desc="produce", disable=quiet,
-              file=sys.stderr) as bar:
+    with progress_bar(total=total, unit="rec", unit_scale=True, desc="produce",
+                      quiet=quiet) as bar:
         for i in range(total):
             k = i % KEYS
             p = key_partition[k]
@@ -291,8 +289,8 @@ def _read_everything(mgr: LogManager, produced: Produced, *, quiet: bool) -> int
     total = sum(produced.committed.values())
     began = time.perf_counter()
     remote = local = in_tier = 0
-    with tqdm(total=total, unit="rec", unit_scale=True, desc="read back", disable=quiet,
-              file=sys.stderr) as bar:
+    with progress_bar(total=total, unit="rec", unit_scale=True, desc="read back",
+                      quiet=quiet) as bar:
         for p in range(PARTITIONS):
             log = mgr.log(TOPIC, p)
             # What the tier holds: its segments, and the published tail up to the LSO.

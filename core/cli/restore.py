@@ -12,13 +12,10 @@ the source's tier data as it is.
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from tqdm import tqdm
-
-from tierlog.cli._common import CliError, parse_assignments, plural, settings
+from tierlog.cli._common import CliError, parse_assignments, plural, progress_bar, settings
 from tierlog.cli._tier_options import tier_options
 from tierlog.log import Log
 from tierlog.manager import LogManager
@@ -95,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--to-offset needs --topic: offsets differ between topics")
     if args.all and args.to_topic is not None:
         raise CliError("--to-topic needs --topic: it names one new topic")
-    with tqdm(unit="B", unit_scale=True, desc="restore", disable=args.quiet,
-              file=sys.stderr) as bar, \
-            LogManager.open(st.data_dirs, config, start_scheduler=False) as mgr:
+    # The data dir's lock first: a refused restore draws no bar.
+    with LogManager.open(st.data_dirs, config, start_scheduler=False) as mgr, \
+            progress_bar(unit="B", unit_scale=True, desc="restore", quiet=args.quiet) as bar:
         def fetched(size: int) -> None:
             bar.update(size)
 

@@ -7,12 +7,9 @@ options are found as every command finds them (``tierlog.cli._tier_options``).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from tqdm import tqdm
-
-from tierlog.cli._common import plural, settings
+from tierlog.cli._common import plural, progress_bar, settings
 from tierlog.cli._tier_options import tier_options
 from tierlog.remote.manifest import remote_partitions
 from tierlog.remote.scrub import DEFAULT_GRACE_MS, ScrubReport, open_storage, scrub_tier
@@ -62,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         total = len([p for p in remote_partitions(storage.tier)
                      if args.topic is None or p.topic == args.topic])
-        with tqdm(total=total, unit="partition", desc="scrub", file=sys.stderr,
-                  disable=args.quiet) as bar:
+        with progress_bar(total=total, unit="partition", desc="scrub",
+                          quiet=args.quiet) as bar:
             def progress(name: str) -> None:
                 bar.set_postfix_str(name, refresh=False)
                 bar.update(1)

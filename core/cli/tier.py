@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tqdm import tqdm
-
 from tierlog.cli._common import (
     CliError,
     add_metrics_port,
@@ -24,6 +22,7 @@ from tierlog.cli._common import (
     metrics_served,
     open_manager,
     plural,
+    progress_bar,
     settings,
 )
 from tierlog.cli._tier_options import with_configured_tier
@@ -89,8 +88,8 @@ def tier_with_progress(mgr: LogManager, *,
     """Run ``mgr.tier_now`` under a progress bar of copied segments. Returns, per partition
     directory, its result and its local segment count before and after."""
     before = _local_segments(mgr)
-    with tqdm(total=mgr.copy_candidates(), unit="seg", desc="tier", disable=quiet,
-              file=sys.stderr) as bar:
+    with progress_bar(total=mgr.copy_candidates(), unit="seg", desc="tier",
+                      quiet=quiet) as bar:
         def progress(event: str, metadata: RemoteLogSegmentMetadata) -> None:
             if event == "copied":  # called from the copy threads; tqdm locks its updates
                 tip = metadata.remote_log_segment_id.topic_id_partition

@@ -1,6 +1,6 @@
 """``tierlog consume --bootstrap-server``: Kafka's console consumer with confluent-kafka's
 Consumer. It follows the topic, printing each record as it comes (the same formats as from a
-data dir), until --max-messages, --timeout-ms without a record, or Ctrl-C.
+data dir), until --max-messages, --timeout-ms without a record, Ctrl-C or SIGTERM.
 
 As kafka-console-consumer: without --partition it subscribes as --group (committing the
 offsets it printed) or as a new group that commits nothing; it starts at the group's committed
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tierlog.cli._common import CliError
+from tierlog.cli._common import CliError, sigterm_stops
 from tierlog.cli.consume import record_formatter
 from tierlog.cli.wire import consumer, describe_error, kafka, topic_partitions
 from tierlog.records.record import Record
@@ -34,6 +34,13 @@ log = logging.getLogger(__name__)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Consume until a bound, Ctrl-C or SIGTERM (both close the consumer, which leaves its
+    group and commits what was printed, and print the count; exit 130 or 143)."""
+    with sigterm_stops():
+        return _consume(args)
+
+
+def _consume(args: argparse.Namespace) -> int:
     ck = kafka()
     if args.timeout_ms is not None and args.timeout_ms < 0:
         raise CliError(f"--timeout-ms must not be negative, got {args.timeout_ms}")
@@ -101,8 +108,11 @@ def _print_records(client: Any, args: argparse.Namespace, printed: Printed) -> N
         record = Record(key=message.key(), value=message.value(),
                         headers=tuple(message.headers() or ()), timestamp=timestamp,
                         offset=message.offset())
-        out.write(formatters[key](record) + b"\n")
+        line = formatters[key](record) + b"\n"
+        # Counted first: Ctrl-C or SIGTERM lands between two statements, and a record the
+        # user has seen (stdout may be unbuffered) must be in the count printed on the way out.
         printed.count += 1
+        out.write(line)
     out.flush()
 
 

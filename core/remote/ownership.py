@@ -17,6 +17,7 @@ import socket
 from dataclasses import dataclass
 
 from tierlog.errors import CorruptRemoteMetadataError, PartitionOwnedError
+from tierlog.records.timestamps import format_timestamp_ms
 from tierlog.remote.api import TopicIdPartition, dumps, load_json_object
 from tierlog.remote.layout import owner_key
 from tierlog.remote.object_store import RemoteTier
@@ -33,6 +34,10 @@ class PartitionOwner:
     owner: str
     """Who tiers the partition, e.g. ``LogManager on host:/data/kafka-logs``."""
     since_ms: int
+
+    def __str__(self) -> str:
+        """How messages name the owner: ``<owner> (since <ms> (<ISO time>))``."""
+        return f"{self.owner} (since {format_timestamp_ms(self.since_ms)})"
 
     def to_json(self) -> str:
         return dumps({"version": OWNER_VERSION, "owner": self.owner, "sinceMs": self.since_ms})
@@ -79,7 +84,7 @@ def check_not_owned(tier: RemoteTier, tip: TopicIdPartition) -> None:
     if current is not None:
         raise PartitionOwnedError(
             f"{tip.topic}-{tip.partition} (topic id {tip.topic_id}) is owned by "
-            f"{current.owner} (since {current.since_ms} ms): a backfill must not write a "
+            f"{current}: a backfill must not write a "
             f"partition a live LogManager tiers; produce to it through that LogManager instead")
 
 

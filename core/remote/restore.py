@@ -73,7 +73,7 @@ from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.manifest import remote_partitions, tier_log_start
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.ownership import read_owner, tier_of
+from tierlog.remote.ownership import PartitionOwner, read_owner, tier_of
 from tierlog.remote.restore_checks import damaged_segments, refuse_damage
 from tierlog.remote.restore_cut import last_stable_boundary
 from tierlog.remote.topics import topic_partitions
@@ -119,6 +119,8 @@ class PartitionRestore:
     kept: tuple[RemoteLogSegmentMetadata, ...] = field(default=())
     """The committed segments the restored log reads from the tier: wholly below the cut and
     not wholly below the log start, in offset order."""
+    taken_over: PartitionOwner | None = None
+    """The other log's owner record a forced takeover replaces (None: no takeover)."""
 
     @property
     def cut(self) -> int:
@@ -235,11 +237,11 @@ def plan_restore(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager, topic:
     if not found:
         raise UnknownTopicOrPartitionError(f"the remote tier at {tier.root} holds no topic "
                                            f"{topic!r} to restore")
-    if owners is not None:
-        for p in sorted(found):
-            _check_owner(tier, found[p], owners, force_takeover)
-    plans = [_ProducerCut(rlmm, rsm, tier, found[p], time_ms(), download
-                          ).plan(to_offset, to_timestamp) for p in sorted(found)]
+    taken = {p: _check_owner(tier, found[p], owners, force_takeover)
+             for p in sorted(found)} if owners is not None else {}
+    plans = [dataclasses.replace(_ProducerCut(rlmm, rsm, tier, found[p], time_ms(), download
+                                              ).plan(to_offset, to_timestamp),
+                                 taken_over=taken.get(p)) for p in sorted(found)]
     refuse_damage([finding for state in plans
                    for finding in damaged_segments(tier, state.tip, state.kept)])
     return RestorePlan(topic, tuple(plans))
@@ -259,17 +261,17 @@ def _roll_forward_backfills(tier: RemoteTier, time_ms: Callable[[], int]) -> Non
 
 
 def _check_owner(tier: RemoteTier, tip: TopicIdPartition, owners: Collection[str],
-                 force_takeover: bool) -> None:
+                 force_takeover: bool) -> PartitionOwner | None:
+    """The owner a restore of ``tip`` would take over (``force_takeover``), else None;
+    PartitionOwnedError when another log owns it and no takeover is forced."""
     current = read_owner(tier, tip)
     if current is None or current.owner in owners:
-        return
+        return None
     if force_takeover:
-        log.warning("%s-%d: taking over from %s (since %d ms), as forced", tip.topic,
-                    tip.partition, current.owner, current.since_ms)
-        return
+        return current  # logged when the restore runs: a dry run takes nothing over
     raise PartitionOwnedError(
-        f"{tip.topic}-{tip.partition} (topic id {tip.topic_id}) is owned by {current.owner} "
-        f"(since {current.since_ms} ms): restoring it would fork a partition a live log "
+        f"{tip.topic}-{tip.partition} (topic id {tip.topic_id}) is owned by {current}: "
+        f"restoring it would fork a partition a live log "
         f"tiers; stop that log first, or pass force_takeover (--force-takeover) to take it "
         f"over")
 

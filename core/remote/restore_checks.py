@@ -43,8 +43,8 @@ def refuse_damage(findings: list[Finding]) -> None:
     found), or return when there is none."""
     if not findings:
         return
-    for finding in findings:
-        log.error("restore refused: %s (object %s)", finding, finding.object)
+    for finding in findings:  # the error names them all: the caller reports it once
+        log.debug("restore refused: %s (object %s)", finding, finding.object)
     details = "; ".join(f"{f.object}: {f.detail} ({f.kind.value}, "
                         f"{f.partition} offsets {f.offsets[0]}-{f.offsets[1]})"
                         if f.offsets else f"{f.object}: {f.detail} ({f.kind.value})"

@@ -245,11 +245,11 @@ class _Scrubber:
         owner = read_owner(self._tier, tip) if self._repair else None
         if owner is not None:
             self._report.notes.append(
-                f"{name} is owned by {owner.owner} (since {owner.since_ms} ms): "
+                f"{name} is owned by {owner}: "
                 + ("its stuck states are repaired anyway (repair_owned)" if self._repair_owned
                    else "its stuck states are left to the owner's RemoteLogManager, which "
                         "cleans them on its next run (--force-owned repairs them here)"))
-            log.warning("%s", self._report.notes[-1])
+            log.debug("%s", self._report.notes[-1])  # a note of the report: shown once
         self._check_states(name, manifest, owned=owner is not None)
         self._check_orphans(name, manifest, listing, tail)
 
@@ -372,7 +372,7 @@ class _Scrubber:
         except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
             self._report.notes.append(f"segment {md.segment_id}: its {', '.join(broken)} not "
                                       f"rebuilt: {exc}")
-            log.warning("%s", self._report.notes[-1])
+            log.debug("%s", self._report.notes[-1])  # a note of the report: shown once
             return
         for suffix, finding in broken.items():
             data, entries = rebuilt[suffix]
@@ -388,7 +388,7 @@ class _Scrubber:
                 continue
             age = self._now - md.event_timestamp_ms
             if age < self._grace_ms:
-                log.info("%s: segment %s is %s since %d ms: in flight, left alone", name,
+                log.info("%s: segment %s is %s for %d ms: in flight, left alone", name,
                          md.segment_id, md.state.name, age)
                 continue
             kind = FindingKind.STUCK_COPY if md.state is _STARTED else FindingKind.STUCK_DELETE

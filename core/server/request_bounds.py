@@ -101,14 +101,14 @@ def _uvarint(frame: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
 
 def _need(pos: int, size: int, end: int, what: str) -> int:
     if size > end - pos:
-        raise _bad(f"{what} needs at least {size} bytes, {max(end - pos, 0)} are left", pos)
+        raise _bad(f"{what} needs at least {size} bytes, {max(end - pos, 0)} left", pos)
     return pos + size
 
 
 def _fixed(size: int) -> Checker:
     def check(frame: bytes | memoryview, pos: int, end: int) -> int:
         if size > end - pos:
-            raise _bad(f"{size} bytes of fixed-size fields, {max(end - pos, 0)} are left", pos)
+            raise _bad(f"{size} bytes of fixed-size fields, {max(end - pos, 0)} left", pos)
         return pos + size
     return check
 
@@ -151,7 +151,7 @@ def _sized(flexible: bool, nullable: bool, wide: bool, what: str) -> Checker:
         else:
             n, pos = _legacy_length(frame, start, end, nullable, wide, what)
         if n > end - pos:
-            raise _bad(f"a {what} of {n} bytes, {end - pos} are left", start)
+            raise _bad(f"a {what} of {n} bytes, {end - pos} left", start)
         return pos if n < 0 else pos + n
     return check
 
@@ -171,7 +171,7 @@ def _array(flexible: bool, nullable: bool, element: Checker, element_min: int,
             return pos
         if n * floor > end - pos:
             raise _bad(f"an array of {n} elements needs at least {n * floor} bytes, "
-                       f"{end - pos} are left", start)
+                       f"{end - pos} left", start)
         if element_fixed:
             return pos + n * element_min
         for i in range(n):
@@ -306,7 +306,7 @@ def _tagged_fields(frame: bytes | memoryview, pos: int, end: int,
     count, pos = _uvarint(frame, pos, end)
     if count * 2 > end - pos:  # each at least a tag and a size
         raise _bad(f"{count} tagged fields need at least {count * 2} bytes, "
-                   f"{end - pos} are left", pos)
+                   f"{end - pos} left", pos)
     for _ in range(count):
         tag, pos = _uvarint(frame, pos, end)
         size, pos = _uvarint(frame, pos, end)

@@ -66,7 +66,7 @@ def serve_metrics(manager: LogManager, port: int, host: str = DEFAULT_HOST,
         raise MetricsBindError(
             f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
     served = MetricsServer(http_server, thread)
-    log.warning("tierlog metrics on %s", served.url)
+    log.info("tierlog metrics on %s", served.url)  # start-up information, not a warning
     return served
 
 
