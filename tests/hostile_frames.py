@@ -34,6 +34,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from tierlog.records.varint import unsigned_varint
 from tierlog.server.request_bounds import FIXED_SIZES
 
 _STRINGS = ("", "a", "fuzz", "t", "__consumer_offsets", "g", "x" * 40)
@@ -42,15 +43,6 @@ _INTS = (0, 1, -1, 2, 3, 7, 100, 1000)
 
 class _Stop(Exception):
     """A hostile length was written: the frame ends here."""
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _hostile_length(rng: random.Random) -> int:
@@ -75,7 +67,7 @@ class _Encoder:
             else:
                 value = _hostile_length(self.rng)
                 if flexible:
-                    self.out += _uvarint(value + 1)
+                    self.out += unsigned_varint(value + 1)
                 elif wide:
                     self.out += struct.pack(">i", min(value, 0x7FFFFFFF)
                                             if self.rng.random() < 0.8
@@ -85,7 +77,7 @@ class _Encoder:
                 self.out += self.rng.randbytes(self.rng.randint(0, 12))
                 raise _Stop
         if flexible:
-            self.out += _uvarint(0 if n is None else n + 1)
+            self.out += unsigned_varint(0 if n is None else n + 1)
         else:
             self.out += struct.pack(">i" if wide else ">h", -1 if n is None else n)
         if n is None:
@@ -159,17 +151,17 @@ class _Encoder:
         if not entity_type.__flexible__:
             return
         chosen = [t for t in sorted(tagged, key=lambda t: t[0]) if self.rng.random() < 0.3]
-        self.out += _uvarint(len(chosen))
+        self.out += unsigned_varint(len(chosen))
         for tag, field in chosen:
             inner = _Encoder(self.rng, self.hostile)
             try:
                 inner.field(entity_type, field, True)
             finally:
-                self.out += _uvarint(tag)
+                self.out += unsigned_varint(tag)
                 if self._hit():
-                    self.out += _uvarint(_hostile_length(self.rng)) + inner.out
+                    self.out += unsigned_varint(_hostile_length(self.rng)) + inner.out
                     raise _Stop
-                self.out += _uvarint(len(inner.out)) + inner.out
+                self.out += unsigned_varint(len(inner.out)) + inner.out
 
 
 class _Continue(Exception):

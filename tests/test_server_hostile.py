@@ -17,6 +17,7 @@ from kio.index import load_request_schema
 from server_process import ServerProcess, start
 
 from tierlog.errors import MalformedRequestError
+from tierlog.records.varint import unsigned_varint
 from tierlog.server.request_bounds import check_request
 
 
@@ -44,15 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield proc
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _exchange(server: ServerProcess, payload: bytes) -> bytes:
     """Send ``payload``; the response (b'' when the server closed the connection)."""
     with socket.create_connection((server.host, server.port), timeout=10) as sock:
@@ -73,7 +65,7 @@ def _describe_groups_2_35() -> bytes:
     """The issue's frame: a DescribeGroups v5 whose groups array announces 2^35 - 2
     elements (the largest 5-byte varint), 47 bytes in all."""
     header = struct.pack(">hhih", 15, 5, 1, 12) + b"kafka-python" + b"\x00"
-    body = _uvarint((1 << 35) - 1) + b"\x0bgroup-name" + b"\x00\x00\x00\x00"
+    body = unsigned_varint((1 << 35) - 1) + b"\x0bgroup-name" + b"\x00\x00\x00\x00"
     payload = header + body
     return struct.pack(">i", len(payload)) + payload
 
@@ -157,7 +149,7 @@ def test_valid_requests_of_every_kio_type_pass_the_check_and_decode_in_full() ->
 ])
 def test_the_check_names_the_request_field_and_byte(length: int, expected: str) -> None:
     cls = load_request_schema(15, 5)
-    payload = struct.pack(">hhih", 15, 5, 1, 1) + b"c\x00" + _uvarint(length) + b"\x00" * 4
+    payload = struct.pack(">hhih", 15, 5, 1, 1) + b"c\x00" + unsigned_varint(length) + b"\x00" * 4
     with pytest.raises(MalformedRequestError) as caught:
         check_request(cls, payload)
     assert str(caught.value).startswith("malformed DescribeGroupsRequest v5: groups at byte 12")
