@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from tierlog.checkpoint import decode_leader_epoch_checkpoint
 from tierlog.errors import (
     ConfigError,
+    CorruptRecordError,
     OffsetOutOfRangeError,
     PartitionOwnedError,
     RemoteStorageError,
@@ -378,17 +379,24 @@ class _ProducerCut:
                    for e in decode_snapshot(snapshot, source))
 
     def _fetch(self, segment: RemoteLogSegmentMetadata) -> bytes:
-        with self.rsm.fetch_log_segment(segment, 0) as stream:
-            data: bytes = stream.read()
+        path = self.tier.path(segment_object_key(segment, SEGMENT_SUFFIX))
+        try:
+            with self.rsm.fetch_log_segment(segment, 0) as stream:
+                data: bytes = stream.read()
+        except CorruptRecordError as exc:  # the store's ranged read found it cut short
+            raise self._size_mismatch(path, segment, self.tier.size(path)) from exc
         if len(data) != segment.segment_size_in_bytes:
-            raise TierDamagedError(
-                f"{self.tier.path(segment_object_key(segment, SEGMENT_SUFFIX))}: {self.tip} "
-                f"segment {segment.remote_log_segment_id} (offsets {segment.start_offset}-"
-                f"{segment.end_offset}) holds {len(data)} bytes, the metadata records "
-                f"{segment.segment_size_in_bytes}; nothing was changed")
+            raise self._size_mismatch(path, segment, len(data))
         if self.download is not None:
             self.download(len(data))
         return data
+
+    def _size_mismatch(self, path: str, segment: RemoteLogSegmentMetadata,
+                       found: int) -> TierDamagedError:
+        return TierDamagedError(
+            f"{path}: {self.tip} segment {segment.remote_log_segment_id} (offsets "
+            f"{segment.start_offset}-{segment.end_offset}) holds {found} bytes, the metadata "
+            f"records {segment.segment_size_in_bytes}; nothing was changed")
 
     def _below_start(self, offset: int, *, unstable: bool = False) -> OffsetOutOfRangeError:
         why = ("no stable offset (outside every transaction) lies between it and"
