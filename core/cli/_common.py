@@ -195,11 +195,10 @@ def open_manager(st: Settings, *, must_exist: bool = True,
 
 
 @contextmanager
-def warnings_dropped_on_error() -> Iterator[None]:
-    """Hold back the warnings ``tierlog`` logs while the block runs: printed on the way out
-    when it succeeds, dropped when it raises a TierlogError, whose one ``tierlog: error:``
-    line says it all (a read of damaged bytes would otherwise print the damage four times:
-    the scan, the segment, the partition, the load's summary, then the error)."""
+def holding_warnings() -> Iterator[list[logging.LogRecord]]:
+    """Hold back the warnings and errors ``tierlog`` logs while the block runs, and log them
+    on the way out. The block gets the list that collects them and takes out those its own
+    output already says (the one home of this hold for every command)."""
     held: list[logging.LogRecord] = []
 
     def hold(record: logging.LogRecord) -> bool:
@@ -211,17 +210,27 @@ def warnings_dropped_on_error() -> Iterator[None]:
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
         handler.addFilter(hold)
-    failed = False
     try:
-        yield
-    except TierlogError:
-        failed = True
-        raise
+        yield held
     finally:
         for handler in handlers:
             handler.removeFilter(hold)
-        for record in () if failed else held:
+        for record in held:
             logging.getLogger(record.name).handle(record)
+
+
+@contextmanager
+def warnings_dropped_on_error() -> Iterator[None]:
+    """Hold back the warnings ``tierlog`` logs while the block runs: printed on the way out
+    when it succeeds, dropped when it raises a TierlogError, whose one ``tierlog: error:``
+    line says it all (a read of damaged bytes would otherwise print the damage four times:
+    the scan, the segment, the partition, the load's summary, then the error)."""
+    with holding_warnings() as held:
+        try:
+            yield
+        except TierlogError:
+            held.clear()
+            raise
 
 
 def add_metrics_port(parser: argparse.ArgumentParser) -> None:
@@ -279,6 +288,19 @@ def progress_bar(*, quiet: bool = False, **options: Any) -> tqdm[Any]:
     from tqdm import tqdm  # not for --help
 
     return tqdm(file=sys.stderr, disable=True if quiet else None, **options)
+
+
+def offset_option(text: str) -> int:
+    """A numeric ``--offset`` (what is left once 'earliest' and 'latest' are taken): a
+    non-negative whole number, or a CliError naming what was given."""
+    try:
+        offset = int(text)
+    except ValueError:
+        raise CliError(f"--offset must be a number, 'earliest' or 'latest', got {text!r}"
+                       ) from None
+    if offset < 0:
+        raise CliError(f"--offset must not be negative, got {offset}")
+    return offset
 
 
 def plural(n: int, word: str) -> str:

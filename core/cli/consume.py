@@ -14,6 +14,7 @@ from typing import Any
 
 from tierlog.cli._common import (
     CliError,
+    offset_option,
     open_manager,
     settings,
     topic_partitions,
@@ -117,14 +118,7 @@ def _start_offset(log: Log, args: argparse.Namespace) -> int | None:
         return log.log_start_offset
     if args.offset == "latest":
         return log.log_end_offset
-    try:
-        offset = int(args.offset)
-    except ValueError:
-        raise CliError(f"--offset must be a number, 'earliest' or 'latest', got {args.offset!r}"
-                       ) from None
-    if offset < 0:
-        raise CliError(f"--offset must not be negative, got {offset}")
-    return offset
+    return offset_option(args.offset)
 
 
 def iter_fetches(log: Log, start: int, isolation: str) -> Iterator[FetchDataInfo]:

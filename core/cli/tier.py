@@ -9,7 +9,6 @@ dropped (:func:`errors_reported_once`); the others are printed after the summary
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import Any
 from tierlog.cli._common import (
     CliError,
     add_metrics_port,
+    holding_warnings,
     human_bytes,
     metrics_served,
     open_manager,
@@ -61,26 +61,14 @@ def errors_reported_once() -> Iterator[set[str]]:
     """Hold back the warnings and errors ``tierlog`` logs while the block runs; yields the set
     the block fills with the partition directories whose errors it printed itself. On the
     way out the held records about those partitions are dropped, the others printed."""
-    held: list[logging.LogRecord] = []
-
-    def hold(record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.WARNING and record.name.startswith("tierlog."):
-            held.append(record)
-            return False
-        return True
-
-    handlers = list(logging.getLogger().handlers)
-    for handler in handlers:
-        handler.addFilter(hold)
     reported: set[str] = set()
-    try:
-        yield reported
-    finally:
-        for handler in handlers:
-            handler.removeFilter(hold)
-        for record in held:
-            if not any(record.getMessage().startswith(f"{name}: ") for name in reported):
-                logging.getLogger(record.name).handle(record)
+    with holding_warnings() as held:
+        try:
+            yield reported
+        finally:
+            held[:] = [record for record in held
+                       if not any(record.getMessage().startswith(f"{name}: ")
+                                  for name in reported)]
 
 
 def tier_with_progress(mgr: LogManager, *,

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tierlog.cli._common import CliError, sigterm_stops
+from tierlog.cli._common import CliError, offset_option, sigterm_stops
 from tierlog.cli.consume import record_formatter
 from tierlog.cli.wire import consumer, describe_error, kafka, topic_partitions
 from tierlog.records.record import Record
@@ -125,14 +125,7 @@ def _start(client: Any, args: argparse.Namespace, partition: int) -> int:
         return int(ck.OFFSET_BEGINNING)
     if args.offset in (None, "latest"):
         return int(ck.OFFSET_STORED if args.group else ck.OFFSET_END)
-    try:
-        offset = int(args.offset)
-    except ValueError:
-        raise CliError(f"--offset must be a number, 'earliest' or 'latest', got {args.offset!r}"
-                       ) from None
-    if offset < 0:
-        raise CliError(f"--offset must not be negative, got {offset}")
-    return offset
+    return offset_option(args.offset)
 
 
 def _offsets_for_time(client: Any, topic: str, partitions: list[int],
