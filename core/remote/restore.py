@@ -64,7 +64,6 @@ from tierlog.records.batch import iter_batches
 from tierlog.remote.api import (
     IndexType,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
     RemoteStorageManager,
     TopicIdPartition,
@@ -78,7 +77,7 @@ from tierlog.remote.ownership import PartitionOwner, read_owner, tier_of
 from tierlog.remote.restore_checks import damaged_segments, refuse_damage
 from tierlog.remote.restore_cut import last_stable_boundary
 from tierlog.remote.topics import topic_partitions
-from tierlog.remote.unfinished import roll_back_unfinished
+from tierlog.remote.unfinished import StoreRollback
 
 if TYPE_CHECKING:
     from tierlog.remote.log_protocol import TieredLog
@@ -88,7 +87,6 @@ log = logging.getLogger(__name__)
 
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-_DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 
 #: download(bytes): called as a restore fetches segment bytes from the tier.
 Download = Callable[[int], None]
@@ -439,23 +437,15 @@ def cut_tier(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
     objects go and each is marked DELETE_SEGMENT_FINISHED; a delete that fails is logged
     and left DELETE_SEGMENT_STARTED for the partition's next tiering run (or ``tierlog
     scrub --repair``). A failure to mark is raised."""
-    def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
-        rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-            remote_log_segment_id=metadata.remote_log_segment_id,
-            event_timestamp_ms=time_ms(), state=state))
-
-    def delete(metadata: RemoteLogSegmentMetadata) -> None:
-        rsm.delete_log_segment_data(metadata)
-        mark(metadata, _DELETE_FINISHED)
-
+    rollback = StoreRollback(rlmm, rsm, time_ms)
     doomed = [m for restore in restores
               for m in sorted(restore.dropped, key=lambda m: m.start_offset, reverse=True)]
     for metadata in doomed:
-        mark(metadata, _DELETE_STARTED)
+        rollback.mark(metadata, _DELETE_STARTED)
     for metadata in doomed:
         started = dataclasses.replace(metadata, state=_DELETE_STARTED)
         try:
-            roll_back_unfinished(started, mark=mark, delete=delete)
+            rollback.roll_back(started)
         except (RemoteStorageError, OSError) as exc:
             log.warning("%s: segment %d-%d is out of the restored log but its objects stay "
                         "until the next tiering run: %s", metadata.remote_log_segment_id.

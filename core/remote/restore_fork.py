@@ -40,13 +40,12 @@ from tierlog.remote.metadata_api import RemoteLogMetadataStore
 from tierlog.remote.object_store import RemoteTier
 from tierlog.remote.ownership import read_owner, record_owner
 from tierlog.remote.restore import PartitionRestore, RestorePlan
-from tierlog.remote.unfinished import roll_back_unfinished
+from tierlog.remote.unfinished import StoreRollback
 
 log = logging.getLogger(__name__)
 
 _STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-_DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,22 +182,14 @@ def discard_fork(rlmm: RemoteLogMetadataStore, rsm: RemoteStorageManager,
     (DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED), the highest first; a
     failure is logged and left to ``tierlog scrub --repair`` (a copy still
     COPY_SEGMENT_STARTED is a stuck copy it rolls back)."""
-    def mark(metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
-        rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-            remote_log_segment_id=metadata.remote_log_segment_id,
-            event_timestamp_ms=time_ms(), state=state))
-
-    def delete(metadata: RemoteLogSegmentMetadata) -> None:
-        rsm.delete_log_segment_data(metadata)
-        mark(metadata, _DELETE_FINISHED)
-
+    rollback = StoreRollback(rlmm, rsm, time_ms)
     for metadata in sorted(copies, key=lambda m: m.start_offset, reverse=True):
         try:
             if metadata.state is _FINISHED:
-                mark(metadata, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+                rollback.mark(metadata, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
                 metadata = dataclasses.replace(
                     metadata, state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
-            roll_back_unfinished(metadata, mark=mark, delete=delete)
+            rollback.roll_back(metadata)
         except (RemoteStorageError, OSError) as exc:  # the restore's own error is raised
             log.warning("%s: the copy of segment %d-%d stays in the tier (run `tierlog scrub "
                         "--repair`): %s", metadata.topic_id_partition, metadata.start_offset,
