@@ -21,6 +21,8 @@ from tierlog import errors, manager
 ALLOWED_ELSEWHERE = {
     # A command-line usage mistake printed as one line; not part of the library's tree.
     ("cli/_common.py", "CliError"),
+    # The CLI's SIGTERM twin of KeyboardInterrupt (a BaseException for control flow, exit 143).
+    ("cli/_common.py", "Terminated"),
     # Private to the checkpoint parser, always turned into CorruptCheckpointError.
     ("checkpoint.py", "_MalformedLine"),
 }
