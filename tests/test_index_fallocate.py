@@ -24,6 +24,20 @@ from tierlog.index.offset_index import OffsetIndex
 _UNSHARE = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
 _MOUNT = 'mount -t tmpfs -o size={size} tmpfs "$1"'
 
+#: Both scripts fill the small disk up to ``keep_free`` bytes with the same helper.
+_FILL_DISK = textwrap.dedent("""
+    def fill(keep_free):
+        fd = os.open(disk + "/filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            while True:
+                os.write(fd, bytes(4096))
+        except OSError:
+            pass
+        size = os.fstat(fd).st_size
+        os.ftruncate(fd, max(0, size - keep_free))
+        os.close(fd)
+""")
+
 _SCRIPT = textwrap.dedent("""
     import json, os, sys
     from tierlog import Log, Record
@@ -35,17 +49,7 @@ _SCRIPT = textwrap.dedent("""
     for i in range(5):
         log.append_records([Record(key=b"k%d" % i, value=b"v" * 100)])
 
-    def fill(keep_free):
-        fd = os.open(disk + "/filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            while True:
-                os.write(fd, bytes(4096))
-        except OSError:
-            pass
-        size = os.fstat(fd).st_size
-        os.ftruncate(fd, max(0, size - keep_free))
-        os.close(fd)
-
+    {fill_disk}
     def state():
         return (sorted(os.listdir(log.directory)), log.segments.base_offsets(),
                 log.log_end_offset)
@@ -72,7 +76,7 @@ _SCRIPT = textwrap.dedent("""
     out["segments_after_freeing"] = log.segments.base_offsets()
     log.close()
     print(json.dumps(out))
-""")
+""").replace("{fill_disk}", _FILL_DISK)
 
 
 def _in_small_tmpfs(size: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -140,17 +144,7 @@ _GROWTH_SCRIPT = textwrap.dedent("""
     disk = sys.argv[1]
     out = {}
 
-    def fill(keep_free):
-        fd = os.open(disk + "/filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            while True:
-                os.write(fd, bytes(4096))
-        except OSError:
-            pass
-        size = os.fstat(fd).st_size
-        os.ftruncate(fd, max(0, size - keep_free))
-        os.close(fd)
-
+    {fill_disk}
     # 1. An index of 10 MiB on a 1 MiB disk: created, its space reserved step by step; the
     #    step the disk cannot hold fails the append with OSError, not SIGBUS.
     index = OffsetIndex(disk + "/00000000000000000000.index", 0, 10 << 20)
@@ -190,7 +184,7 @@ _GROWTH_SCRIPT = textwrap.dedent("""
     except OSError:
         pass
     print(json.dumps(out))
-""")
+""").replace("{fill_disk}", _FILL_DISK)
 
 
 def test_index_space_grows_in_steps_and_a_full_disk_fails_an_append(small_tmpfs_works):
