@@ -53,8 +53,9 @@ class RemoteLogManagerTests:
         managers = []
 
         def open_(**overrides):
+            # moto on a loaded CI host can pass Kafka's 500 ms remote.fetch.max.wait.ms
             config = {"segment.bytes": 2048, "log.retention.check.interval.ms": 1000,
-                      **tier_config, **overrides}
+                      "remote.fetch.max.wait.ms": 30_000, **tier_config, **overrides}
             mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
             managers.append(mgr)
             return mgr

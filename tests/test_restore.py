@@ -139,7 +139,9 @@ class Source:
 
 
 def tier_config(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
-    base = {"segment.bytes": 1 << 20, "local.retention.bytes": 0}
+    # Reads from moto on a loaded CI host can pass Kafka's 500 ms remote.fetch.max.wait.ms.
+    base = {"segment.bytes": 1 << 20, "local.retention.bytes": 0,
+            "remote.fetch.max.wait.ms": 30_000}
     if kind == "local":
         return {**base, "remote.storage.manager": "local",
                 "remote.storage.url": f"file://{tmp_path}/tier"}
