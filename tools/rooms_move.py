@@ -38,6 +38,7 @@ from pathlib import Path
 ROOMS: dict[str, list[str]] = {
     # room dir: [old path under core/ -> basename kept, unless "old=>new"]
     "common": ["atomic.py", "filenames.py", "properties.py", "scheduler.py", "partitioner.py",
+               "clock.py", "int_bounds.py",
                "stats.py"],
     "checkpoint": ["checkpoint.py=>checkpoint_file.py", "log_dir_checkpoints.py",
                    "partition_metadata.py"],
