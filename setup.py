@@ -45,8 +45,8 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "tierlog._segment_appender",
-            sources=["core/_segment_appender.c"],
+            "tierlog.log._segment_appender",
+            sources=["core/log/_segment_appender.c"],
             depends=["core/records/_plain_batch_write.h"],
             extra_compile_args=["-O2"],
         ),

@@ -6,13 +6,13 @@ retention and checkpoint intervals). The bare Log is measured with the default
 record.validation=full (every record's framing walked, as a Kafka broker does) and with
 record.validation=crc (the batch CRC trusted).
 
-The same run also measures what the armed C appender (``tierlog.segment_appender``) is worth,
+The same run also measures what the armed C appender (``tierlog.log.segment_appender``) is worth,
 all on a bare Log with the default config: the C appender (the default when built), its
 pure-Python twin ``PlainAppenderPy``, and the general path alone (the hot path never armed).
 The issue's rule: keep the C appender only if it gains >= 5% over the general path. The library
 has no switch for either and gets none: the benchmark sets ``Log._fast_append = False`` on its
-own instance for the general path, and swaps ``tierlog.segment_appender.PlainAppender`` (the type
-a segment arms) for the Python twin around the Python writer's own chunks only.
+own instance for the general path, and swaps ``tierlog.log.segment_appender.PlainAppender`` (the
+type a segment arms) for the Python twin around the Python writer's own chunks only.
 
 This VM's page-cache write speed drifts by 20-30% between phases that last seconds, so whole
 runs one after the other can compare a fast phase with a slow one. Each pass therefore writes
@@ -33,8 +33,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from _util import report, scratch_dir
-from tierlog import Log, LogManager, Record, segment_appender
-from tierlog.segment_appender import PlainAppenderPy
+
+from tierlog import Log, LogManager, Record
+from tierlog.log import segment_appender
+from tierlog.log.segment_appender import PlainAppenderPy
 from tierlog.records import build_batch
 
 BATCH_BYTES = 16 * 1024

@@ -3,8 +3,8 @@
 "On" is a LogManager log whose metrics are exported: the metrics plugin loaded and a scraper
 thread collecting the whole registry (``registry_for(manager)``, every metric rendered as
 Prometheus text) every 50 ms, 20x a usual scrape rate. "Off" is the same kind of log with no
-registry and no scraper. The engine's counters (tierlog.stats) are always there; what they cost
-the hot path is measured apart: the same appends with the two per-batch counter increments
+registry and no scraper. The engine's counters (tierlog.common.stats) are always there; what they
+cost the hot path is measured apart: the same appends with the two per-batch counter increments
 done twice (the extra pair is the cost of the pair), paired chunk by chunk.
 
 Each writer appends pre-built batches to its own log; the writers take turns chunk by chunk

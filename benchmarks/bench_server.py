@@ -27,7 +27,7 @@ from server_process import start
 
 from tierlog import Log, Record
 from tierlog.config import LogConfig
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import build_batch
 
 PRODUCE_RECORDS = int(os.environ.get("TIERLOG_BENCH_SERVER_RECORDS", "1000000"))

@@ -23,9 +23,9 @@ from typing import Any
 import fsspec
 from _util import best_of, report, scratch_dir
 
-from tierlog.remote.backfill import BackfillTaskWriter, WriteOptions, collect
-from tierlog.remote.backfill_commit import BackfillCommitter
-from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.ops.backfill import BackfillTaskWriter, WriteOptions, collect
+from tierlog.remote.ops.backfill_commit import BackfillCommitter
+from tierlog.remote.tier.object_store import RemoteTier
 
 RECORDS = int(os.environ.get("TIERLOG_BENCH_SPARK_WRITE_RECORDS", "1000000"))
 TOPIC = "events"

@@ -22,9 +22,9 @@ import time
 from _util import report, scratch_dir
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
-from tierlog.remote.tail_manifest import read_tail_manifest
+from tierlog.remote.tier.tail_manifest import read_tail_manifest
 
 PARTITIONS = 100
 ROUNDS = 10

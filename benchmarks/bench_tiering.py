@@ -16,7 +16,7 @@ from _util import report, scratch_dir
 from moto.server import ThreadedMotoServer
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import build_batch
 
 BUCKET = "bench"

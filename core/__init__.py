@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tierlog import errors
     from tierlog.config import LogConfig
-    from tierlog.fetch import FetchDataInfo
-    from tierlog.log import Log, LogAppendInfo
-    from tierlog.manager import LogManager
+    from tierlog.log.fetch_info import FetchDataInfo
+    from tierlog.log.log import Log, LogAppendInfo
+    from tierlog.manager.log_manager import LogManager
     from tierlog.records.record import Record
 
 #: Public name -> the module that defines it, imported on first use (PEP 562): importing a light
 #: part of the package (tierlog.errors, ``tierlog --help``) does not load the whole engine.
-_EXPORTS = {"LogConfig": "tierlog.config", "FetchDataInfo": "tierlog.fetch",
-            "Log": "tierlog.log", "LogAppendInfo": "tierlog.log",
-            "LogManager": "tierlog.manager", "Record": "tierlog.records.record"}
+_EXPORTS = {"LogConfig": "tierlog.config", "FetchDataInfo": "tierlog.log.fetch_info",
+            "Log": "tierlog.log.log", "LogAppendInfo": "tierlog.log.log",
+            "LogManager": "tierlog.manager.log_manager", "Record": "tierlog.records.record"}
 
 
 def __getattr__(name: str) -> Any:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from tierlog.common.int_bounds import INT32_MAX, INT64_MAX
 from tierlog.errors import ConfigError
-from tierlog.int_bounds import INT32_MAX, INT64_MAX
 
 #: Kafka's names for the bounds of its long and int config types.
 LONG_MAX = INT64_MAX

@@ -16,7 +16,7 @@ from tierlog.events import RemoteSegmentEvent, SegmentDeleted, SegmentRolled
 if TYPE_CHECKING:
     # Only for the hooks' signatures: the hook specs load before (and below) all of these.
     from tierlog.cleaner.policy import CleanupPolicy
-    from tierlog.index.plugin import SegmentIndexType
+    from tierlog.index.index_types import SegmentIndexType
     from tierlog.remote.api import RemoteStorageFactory
     from tierlog.remote.metadata_api import RemoteLogMetadataFactory
 
@@ -34,7 +34,7 @@ def tierlog_register_index_types(register: Callable[[SegmentIndexType], None]) -
     """Called once, when plugins load. Call ``register(index_type)`` for each segment index
     implementation the plugin provides.
 
-    An index type (see :class:`tierlog.index.plugin.SegmentIndexType`) declares its ``name``,
+    An index type (see :class:`tierlog.index.index_types.SegmentIndexType`) declares its ``name``,
     its file ``suffix``, whether it is ``uploaded_to_remote``, and ``open(...)``, which returns
     the per-segment index: fed on every append (``on_append``), rebuilt on recovery
     (``reset`` + ``on_append`` for every batch), asked by ``lookup``. The built-in offset, time

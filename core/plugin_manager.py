@@ -25,7 +25,7 @@ from tierlog.events import EventDelivery
 if TYPE_CHECKING:
     # Only for the registries' types: the plugin host loads below all of these.
     from tierlog.cleaner.policy import CleanupPolicy
-    from tierlog.index.plugin import SegmentIndexType
+    from tierlog.index.index_types import SegmentIndexType
     from tierlog.remote.api import RemoteStorageFactory
     from tierlog.remote.metadata_api import RemoteLogMetadataFactory
 
@@ -44,7 +44,7 @@ DEFAULT_PLUGINS = (
     "tierlog.cleaner.plugin",
     "tierlog.plugins.local.plugin",
     "tierlog.plugins.s3.plugin",
-    "tierlog.remote.metadata_plugin",
+    "tierlog.remote.metadata.metadata_plugin",
 )
 
 

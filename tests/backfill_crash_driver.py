@@ -24,10 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from tierlog.remote.backfill_commit import BackfillCommitter
-from tierlog.remote.backfill_stage import StagedPartitionWriter
-from tierlog.remote.metadata import RemoteLogMetadataManager
-from tierlog.remote.object_store import RemoteTier
+from tierlog.remote.metadata.metadata import RemoteLogMetadataManager
+from tierlog.remote.ops.backfill_commit import BackfillCommitter
+from tierlog.remote.ops.backfill_stage import StagedPartitionWriter
+from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.spark import write as spark_write
 
 TASKS = 3

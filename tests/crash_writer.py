@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import Record, build_batch, build_control_batch
 
 TOPIC = "crash"

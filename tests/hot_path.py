@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from tierlog import segment_appender
+
+from tierlog.log import segment_appender
 from tierlog.records import file_records, plain_batch_write
 
 TWINS = ["c", "python"]
@@ -17,7 +18,7 @@ def use_hot_path(monkeypatch: pytest.MonkeyPatch, twin: str) -> None:
     through the C batch writer) or with the Python appender and the Python batch writer. A
     missing accelerator fails the C case instead of quietly testing Python twice."""
     if twin == "c":
-        appender = importlib.import_module("tierlog._segment_appender").PlainAppender
+        appender = importlib.import_module("tierlog.log._segment_appender").PlainAppender
         writer = importlib.import_module("tierlog.records._plain_batch_write").write_plain_batch
     elif twin == "python":
         appender, writer = segment_appender.PlainAppenderPy, plain_batch_write.write_plain_batch_py

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tierlog import Log
+from tierlog.log.segment import LogSegment
 from tierlog.records import RecordBatch
-from tierlog.segment import LogSegment
 
 
 def segment_batches(segment: LogSegment) -> list[tuple[int, RecordBatch]]:

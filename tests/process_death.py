@@ -8,7 +8,7 @@ the next open in the same process is not refused as a second owner.
 
 from __future__ import annotations
 
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 
 def die(mgr: LogManager) -> None:

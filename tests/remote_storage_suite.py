@@ -31,7 +31,7 @@ from tierlog.remote import (
     read_partition_manifest,
     validate_fetched_batches,
 )
-from tierlog.remote.layout import MANIFEST_NAME, partition_dir_name
+from tierlog.remote.tier.layout import MANIFEST_NAME, partition_dir_name
 
 TOPIC_ID = "q0Vs7vGvSZ6ljmj-ZmXC1A"
 BASE_TIME_MS = 1_700_000_000_000

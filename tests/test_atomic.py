@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+from tierlog.common.atomic import atomic_write_bytes, atomic_write_text, fsync_dir
 
 
 def test_write_creates_then_replaces_and_leaves_no_tmp(tmp_path):

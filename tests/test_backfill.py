@@ -10,24 +10,24 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+from tierlog.common.partitioner import murmur2, partition_for_key
 from tierlog.errors import BackfillError, CorruptRecordError, PartitionOwnedError
-from tierlog.partitioner import murmur2, partition_for_key
 from tierlog.records.batch import iter_batches
 from tierlog.records.compression import CODEC_NAMES
-from tierlog.remote.backfill import (
+from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
     WriteOptions,
     collect,
     new_job_id,
     task_attempt_name,
 )
-from tierlog.remote.backfill_commit import BackfillCommitter, rebase_batches
-from tierlog.remote.backfill_visibility import job_record_names
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
-from tierlog.remote.manifest import load_partition
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.ownership import record_owner
-from tierlog.remote.topics import topic_partitions
+from tierlog.remote.ops.backfill_commit import BackfillCommitter, rebase_batches
+from tierlog.remote.ops.backfill_visibility import job_record_names
+from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key
+from tierlog.remote.tier.manifest import load_partition
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.ownership import record_owner
+from tierlog.remote.tier.topics import topic_partitions
 
 T0 = 1_700_000_000_000
 

@@ -8,23 +8,23 @@ import fsspec
 import pyarrow as pa
 import pytest
 
+from tierlog.checkpoint.checkpoint_file import EpochEntry
 from tierlog.errors import PartitionOwnedError, TopicExistsError, UnknownTopicOrPartitionError
-from tierlog.leader_epoch import EpochEntry
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.batch import iter_batches
 from tierlog.records.record import Record
-from tierlog.remote.backfill import (
+from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
     WriteOptions,
     collect,
     new_job_id,
     task_attempt_name,
 )
-from tierlog.remote.backfill_commit import BackfillCommitter
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key
-from tierlog.remote.manifest import load_partition
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.topics import topic_partitions
+from tierlog.remote.ops.backfill_commit import BackfillCommitter
+from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key
+from tierlog.remote.tier.manifest import load_partition
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import topic_partitions
 
 T0 = 1_700_000_000_000
 

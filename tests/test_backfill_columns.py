@@ -14,8 +14,13 @@ from tierlog.records import _codec_py
 from tierlog.records._codec import encode_columns
 from tierlog.records.builder import build_batch, build_batch_from_columns
 from tierlog.records.record import Record
-from tierlog.remote.backfill import _timestamps
-from tierlog.remote.backfill_stage import _RECORD_OVERHEAD, ROW_SCHEMA, batch_ends, record_columns
+from tierlog.remote.ops.backfill import _timestamps
+from tierlog.remote.ops.backfill_stage import (
+    _RECORD_OVERHEAD,
+    ROW_SCHEMA,
+    batch_ends,
+    record_columns,
+)
 
 _blob = st.one_of(st.none(), st.binary(max_size=40))
 _header = st.tuples(st.text(max_size=6), _blob)

@@ -19,12 +19,12 @@ from backfill_crash_driver import rows
 from backfill_crash_driver import run_job as run_job_here
 from fsspec.implementations.local import LocalFileSystem
 
-from tierlog.manager import LogManager
-from tierlog.partitioner import partition_for_key
+from tierlog.common.partitioner import partition_for_key
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader, read_split
-from tierlog.remote.backfill_visibility import job_record_names
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.scrub import scrub_tier
+from tierlog.remote.ops.backfill_visibility import job_record_names
+from tierlog.remote.ops.scrub import scrub_tier
+from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.spark import TierlogOptions, plan_read
 
 DRIVER = Path(__file__).with_name("backfill_crash_driver.py")

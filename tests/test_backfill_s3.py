@@ -9,7 +9,7 @@ import pytest
 from conftest import S3_BUCKET
 from test_backfill_adoption import _rows, backfill, fields, log_batches, tier_batches
 
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.s3 import create_remote_storage
 from tierlog.reader import RemoteTopicReader
 from tierlog.records.compression import CODEC_NAMES

@@ -16,23 +16,23 @@ import pytest
 from tierlog.reader import RemoteTopicReader, read_split
 from tierlog.reader._catalog import segment_chain
 from tierlog.remote.api import RemoteLogSegmentMetadata, TopicIdPartition
-from tierlog.remote.backfill import (
+from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
     WriteOptions,
     collect,
     new_job_id,
     task_attempt_name,
 )
-from tierlog.remote.backfill_commit import BackfillCommitter
-from tierlog.remote.backfill_stage import StagedChunk
-from tierlog.remote.backfill_visibility import (
+from tierlog.remote.ops.backfill_commit import BackfillCommitter
+from tierlog.remote.ops.backfill_stage import StagedChunk
+from tierlog.remote.ops.backfill_visibility import (
     JobVisibility,
     job_tag,
     read_generation,
     tagged_job,
 )
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.topics import topic_partitions
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import topic_partitions
 from tierlog.spark import TierlogOptions, plan_read
 
 T0 = 1_700_000_000_000

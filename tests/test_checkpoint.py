@@ -6,9 +6,12 @@ import re
 
 import pytest
 
-from tierlog.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from tierlog.checkpoint.checkpoint_file import (
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+)
 from tierlog.errors import CorruptCheckpointError, InvalidTopicError
-from tierlog.leader_epoch import EpochEntry
 
 OFFSET_CHECKPOINTS = [
     "recovery-point-offset-checkpoint",

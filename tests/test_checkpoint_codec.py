@@ -1,12 +1,15 @@
-"""The pure encode/decode pairs of the checkpoint formats (tierlog.checkpoint): the one home of
-the text that the checkpoint files and the remote tier's leader-epoch copy both write."""
+"""The pure encode/decode pairs of the checkpoint formats (tierlog.checkpoint.checkpoint_file): the
+one home of the text that the checkpoint files and the remote tier's leader-epoch copy both
+write."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from tierlog.checkpoint import (
+
+from tierlog.checkpoint.checkpoint_file import (
+    EpochEntry,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     decode_leader_epoch_checkpoint,
@@ -15,7 +18,6 @@ from tierlog.checkpoint import (
     encode_offset_checkpoint,
 )
 from tierlog.errors import CorruptCheckpointError
-from tierlog.leader_epoch import EpochEntry
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -74,7 +76,7 @@ def test_remote_copy_of_the_epoch_checkpoint_uses_the_codec(tmp_path):
     """What the remote log manager uploads beside a segment is the codec's text of the epochs
     that started before the segment's end."""
     from tierlog import Log
-    from tierlog.remote.rlm import _epoch_checkpoint_bytes
+    from tierlog.remote.rlm.rlm import _epoch_checkpoint_bytes
 
     log = Log.open(tmp_path / "t-0")
     try:

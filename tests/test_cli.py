@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from cli_runner import tierlog, user_error
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
 from tierlog.cli import main
 from tierlog.cli._common import CliError, read_properties
-from tierlog.cli.partitioner import murmur2, partition_for_key
-from tierlog.manager import LogManager
+from tierlog.common.partitioner import murmur2, partition_for_key
+from tierlog.manager.log_manager import LogManager
 
 
 @pytest.fixture

@@ -11,10 +11,11 @@ import subprocess
 import sys
 
 import pytest
+
 from tierlog.cli import COMMANDS
 
 #: Modules ``tierlog --help`` must not load.
-HEAVY = ("tierlog.manager", "tierlog.server", "tierlog.log", "fsspec", "confluent_kafka")
+HEAVY = ("tierlog.manager.log_manager", "tierlog.server", "tierlog.log.log", "fsspec", "confluent_kafka")
 
 
 def test_help_imports_no_engine_server_or_client_library() -> None:

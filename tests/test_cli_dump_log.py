@@ -12,7 +12,7 @@ from cli_runner import tierlog, user_error
 from kafka.record.default_records import DefaultRecordBatch
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 SEGMENT = "00000000000000000000"
 

@@ -14,8 +14,8 @@ from cli_runner import tierlog, user_error
 from conftest import S3_BUCKET
 
 from tierlog import Record
-from tierlog.manager import LogManager
-from tierlog.properties import read_properties
+from tierlog.common.properties import read_properties
+from tierlog.manager.log_manager import LogManager
 
 
 def _describe(props: Path, topic: str) -> dict[str, str]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tierlog.cli import main
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:

@@ -21,8 +21,9 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic
 from server_process import ServerProcess, start
+
 from tierlog.cli import main
-from tierlog.partitioner import partition_for_key
+from tierlog.common.partitioner import partition_for_key
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
           "transaction.state.log.num.partitions": 1}

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tierlog import Log, Record
 from tierlog.cleaner.cleaner_checkpoint import CleanerCheckpoints
 from tierlog.cleaner.compactor import Cleaner, CompactionResult, CompactPolicy
 from tierlog.cleaner.rewrite import empty_batch, rewrite_batch
+from tierlog.common.filenames import CLEANER_OFFSET_CHECKPOINT
 from tierlog.errors import OutOfOrderSequenceError
-from tierlog.filenames import CLEANER_OFFSET_CHECKPOINT
 from tierlog.records import RecordBatch, build_batch
 from tierlog.records.compression import CODEC_NAMES
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import test_plugin_key_index
+
 from tierlog import Log, Record
 from tierlog.cleaner.compactor import Cleaner
 from tierlog.cleaner.retention import DeletePolicy
-from tierlog.filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from tierlog.scheduler import Scheduler
+from tierlog.common.filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from tierlog.common.scheduler import Scheduler
 
 #: The pip-installed example plugin and a PluginHost that discovered it (shared fixtures).
 plugin_site = test_plugin_key_index.plugin_site

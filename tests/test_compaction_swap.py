@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from test_compaction import TOPIC_DIR, Workload, committed_view, open_log, read_all
+
 from tierlog import Log, Record
 from tierlog.cleaner import swap
 from tierlog.cleaner.compactor import Cleaner
+from tierlog.common.filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from tierlog.common.scheduler import Scheduler
 from tierlog.errors import LogCleaningAbortedError
-from tierlog.filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from tierlog.scheduler import Scheduler
 
 TRANSIENT = (CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)
 #: Sparse index entries every ~100 bytes, so an index paired with the wrong .log shows;

@@ -8,12 +8,12 @@ import json
 import pytest
 from cli_runner import user_error
 
-from tierlog import filenames
+from tierlog.common import filenames
 from tierlog.config import LogConfig
 from tierlog.errors import ConfigError, InvalidTopicError, LogDirectoryError
-from tierlog.manager import LogManager
-from tierlog.manager_config import ManagerConfig
-from tierlog.remote.layout import parse_partition_dir_name
+from tierlog.manager.log_manager import LogManager
+from tierlog.manager.manager_config import ManagerConfig
+from tierlog.remote.tier.layout import parse_partition_dir_name
 
 SECRET = "hunter2-Zq8vW3nL5p"
 TOPIC_ID = "q0Vs7vGvSZ6ljmj-ZmXC1A"

@@ -13,14 +13,14 @@ from typing import Any, TypeVar
 import pytest
 from kio.schema.errors import ErrorCode
 
-from tierlog.log import Log
-from tierlog.manager import LogManager
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
-from tierlog.server import offsets_topic_records as rec
-from tierlog.server.coordinator_timers import ManualTimers
-from tierlog.server.coordinators import Coordinators
-from tierlog.server.group_model import GroupState
-from tierlog.server.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from tierlog.server.coordinator.coordinator_timers import ManualTimers
+from tierlog.server.coordinator.coordinators import Coordinators
+from tierlog.server.coordinator.group import offsets_topic_records as rec
+from tierlog.server.coordinator.group.group_model import GroupState
+from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 _T = TypeVar("_T")
 

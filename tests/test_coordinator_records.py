@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.errors import ConfigError, CorruptCheckpointError, CorruptRecordError
-from tierlog.server import offsets_topic_records as orec
-from tierlog.server import txn_log_records as trec
-from tierlog.server.coordinator_config import setting_int
-from tierlog.server.coordinator_wire import java_string_hash, partition_for
-from tierlog.server.txn_producer_ids import ProducerIdBlocks
+from tierlog.server.coordinator.coordinator_config import setting_int
+from tierlog.server.coordinator.coordinator_wire import java_string_hash, partition_for
+from tierlog.server.coordinator.group import offsets_topic_records as orec
+from tierlog.server.coordinator.txn import txn_log_records as trec
+from tierlog.server.coordinator.txn.txn_producer_ids import ProducerIdBlocks
 
 
 def s16(text: str) -> bytes:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.server.coordinator_timers import LoopTimers, ManualTimers
+from tierlog.server.coordinator.coordinator_timers import LoopTimers, ManualTimers
 
 
 @given(delays=st.lists(st.integers(0, 1000), max_size=30),

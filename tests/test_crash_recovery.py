@@ -27,10 +27,10 @@ from log_invariants import (
     log_file_bytes,
 )
 
-from tierlog import filenames
-from tierlog.checkpoint import OffsetCheckpointFile
-from tierlog.manager import LogManager
-from tierlog.producer_snapshot import read_snapshot
+from tierlog.checkpoint.checkpoint_file import OffsetCheckpointFile
+from tierlog.common import filenames
+from tierlog.manager.log_manager import LogManager
+from tierlog.producer.snapshot import read_snapshot
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 RUNS = 60

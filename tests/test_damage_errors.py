@@ -27,14 +27,14 @@ from tierlog.errors import (
     TruncatedBatchError,
     locating_corrupt_records,
 )
-from tierlog.log import Log
-from tierlog.manager import LogManager
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 from tierlog.records import iter_batches
 from tierlog.records.batch import HEADER_SIZE
 from tierlog.records.timestamps import format_timestamp_ms
-from tierlog.remote.layout import partition_dir_name
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.rlm.rlm import topic_id_partition
+from tierlog.remote.tier.layout import partition_dir_name
 
 BATCHES, PER_BATCH = 40, 3
 TIERED = BATCHES * PER_BATCH
@@ -363,7 +363,7 @@ def test_a_tiered_read_copes_with_lost_indexes_and_warns_once(tiered, caplog) ->
     for suffix in ("index", "timeindex"):
         (path,) = directory.glob(f"*.{suffix}")
         path.unlink()
-    caplog.set_level(logging.WARNING, logger="tierlog.remote.index_cache")
+    caplog.set_level(logging.WARNING, logger="tierlog.remote.rlm.index_cache")
     offsets = []
     offset = 0
     while offset < TIERED:

@@ -23,10 +23,10 @@ import server_process
 from kafka import KafkaProducer
 
 from tierlog.cli import main
-from tierlog.data_dir_lock import LOCK_FILE, DataDirLock, live_owner
 from tierlog.errors import DataDirLockedError
-from tierlog.log import Log
-from tierlog.manager import LogManager
+from tierlog.log.log import Log
+from tierlog.manager.data_dir_lock import LOCK_FILE, DataDirLock, live_owner
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileRecords
 
 #: Every background task of the server runs rarely: the files change only when asked to.
@@ -100,7 +100,7 @@ def test_a_failed_open_releases_the_lock(tmp_path: Path) -> None:
 #: Holds a data dir's lock until killed.
 LOCK_HOLDER = """
 import sys, time
-from tierlog.data_dir_lock import DataDirLock
+from tierlog.manager.data_dir_lock import DataDirLock
 DataDirLock.acquire(sys.argv[1])
 print("locked", flush=True)
 time.sleep(600)
@@ -207,7 +207,7 @@ def test_writers_are_refused_and_readers_write_nothing_beside_a_live_server(
 #: no checkpoint.
 CRASHING_WRITER = """
 import os, signal, sys
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import Record, build_batch
 mgr = LogManager.open(sys.argv[1], start_scheduler=False)
 log = mgr.create_topic("clicks", 1)[0]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog import filenames
+from tierlog.common import filenames
 from tierlog.errors import InvalidTopicError, LogDirectoryError
 
 

@@ -314,6 +314,6 @@ def test_corrupt_snapshot_falls_back_to_an_older_one(tmp_path, clock, caplog, da
         assert log.append(_batch(7, 22)).duplicate
         assert log.append(_batch(8, 12, n=1)).first_offset == leo
     # The newest snapshot is valid again (rewritten at the log end by the reload).
-    from tierlog.producer_snapshot import read_snapshot
+    from tierlog.producer.snapshot import read_snapshot
     for path in directory.glob("*.snapshot"):
         read_snapshot(path)

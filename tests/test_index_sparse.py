@@ -12,11 +12,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tierlog import segment_appender
 from tierlog.index.sparse import NO_ENTRY, OFFSET_AND_TIME_ENTRY, OFFSET_ENTRY, SparseIndexRule
+from tierlog.log import segment_appender
+from tierlog.log.segment import AppendedBatch, LogSegment
 from tierlog.records import Record, build_batch
 from tierlog.records.batch import RecordBatch
-from tierlog.segment import AppendedBatch, LogSegment
 
 NOW = 1_700_000_000_000
 LONG_AGO = 10 * 365 * 86_400_000
@@ -87,7 +87,7 @@ def test_every_writer_places_entries_as_the_rule_does(interval, workload):
     """The same batches appended by the C appender, by LogSegment.append (the general path)
     and re-indexed by the recovery scan leave the index entries the rule places."""
     # Imported here so that a missing accelerator fails the run instead of skipping it.
-    c_appender = importlib.import_module("tierlog._segment_appender").PlainAppender
+    c_appender = importlib.import_module("tierlog.log._segment_appender").PlainAppender
     first = _batch(2, 10, NOW, 0)
     batches, offset, ts = [], 2, NOW
     for records, value_size, step in workload:

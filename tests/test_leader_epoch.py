@@ -6,14 +6,9 @@ import threading
 
 import pytest
 
-from tierlog.checkpoint import LeaderEpochCheckpointFile
+from tierlog.checkpoint.checkpoint_file import EpochEntry, LeaderEpochCheckpointFile
 from tierlog.errors import CorruptCheckpointError
-from tierlog.leader_epoch import (
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    EpochEntry,
-    LeaderEpochFileCache,
-)
+from tierlog.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 

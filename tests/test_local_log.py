@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog import filenames
-from tierlog.local_log import LocalLog
-from tierlog.log import Log
+from tierlog.common import filenames
+from tierlog.common.scheduler import Scheduler
+from tierlog.log.local_log import LocalLog
+from tierlog.log.log import Log
 from tierlog.records.record import Record
-from tierlog.scheduler import Scheduler
 
 
 def _log(tmp_path, clock, scheduler: Scheduler | None = None, **config) -> Log:

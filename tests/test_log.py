@@ -14,10 +14,9 @@ import pytest
 from hot_path import TWINS, use_hot_path
 
 from tierlog import Log, Record
-from tierlog import log_append as log_module
 from tierlog.errors import ConfigError, LogClosedError, OffsetOutOfRangeError
+from tierlog.log import log_append as log_module
 from tierlog.records import RecordBatch, build_batch, iter_batches
-
 
 #: A timestamp bound (ten years, never reached here) keeps every append on the general path.
 GENERAL_PATH = {"message.timestamp.before.max.ms": 10 * 365 * 86_400_000}

@@ -12,9 +12,9 @@ from log_invariants import check_indexes
 from process_death import die
 
 from tierlog import Record
-from tierlog.checkpoint import OffsetCheckpointFile
+from tierlog.checkpoint.checkpoint_file import OffsetCheckpointFile
 from tierlog.errors import ConfigError
-from tierlog.manager import LogManager, TopicExistsError, UnknownTopicOrPartitionError
+from tierlog.manager.log_manager import LogManager, TopicExistsError, UnknownTopicOrPartitionError
 from tierlog.records import build_batch
 
 MARKER = ".kafka_cleanshutdown"
@@ -239,7 +239,7 @@ def test_partitions_load_in_parallel_and_recover(tmp_path, clock, caplog):
         _fill(log, 40)
     ends = {(lg.topic, lg.partition): lg.log_end_offset for lg in logs}
     die(mgr)  # crash: no checkpoints, no marker
-    caplog.set_level(logging.DEBUG, logger="tierlog.loader")  # a line per segment recovered
+    caplog.set_level(logging.DEBUG, logger="tierlog.log.loader")  # a line per segment recovered
     mgr = _open(dirs, clock, **{"num.recovery.threads.per.data.dir": 2})
     try:
         assert {tp: lg.log_end_offset for tp, lg in mgr.logs().items()} == ends

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.log_removals import last_offset_off_local
-from tierlog.manager import LogManager
+from tierlog.log.log_removals import last_offset_off_local
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
-from tierlog.remote.manifest import load_partition
-from tierlog.remote.topics import topic_partitions
+from tierlog.remote.tier.manifest import load_partition
+from tierlog.remote.tier.topics import topic_partitions
 
 T0 = 1_700_000_000_000
 

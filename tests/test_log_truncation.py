@@ -9,7 +9,7 @@ from log_invariants import aborted_txns, check_indexes, check_offsets_contiguous
 
 from tierlog import Log, Record
 from tierlog.errors import OffsetOutOfRangeError
-from tierlog.producer_snapshot import read_snapshot
+from tierlog.producer.snapshot import read_snapshot
 from tierlog.records import build_batch
 
 CONFIG = {"segment.bytes": 2048, "index.interval.bytes": 100}

@@ -11,7 +11,7 @@ import pytest
 
 from tierlog import Record
 from tierlog.errors import RemoteStorageError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 NESTED = b"[" * 200_000 + b"]" * 200_000  # deep enough to exhaust a recursive parser
 

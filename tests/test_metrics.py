@@ -14,7 +14,7 @@ from faulty_fs import faulty_storage
 from prometheus_client.parser import text_string_to_metric_families
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.metrics import prometheus_text, registry_for, table
 from tierlog.plugins.metrics.catalog import METRICS, SCOPE_TAGS
 from tierlog.plugins.metrics.collector import attributes, sample_name

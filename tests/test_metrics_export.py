@@ -1,4 +1,4 @@
-"""The metrics' homes on their own: the counter path (tierlog.stats: counters and
+"""The metrics' homes on their own: the counter path (tierlog.common.stats: counters and
 histograms), the HTTP endpoint and the CLI front doors (``tierlog metrics``,
 ``--metrics-port``/``--metrics-host``). The names are tests/test_metrics_names.py's."""
 
@@ -15,10 +15,10 @@ from cli_runner import tierlog
 from prometheus_client.parser import text_string_to_metric_families
 
 from tierlog import Record
+from tierlog.common.stats import Histogram, LogStats, percentiles
 from tierlog.errors import MetricsBindError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.metrics import serve_metrics
-from tierlog.stats import Histogram, LogStats, percentiles
 
 # -- the counter path -------------------------------------------------------------------------
 

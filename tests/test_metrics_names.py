@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.common.stats import perf_ns
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.metrics import registry_for
 from tierlog.plugins.metrics.catalog import METRICS, SCOPE_TAGS, Scrape
 from tierlog.plugins.metrics.collector import StorageCollector, attributes
 from tierlog.plugins.metrics.names import export, parse_mbean, safe_name, template, with_tags
+from tierlog.server.api.fetch import PartitionRead
 from tierlog.server.config import ServerConfig
-from tierlog.server.fetch import PartitionRead
 from tierlog.server.server import Server
-from tierlog.stats import perf_ns
 
 
 @pytest.mark.parametrize(("mbean", "attribute", "name", "labels"), [

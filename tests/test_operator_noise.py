@@ -21,12 +21,12 @@ from tierlog import Record
 from tierlog.cli import main
 from tierlog.cli._common import progress_bar
 from tierlog.errors import PartitionOwnedError, TierDamagedError
-from tierlog.manager import LogManager
-from tierlog.manager_config import ManagerConfig
+from tierlog.manager.log_manager import LogManager
+from tierlog.manager.manager_config import ManagerConfig
 from tierlog.records import build_batch
 from tierlog.remote.json_fields import check_json_int
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.scrub import scrub_tier
+from tierlog.remote.ops.scrub import scrub_tier
+from tierlog.remote.tier.object_store import RemoteTier
 
 #: How format_timestamp_ms spells a time: epoch ms, then ISO-8601 UTC in parentheses.
 ISO = re.compile(r"since \d+ \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\)")

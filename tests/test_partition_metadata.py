@@ -7,14 +7,14 @@ import uuid
 
 import pytest
 
-from tierlog.errors import CorruptCheckpointError
-from tierlog.partition_metadata import (
+from tierlog.checkpoint.partition_metadata import (
     METADATA_TOPIC_ID,
     PartitionMetadataFile,
     new_topic_id,
     topic_id_from_bytes,
     topic_id_to_bytes,
 )
+from tierlog.errors import CorruptCheckpointError
 
 FIXTURE_IDS = {
     "TestTopicPatient-0": "B3_HiNPgSQ6oxG9ZZ6ED5A",

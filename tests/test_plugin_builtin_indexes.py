@@ -17,7 +17,7 @@ from tierlog.errors import PluginError
 from tierlog.hookspecs import hookimpl
 from tierlog.index import OffsetIndex
 from tierlog.index import plugin as index_plugin
-from tierlog.index.plugin import (
+from tierlog.index.index_types import (
     BUILTIN_INDEX_TYPES,
     DEFAULT_INDEX_TYPES,
     OFFSET_INDEX,

@@ -17,13 +17,13 @@ from tests.plugins.traveling_index import (
 )
 from tierlog import Record
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
 from tierlog.plugins.local.plugin import create_remote_storage
 from tierlog.remote import RemoteLogSegmentState, TopicIdPartition
-from tierlog.remote.fsspec_storage import extra_index_suffixes
-from tierlog.remote.index_cache import RemoteIndexCache
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.rlm.index_cache import RemoteIndexCache
+from tierlog.remote.rlm.rlm import topic_id_partition
+from tierlog.remote.tier.fsspec_storage import extra_index_suffixes
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""ProducerBatchRun (tierlog.producer_state): the one rule that feeds batches to producer state,
+"""ProducerBatchRun (tierlog.producer.state): the one rule that feeds batches to producer state,
 used by the append, by a segment's recovery and by the rebuild from segments. Checked on its
 own (validation changes nothing until apply; aborted transactions reach the callback with
 their last stable offset) and across the three paths, which must agree on random workloads."""
@@ -9,10 +9,12 @@ import random
 
 import pytest
 from log_invariants import aborted_txns
+
 from tierlog import Log, Record
 from tierlog.errors import OutOfOrderSequenceError
 from tierlog.index import AbortedTxn
-from tierlog.producer_state import ProducerBatchRun, ProducerStateManager
+from tierlog.producer.append import ProducerBatchRun
+from tierlog.producer.state import ProducerStateManager
 from tierlog.records import build_batch, build_control_batch
 from tierlog.records.batch import RecordBatch
 

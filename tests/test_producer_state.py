@@ -14,21 +14,20 @@ from tierlog.errors import (
     ProducerFencedError,
     TransactionCoordinatorFencedError,
 )
-from tierlog.producer_snapshot import (
+from tierlog.producer.append import (
+    ABORT_MARKER,
+    COMMIT_MARKER,
+    NUM_BATCHES_TO_RETAIN,
+    CompletedTxn,
+    increment_sequence,
+)
+from tierlog.producer.snapshot import (
     SnapshotEntry,
     decode_snapshot,
     encode_snapshot,
     read_snapshot,
 )
-from tierlog.producer_state import (
-    ABORT_MARKER,
-    COMMIT_MARKER,
-    INT32_MAX,
-    NUM_BATCHES_TO_RETAIN,
-    CompletedTxn,
-    ProducerStateManager,
-    increment_sequence,
-)
+from tierlog.producer.state import INT32_MAX, ProducerStateManager
 
 NOW = 1_700_000_000_000
 EMPTY_SNAPSHOT = bytes.fromhex("0001 48674bc7 00000000")

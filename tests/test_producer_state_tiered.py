@@ -16,11 +16,12 @@ from pathlib import Path
 
 from crash_writer import step_offsets
 from tiered_crash import check_log
+
 from tierlog import Record
-from tierlog.manager import LogManager
-from tierlog.producer_snapshot import decode_snapshot
+from tierlog.manager.log_manager import LogManager
+from tierlog.producer.snapshot import decode_snapshot
 from tierlog.remote import IndexType
-from tierlog.remote.remote_reader import topic_id_partition
+from tierlog.remote.rlm.remote_reader import topic_id_partition
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 #: A workload prefix (seed, steps) after which the log keeps only its active segment locally
@@ -144,7 +145,7 @@ def test_segments_waiting_for_their_copy_keep_their_end_snapshots(tmp_path: Path
 def test_retention_keeps_the_snapshot_a_replay_from_the_first_segment_needs(tmp_path: Path) -> None:
     """Deleting the snapshots below the new first segment keeps the newest one at or below
     it when none was taken exactly there: it is where a replay from that segment starts."""
-    from tierlog.producer_state import ProducerStateManager
+    from tierlog.producer.state import ProducerStateManager
 
     psm = ProducerStateManager(tmp_path)
     for offset in (10, 20, 35):

@@ -1,4 +1,4 @@
-"""tierlog.properties, the one home of Kafka's .properties format: Java's reading rules, and
+"""tierlog.common.properties, the one home of Kafka's .properties format: Java's reading rules, and
 a writer whose output reads back exactly, whatever the keys and values hold."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tierlog.common.properties import format_properties, read_properties, write_properties
 from tierlog.errors import PropertiesError
-from tierlog.properties import format_properties, read_properties, write_properties
 
 
 def test_reading_follows_javas_format(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from process_death import die
 
 from tierlog import Record
 from tierlog.errors import LogDamagedError, ReadOnlyLogError, TierlogError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import build_batch
 
 #: Small segments and a dense offset index, so a few records make several segments and entries.

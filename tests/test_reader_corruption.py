@@ -11,12 +11,12 @@ import pytest
 
 from tierlog import Record
 from tierlog.errors import CorruptRecordError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 from tierlog.records import iter_batches
-from tierlog.remote.integrity import check_batch_offsets
-from tierlog.remote.layout import partition_dir_name
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.rlm.integrity import check_batch_offsets
+from tierlog.remote.rlm.rlm import topic_id_partition
+from tierlog.remote.tier.layout import partition_dir_name
 
 BATCHES, PER_BATCH = 40, 3
 

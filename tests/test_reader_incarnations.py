@@ -8,7 +8,7 @@ import pytest
 
 from tierlog import Record
 from tierlog.errors import ConfigError, RemoteStorageError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 
 

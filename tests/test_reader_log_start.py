@@ -8,10 +8,10 @@ import pytest
 
 from tierlog import Record
 from tierlog.errors import OffsetOutOfRangeError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 from tierlog.remote import RemoteLogMetadataManager, read_partition_manifest
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.rlm.rlm import topic_id_partition
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from faulty_fs import faulty_storage
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 STEP_TIMEOUT_S = 10
 HANG_TIMEOUT_S = 60  # far longer than any step: a step that waits on the hang fails

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from tier_builder import build_tier
+
 from tierlog.errors import CorruptRemoteMetadataError, RemoteStorageError
 from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import RemoteTopicReader
@@ -19,7 +20,7 @@ from tierlog.remote import (
     RemoteLogMetadataManager,
     RemoteLogSegmentMetadata,
 )
-from tierlog.remote.layout import MANIFEST_NAME, METADATA_DIR, partition_dir_name
+from tierlog.remote.tier.layout import MANIFEST_NAME, METADATA_DIR, partition_dir_name
 
 DEEP = b"[" * 200_000 + b"]" * 200_000
 DEEP_OBJECT = b'{"version": ' + DEEP + b"}"

@@ -1,6 +1,7 @@
-"""The remote tier's layout has one home each: object paths (``tierlog.remote.layout``), the
-partition listing (``tierlog.remote.manifest.remote_partitions``) and the request counter
-(``tierlog.remote.object_store.RequestStats``), used alike by the writer and the tier reader."""
+"""The remote tier's layout has one home each: object paths (``tierlog.remote.tier.layout``), the
+partition listing (``tierlog.remote.tier.manifest.remote_partitions``) and the request counter
+(``tierlog.remote.tier.object_store.RequestStats``), used alike by the writer and the tier
+reader."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import ReadStats, RemoteTopicReader
 from tierlog.reader._catalog import open_tier
 from tierlog.remote import (
@@ -26,20 +27,20 @@ from tierlog.remote import (
     TopicIdPartition,
     list_remote_partitions,
 )
-from tierlog.remote.layout import (
+from tierlog.remote.tier.layout import (
     MANIFEST_NAME,
     METADATA_DIR,
     SEGMENT_OBJECT_SUFFIXES,
     manifest_key,
-    owner_key,
     metadata_dir_key,
     metadata_object_key,
     metadata_object_name,
+    owner_key,
     parse_partition_dir_name,
     segment_file_prefix,
     segment_object_key,
 )
-from tierlog.remote.manifest import remote_partitions
+from tierlog.remote.tier.manifest import remote_partitions
 
 TOPIC_ID = "-0Vs7vGvSZ6ljmj-ZmXC1A"
 

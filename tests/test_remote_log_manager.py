@@ -13,10 +13,10 @@ from faulty_fs import FaultyFileSystem
 from tierlog import Record
 from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError
 from tierlog.hookspecs import hookimpl
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote import FsspecRemoteStorageManager, RemoteLogSegmentState
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.rlm.rlm import topic_id_partition
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from tierlog import Record
 from tierlog.config import LONG_MAX
 from tierlog.errors import RemoteFetchQuotaExceededError, RetriableError
-from tierlog.manager import LogManager
-from tierlog.remote.backoff import ExponentialBackoff, RetrySchedule
-from tierlog.remote.quota import RateQuota
+from tierlog.manager.log_manager import LogManager
+from tierlog.remote.rlm.backoff import ExponentialBackoff, RetrySchedule
+from tierlog.remote.rlm.quota import RateQuota
 
 T0 = 1_700_000_000_000
 

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from tierlog import Record
 from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
 from tierlog.index.transaction_index import AbortedTxn
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 
 ABORTER, COMMITTER = 7, 8

@@ -32,15 +32,15 @@ from tierlog.remote import (
     TopicIdPartition,
     is_valid_transition,
 )
-from tierlog.remote.layout import (
+from tierlog.remote.tier.layout import (
     is_metadata_object_name,
     metadata_object_name,
     parse_partition_dir_name,
     partition_dir_name,
     segment_file_prefix,
 )
-from tierlog.remote.options import StorageOptions, mask_secrets
-from tierlog.remote.object_store import translate_errors
+from tierlog.remote.tier.object_store import translate_errors
+from tierlog.remote.tier.options import StorageOptions, mask_secrets
 
 S = RemoteLogSegmentState
 TIP = TopicIdPartition("-0Vs7vGvSZ6ljmj-ZmXC1A", "web-logs", 12)

@@ -16,13 +16,13 @@ from tests.plugins.traveling_index import TravelingIndexPlugin
 from tierlog import Record
 from tierlog.errors import ConfigError, CorruptRemoteMetadataError, PluginError
 from tierlog.hookspecs import hookimpl
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote import RemoteLogMetadataManager, RemoteTier
+from tierlog.remote.metadata.metadata_logdir import LogDirRemoteLogMetadataManager
+from tierlog.remote.metadata.metadata_plugin import METADATA_DIR_NAME
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
-from tierlog.remote.metadata_logdir import LogDirRemoteLogMetadataManager
-from tierlog.remote.metadata_plugin import METADATA_DIR_NAME
-from tierlog.remote.rlm import topic_id_partition
+from tierlog.remote.rlm.rlm import topic_id_partition
 
 
 class TestPlainDirectoryContract(RemoteStorageManagerTests):

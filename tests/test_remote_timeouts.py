@@ -31,10 +31,10 @@ from tierlog.errors import (
     RemoteTimeoutError,
     RetriableError,
 )
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentState
-from tierlog.remote.deadline import BoundedReaderPool, RemoteCalls
-from tierlog.remote.remote_reader import topic_id_partition
+from tierlog.remote.rlm.deadline import BoundedReaderPool, RemoteCalls
+from tierlog.remote.rlm.remote_reader import topic_id_partition
 
 STEP_S = 10
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
@@ -253,7 +253,7 @@ def test_copy_lag_over_its_limit_refuses_client_appends_and_warns(tmp_path, cloc
         log = mgr.create_topic("orders", 1)[0]
         faults.fail("put_file")
         _fill(log, 60)  # ~32 KB not copied
-        with caplog.at_level(logging.WARNING, logger="tierlog.manager_remote"):
+        with caplog.at_level(logging.WARNING, logger="tierlog.manager.manager_remote"):
             mgr.tier_now()  # fails, then measures the lag
         lag = mgr._remote.update_copy_lag()["orders-0"]
         assert lag > 20_000
@@ -265,7 +265,7 @@ def test_copy_lag_over_its_limit_refuses_client_appends_and_warns(tmp_path, cloc
                    for r in caplog.records)
         # Rate-limited: the next check within a minute does not warn again.
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="tierlog.manager_remote"):
+        with caplog.at_level(logging.WARNING, logger="tierlog.manager.manager_remote"):
             mgr._remote.update_copy_lag()
         assert not caplog.records
         # The remote is back: tiering catches up and appends are accepted again.

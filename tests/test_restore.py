@@ -22,12 +22,12 @@ from tierlog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
 from tierlog.remote.api import RemoteLogSegmentState
-from tierlog.remote.manifest import load_partition
-from tierlog.remote.ownership import manager_owner, read_owner
-from tierlog.remote.topics import topic_partitions
+from tierlog.remote.tier.manifest import load_partition
+from tierlog.remote.tier.ownership import manager_owner, read_owner
+from tierlog.remote.tier.topics import topic_partitions
 
 T0 = 1_700_000_000_000
 IDEM, ABORTER, COMMITTER = 100, 7, 8

@@ -12,10 +12,10 @@ from test_backfill_adoption import _rows, backfill, fields, log_batches, tier_ba
 from test_restore import T0, lose_disks_after, raw_batches, tier_config
 
 from tierlog.cli.restore import parse_timestamp
-from tierlog.manager import LogManager
-from tierlog.remote.manifest import load_partition
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.topics import topic_partitions
+from tierlog.manager.log_manager import LogManager
+from tierlog.remote.tier.manifest import load_partition
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import topic_partitions
 
 
 def test_restore_cli_rebuilds_a_lost_data_dir(tmp_path, clock, request):

@@ -1,4 +1,4 @@
-"""tierlog.remote.restore_cut.last_stable_boundary over many generated segments: the cut is
+"""tierlog.remote.ops.restore_cut.last_stable_boundary over many generated segments: the cut is
 the last batch boundary at or before the requested offset (and time) where no transaction is
 open, checked against a plain walk of the same batches."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierlog.producer_snapshot import SnapshotEntry, encode_snapshot
+from tierlog.producer.snapshot import SnapshotEntry, encode_snapshot
 from tierlog.records.batch import iter_batches
 from tierlog.records.builder import build_batch, build_control_batch
 from tierlog.records.control import ABORT, COMMIT
 from tierlog.records.record import Record
-from tierlog.remote.restore_cut import SegmentCut, last_stable_boundary
+from tierlog.remote.ops.restore_cut import SegmentCut, last_stable_boundary
 
 T0 = 1_700_000_000_000
 #: A producer whose transaction is open before the segment starts (its snapshot says so).

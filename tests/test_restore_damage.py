@@ -1,7 +1,7 @@
 """A restore checks what it relies on (issue 21, defect 13): with a segment's ``.log`` cut to
 half, or its recorded size one byte short, the restore used to succeed and reads below the
 log end then returned nothing. Now it refuses before changing anything, naming the object,
-expected vs found (the scrub's cheap checks, ``tierlog.remote.restore_checks``)."""
+expected vs found (the scrub's cheap checks, ``tierlog.remote.ops.restore_checks``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cli_runner import user_error
 from test_restore import Source, lose_disks_after, tier_config
 
 from tierlog.errors import TierDamagedError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from fault_fs import Faults, fault_storage
 from test_restore import IDEM, Source, consumer_view, lose_disks_after, raw_batches
 
 from tierlog.errors import TierlogError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
-from tierlog.remote.manifest import list_remote_partitions, read_partition_manifest
+from tierlog.remote.tier.manifest import list_remote_partitions, read_partition_manifest
 
 #: The FaultFS methods that write to (or remove from) the tier.
 WRITES = ("pipe_file", "put_file", "rm_file", "_rm", "mv")

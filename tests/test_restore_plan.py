@@ -22,12 +22,12 @@ from tierlog.errors import (
     TierDamagedError,
     TopicExistsError,
 )
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
 from tierlog.remote.api import RemoteLogSegmentState
-from tierlog.remote.manifest import load_partition
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.topics import topic_partitions
+from tierlog.remote.tier.manifest import load_partition
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import topic_partitions
 
 #: Before any record of the tests' topics (2020-01-01T00:00:00Z): the operator's typo.
 TYPO = "2020-01-01T00:00:00Z"

@@ -8,7 +8,7 @@ from plugins.audit import AuditPlugin
 
 from tierlog import Record
 from tierlog.errors import ConfigError, OffsetOutOfRangeError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
 
 DAY = 86_400_000

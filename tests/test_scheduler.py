@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from tierlog.scheduler import Scheduler
+from tierlog.common.scheduler import Scheduler
 
 
 def test_tasks_run_when_due_and_repeat(clock):

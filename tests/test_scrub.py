@@ -1,4 +1,4 @@
-"""``tierlog.remote.scrub``: a clean tier (local and S3 over moto) reports nothing; each
+"""``tierlog.remote.ops.scrub``: a clean tier (local and S3 over moto) reports nothing; each
 injected fault is found and named; ``repair`` fixes orphans and stuck states and nothing
 else; without ``deep`` the bytes read stay bounded."""
 
@@ -17,7 +17,7 @@ from cli_runner import tierlog
 from conftest import S3_BUCKET
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import iter_batches
 from tierlog.remote import (
     RemoteLogMetadataManager,
@@ -27,16 +27,16 @@ from tierlog.remote import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.remote.layout import (
+from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, FindingKind, open_storage, scrub_tier
+from tierlog.remote.tier.layout import (
     partition_dir_name,
     segment_object_key,
     staged_chunk_key,
     tail_manifest_key,
 )
-from tierlog.remote.manifest import load_partition, remote_partitions
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.scrub import DEFAULT_GRACE_MS, FindingKind, open_storage, scrub_tier
-from tierlog.remote.tail_manifest import read_tail_manifest
+from tierlog.remote.tier.manifest import load_partition, remote_partitions
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.tail_manifest import read_tail_manifest
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED

@@ -1,4 +1,4 @@
-"""``tierlog.remote.scrub`` with ``deep``: every object of a committed segment it can parse is
+"""``tierlog.remote.ops.scrub`` with ``deep``: every object of a committed segment it can parse is
 verified by the engine's own parser (producer snapshot, leader-epoch checkpoint, transaction
 index, ``_metadata`` object, indexes), and ``repair`` rebuilds a missing or damaged offset or
 time index from the segment's ``.log``, byte for byte what the writer uploaded."""
@@ -17,12 +17,18 @@ import pytest
 from conftest import S3_BUCKET, FakeClock
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.remote import RemoteLogSegmentMetadata
-from tierlog.remote.layout import metadata_object_key, segment_object_key
-from tierlog.remote.manifest import load_partition, remote_partitions
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.scrub import FindingKind, ScrubReport, check_segment, open_storage, scrub_tier
+from tierlog.remote.ops.scrub import (
+    FindingKind,
+    ScrubReport,
+    check_segment,
+    open_storage,
+    scrub_tier,
+)
+from tierlog.remote.tier.layout import metadata_object_key, segment_object_key
+from tierlog.remote.tier.manifest import load_partition, remote_partitions
+from tierlog.remote.tier.object_store import RemoteTier
 
 #: Small segments (a quick scrub reads each whole), an index entry every 1 KiB.
 INDEX_INTERVAL = 1024

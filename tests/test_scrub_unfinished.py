@@ -1,4 +1,4 @@
-"""``tierlog.remote.unfinished.roll_back_unfinished``: the one cleanup of an unfinished
+"""``tierlog.remote.rlm.unfinished.roll_back_unfinished``: the one cleanup of an unfinished
 segment (the RemoteLogManager's sweep and ``tierlog scrub --repair``), over every state."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tierlog.remote.api import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.remote.unfinished import roll_back_unfinished
+from tierlog.remote.rlm.unfinished import roll_back_unfinished
 
 TIP = TopicIdPartition("c2Vn6QbUSz6vHqYkQ1dM0w", "events", 0)
 S = RemoteLogSegmentState

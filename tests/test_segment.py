@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tierlog.log.segment import AppendedBatch, LogSegment
 from tierlog.records import Record, build_batch
 from tierlog.records.batch import RecordBatch
-from tierlog.segment import AppendedBatch, LogSegment
 
 NOW = 1_700_000_000_000
 BASE = 100

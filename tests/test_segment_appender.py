@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from hot_path import TWINS
 
-from tierlog import segment_appender
 from tierlog.errors import LogClosedError
 from tierlog.index import TimestampOffset
 from tierlog.index.base import INT32_MAX
+from tierlog.log import segment_appender
+from tierlog.log.segment import AppendedBatch, LogSegment
 from tierlog.records import Record, build_batch, build_control_batch
 from tierlog.records.control import COMMIT
-from tierlog.segment import AppendedBatch, LogSegment
 
 NOW = 1_700_000_000_000
 LONG_AGO = 10 * 365 * 86_400_000  # segment.ms no batch here comes near
@@ -31,7 +31,7 @@ LONG_AGO = 10 * 365 * 86_400_000  # segment.ms no batch here comes near
 
 def _appender_type(twin: str) -> type:
     if twin == "c":  # imported here, so that a missing accelerator fails instead of skipping
-        return importlib.import_module("tierlog._segment_appender").PlainAppender
+        return importlib.import_module("tierlog.log._segment_appender").PlainAppender
     return segment_appender.PlainAppenderPy
 
 

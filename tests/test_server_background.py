@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from tierlog import Log, filenames
+from tierlog import Log
+from tierlog.common import filenames
 from tierlog.config import LogConfig
 from tierlog.errors import ConfigError
 from tierlog.server import BackgroundServer

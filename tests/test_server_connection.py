@@ -211,7 +211,7 @@ def test_a_response_is_not_held_behind_a_long_poll(tmp_path: Any) -> None:
     from kio.static.primitive import i8, i32, i64
     from server_process import start
 
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
     fetch_t = load_request_schema(1, 4)
     module = sys.modules[fetch_t.__module__]

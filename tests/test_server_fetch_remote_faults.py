@@ -13,10 +13,10 @@ from kio.schema.errors import ErrorCode
 
 from tierlog import Record
 from tierlog.errors import CopyLagExceededError, RemoteFetchTimeoutError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
+from tierlog.server.api.fetch import read_partitions
+from tierlog.server.api.fetch_sessions import FetchSessionCache
 from tierlog.server.error_codes import error_code_for
-from tierlog.server.fetch import read_partitions
-from tierlog.server.fetch_sessions import FetchSessionCache
 
 STEP_S = 10
 

@@ -18,9 +18,9 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 from server_process import ServerProcess, start
 
-from tierlog.log import Log
-from tierlog.server import offsets_topic_records as rec
-from tierlog.server.coordinator_wire import partition_for
+from tierlog.log.log import Log
+from tierlog.server.coordinator.coordinator_wire import partition_for
+from tierlog.server.coordinator.group import offsets_topic_records as rec
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 1}

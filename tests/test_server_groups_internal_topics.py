@@ -28,9 +28,10 @@ from kio.static.primitive import i16, i32, i32Timedelta
 from server_process import ServerProcess, start
 
 from tierlog import Record
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import build_batch
-from tierlog.server.internal_topics import (
+from tierlog.server.api.produce import append_all
+from tierlog.server.coordinator.internal_topics import (
     CONSUMER_OFFSETS,
     INTERNAL_TOPICS,
     TRANSACTION_STATE,
@@ -38,7 +39,6 @@ from tierlog.server.internal_topics import (
     is_internal,
     refusal,
 )
-from tierlog.server.produce import append_all
 
 CONFIG = {"offsets.topic.num.partitions": 2, "transaction.state.log.num.partitions": 2}
 INVALID_REQUEST = 42

@@ -23,7 +23,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from server_process import ServerProcess, start
 
-from tierlog.log import Log
+from tierlog.log.log import Log
 
 CONFIG = {"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1}
 TOPIC = "idem"

@@ -144,7 +144,7 @@ def test_fetch_long_poll_is_woken_by_an_append(server: ServerProcess) -> None:
 
 def test_log_dirs_written_through_the_server_open_with_log_open(tmp_path: Path) -> None:
     from tierlog.config import LogConfig
-    from tierlog.log import Log
+    from tierlog.log.log import Log
 
     proc = start(tmp_path)
     producer = KafkaProducer(bootstrap_servers=proc.bootstrap, enable_idempotence=False,

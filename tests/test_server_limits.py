@@ -21,7 +21,7 @@ from kio.serial import entity_reader, entity_writer
 from server_process import ServerProcess, start
 
 from tierlog.errors import PartitionLimitError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.server.error_codes import error_message
 from tierlog.server.partition_limits import BYTES_PER_NEW_PARTITION, check_new_partitions
 

@@ -18,11 +18,13 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from tierlog.append_plan import LogAppendInfo
-from tierlog.log import Log
-from tierlog.manager import LogManager
+from tierlog.log.append_plan import LogAppendInfo
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import build_batch
 from tierlog.records.record import Record
+from tierlog.server.api.inline_appends import append_is_nonblocking
+from tierlog.server.api.produce_wire import Outcome, encode_produce_response_body
 from tierlog.server.config import ServerConfig
 from tierlog.server.framing import (
     EncodedResponse,
@@ -32,8 +34,6 @@ from tierlog.server.framing import (
     make,
     nested,
 )
-from tierlog.server.inline_appends import append_is_nonblocking
-from tierlog.server.produce_wire import Outcome, encode_produce_response_body
 from tierlog.server.server import Server
 
 

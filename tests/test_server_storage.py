@@ -16,7 +16,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from server_process import ServerProcess, start
 
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
 
 kafka = pytest.importorskip("kafka")

@@ -21,10 +21,10 @@ from server_process import ServerProcess, start
 from tierlog import errors
 from tierlog.config import LogConfig
 from tierlog.errors import FetchSessionError
-from tierlog.log import Log
+from tierlog.log.log import Log
 from tierlog.records.record import Record
+from tierlog.server.api.fetch_sessions import FetchSessionCache
 from tierlog.server.error_codes import ERROR_CODES, error_code_for
-from tierlog.server.fetch_sessions import FetchSessionCache
 from tierlog.server.framing import (
     SplicedResponse,
     encode_response,

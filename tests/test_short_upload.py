@@ -16,9 +16,9 @@ from remote_storage_suite import SegmentFiles, metadata_for, write_segment
 
 from tierlog import Record
 from tierlog.errors import RemoteStorageError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.remote import FsspecRemoteStorageManager, RemoteLogSegmentState, TopicIdPartition
-from tierlog.remote.remote_reader import topic_id_partition
+from tierlog.remote.rlm.remote_reader import topic_id_partition
 
 TIP = TopicIdPartition("q0Vs7vGvSZ6ljmj-ZmXC1A", "payments", 1)
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED

@@ -21,7 +21,7 @@ from tierlog.errors import (
     TierNotFoundError,
     UnknownTopicOrPartitionError,
 )
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import SCHEMA_NO_HEADERS, RemoteTopicReader, read_split
 from tierlog.spark import TierlogOptions, plan_read

@@ -31,7 +31,7 @@ from tier_builder import local_records, records_of
 
 from tierlog import Record
 from tierlog.errors import ConfigError, OffsetOutOfRangeError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.spark import TierlogOptions
 from tierlog.spark.stream_offsets import from_json, rate_limit, to_json
 from tierlog.spark.stream_plan import (

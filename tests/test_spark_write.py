@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from tierlog.partitioner import partition_for_key
+from tierlog.common.partitioner import partition_for_key
 from tierlog.reader import RemoteTopicReader
 
 UTC = dt.UTC
@@ -127,7 +127,7 @@ def test_spark_to_tier_to_log_read_after_adoption(spark, tmp_path, clock):
     reads back (every field), appends continue at the end, and Spark may no longer write it."""
     from test_backfill_adoption import log_batches, manager_config
 
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
     from tierlog.records.batch import iter_batches
     from tierlog.records.record import Record
 

@@ -14,8 +14,8 @@ from conftest import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
 
 from tierlog import Record
 from tierlog.errors import ConfigError
-from tierlog.manager import LogManager
-from tierlog.manager_config import ManagerConfig
+from tierlog.manager.log_manager import LogManager
+from tierlog.manager.manager_config import ManagerConfig
 from tierlog.plugins.s3 import create_remote_storage
 from tierlog.reader import RemoteTopicReader
 from tierlog.spark import TierlogOptions
@@ -77,7 +77,7 @@ def test_writer_reader_and_spark_take_the_same_names(tmp_path, s3_endpoint, s3_o
 
 
 def test_one_translation_into_s3fs_arguments() -> None:
-    from tierlog.remote.options import filesystem_kwargs, s3fs_kwargs
+    from tierlog.remote.tier.options import filesystem_kwargs, s3fs_kwargs
 
     kwargs = s3fs_kwargs({"region": "eu-west-1", "verify": "/etc/ca.pem",
                           "client_kwargs": {"connect_timeout": 3}, "part_size": 5 << 20,

@@ -22,11 +22,11 @@ from tierlog import Record
 from tierlog.config import LogConfig
 from tierlog.errors import ConfigError, CorruptRemoteMetadataError
 from tierlog.index.transaction_index import AbortedTxn
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 from tierlog.remote import TopicIdPartition
-from tierlog.remote.layout import is_tail_object_name, tail_object_name
-from tierlog.remote.tail_manifest import TailManifest, TailObject
+from tierlog.remote.tier.layout import is_tail_object_name, tail_object_name
+from tierlog.remote.tier.tail_manifest import TailManifest, TailObject
 
 RC, RU = "read_committed", "read_uncommitted"
 LEVELS = (RU, RC)
@@ -239,7 +239,7 @@ def test_a_crash_losing_unflushed_data_never_leaves_it_in_the_tier(tmp_path, tie
     child = textwrap.dedent(f"""
         import os, sys
         from tierlog import Record
-        from tierlog.manager import LogManager
+        from tierlog.manager.log_manager import LogManager
         mgr = LogManager.open({str(tmp_path / 'data')!r}, {config(tier_url)!r},
                               start_scheduler=False)
         log = mgr.create_topic("orders", 1)[0]

@@ -1,4 +1,4 @@
-"""The tier's log start offset has one home (tierlog.remote.manifest.tier_log_start), used
+"""The tier's log start offset has one home (tierlog.remote.tier.manifest.tier_log_start), used
 by the readers' segment chain and by adoption: the later of the first committed offset and
 the recorded log start."""
 
@@ -13,7 +13,7 @@ from tierlog.remote.api import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.remote.manifest import tier_log_start
+from tierlog.remote.tier.manifest import tier_log_start
 
 TIP = TopicIdPartition("c2Vn6QbUSz6vHqYkQ1dM0w", "events", 0)
 

@@ -18,7 +18,7 @@ from tierlog import Record
 from tierlog.cli import build_parser
 from tierlog.cli._common import CliError, settings
 from tierlog.cli._tier_options import TierOptions, tier_options
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 S3_URL = "s3://bucket/prefix"
 

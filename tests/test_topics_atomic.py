@@ -15,7 +15,7 @@ from cli_runner import tierlog, user_error
 from conftest import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
 
 from tierlog.errors import ConfigError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 
 @contextlib.contextmanager

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tierlog.cleaner.result import CleanupResult
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
-from tierlog.remote.log_protocol import TieredLog
-from tierlog.remote.remote_reader import RemoteLogReader
 from tierlog.remote.api import RemoteStorageManager
+from tierlog.remote.log_protocol import TieredLog
+from tierlog.remote.rlm.remote_reader import RemoteLogReader
 
 _MEMBERS = sorted(n for n in vars(TieredLog) if not n.startswith("_"))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog import Log, Record
-from tierlog.producer_snapshot import write_snapshot
+from tierlog.producer.snapshot import write_snapshot
 from tierlog.remote import (
     FsspecRemoteStorageManager,
     LogSegmentData,

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crash_writer import IDEMPOTENT_PRODUCERS, T0, TOPIC, last_steps, step_offsets, steps
-from tierlog import filenames
-from tierlog.loader import RecoveryReport
-from tierlog.manager import LogManager
+
+from tierlog.common import filenames
+from tierlog.log.loader import RecoveryReport
+from tierlog.manager.log_manager import LogManager
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 

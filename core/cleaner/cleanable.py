@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tierlog.int_bounds import INT32_MAX
+from tierlog.common.int_bounds import INT32_MAX
 
 if TYPE_CHECKING:
-    from tierlog.log import Log
-    from tierlog.segment import LogSegment
+    from tierlog.log.log import Log
+    from tierlog.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,8 @@
-"""CleanerCheckpoints: each log dir's ``cleaner-offset-checkpoint`` (the first dirty offset per partition).
+"""CleanerCheckpoints: each log dir's ``cleaner-offset-checkpoint`` (the first dirty offset per
+partition).
 
-Kafka's ``LogCleanerManager`` checkpoints, in Kafka's text format, in the parent of the partition dir.
+Kafka's ``LogCleanerManager`` checkpoints, in Kafka's text format, in the parent of the partition
+dir.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tierlog.checkpoint import OffsetCheckpointFile
-from tierlog.filenames import CLEANER_OFFSET_CHECKPOINT
+from tierlog.checkpoint.checkpoint_file import OffsetCheckpointFile
+from tierlog.common.filenames import CLEANER_OFFSET_CHECKPOINT
 
 if TYPE_CHECKING:
-    from tierlog.log import Log
+    from tierlog.log.log import Log
 
 
 class CleanerCheckpoints:

@@ -1,4 +1,5 @@
-"""The ``compact`` cleanup policy: Kafka's log cleaner (``Cleaner``, ``LogCleaner``) for one log at a time.
+"""The ``compact`` cleanup policy: Kafka's log cleaner (``Cleaner``, ``LogCleaner``) for one log at
+a time.
 
 Maps the latest offset of each key in the dirty range, rewrites closed segments in groups
 keeping only what the map and the transaction, tombstone and producer rules keep, and swaps.
@@ -31,12 +32,12 @@ from tierlog.cleaner.txn_metadata import CleanedTransactionMetadata
 from tierlog.errors import LogCleaningAbortedError, LogClosedError
 from tierlog.index import AbortedTxn
 from tierlog.index.aborted_txns import collect_aborted_txns
+from tierlog.log.segment import AppendedBatch
 from tierlog.records import Record, RecordBatch
-from tierlog.segment import AppendedBatch
 
 if TYPE_CHECKING:
-    from tierlog.log import Log
-    from tierlog.segment import LogSegment
+    from tierlog.log.log import Log
+    from tierlog.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 

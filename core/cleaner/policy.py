@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tierlog.cleaner.result import CleanupResult
-    from tierlog.log import Log
+    from tierlog.log.log import Log
 
 __all__ = ["CleanupPolicy"]
 

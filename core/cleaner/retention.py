@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from tierlog.cleaner.result import CleanupResult
 
 if TYPE_CHECKING:
-    from tierlog.log import Log
-    from tierlog.segment import LogSegment
+    from tierlog.log.log import Log
+    from tierlog.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 

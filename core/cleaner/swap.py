@@ -1,6 +1,8 @@
-"""The crash-safe swap of a cleaned segment for the segments it replaces (Kafka's ``replaceSegments``).
+"""The crash-safe swap of a cleaned segment for the segments it replaces (Kafka's
+``replaceSegments``).
 
-``.cleaned`` files are renamed ``.swap``, the old segments ``.deleted``, then ``.swap`` to final names.
+``.cleaned`` files are renamed ``.swap``, the old segments ``.deleted``, then ``.swap`` to final
+names.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tierlog import filenames
-from tierlog.atomic import fsync_dir
+from tierlog.common import filenames
+from tierlog.common.atomic import fsync_dir
 from tierlog.errors import LogCleaningAbortedError
 
 if TYPE_CHECKING:
-    from tierlog.log import Log
-    from tierlog.segment import LogSegment
+    from tierlog.log.log import Log
+    from tierlog.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 

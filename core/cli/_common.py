@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tierlog import properties
+from tierlog.common import properties
 from tierlog.errors import PropertiesError, TierlogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
 #: Where the logs live when neither --data-dir nor ``log.dirs`` says.
 DEFAULT_DATA_DIR = "tierlog-data"
@@ -97,7 +97,7 @@ def parse_assignment(text: str, what: str = "--set") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         # The text may be a storage secret with a mistyped separator: never echo one.
-        from tierlog.remote.options import is_secret  # loads the tier; not for --help
+        from tierlog.remote.tier.options import is_secret  # loads the tier; not for --help
 
         shown = "a text naming a secret (not shown)" if is_secret(text) else repr(text)
         raise CliError(f"{what} expects KEY=VALUE, got {shown}")
@@ -108,11 +108,11 @@ def parse_assignments(items: Sequence[str] | None, what: str = "--set") -> dict[
     return dict(parse_assignment(item, what) for item in items or ())
 
 
-# -- .properties files: tierlog.properties is the one home of the format -------------------
+# -- .properties files: tierlog.common.properties is the one home of the format -------------------
 
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """A Kafka ``.properties`` file (see :mod:`tierlog.properties`), errors as CliError."""
+    """A Kafka ``.properties`` file (see :mod:`tierlog.common.properties`), errors as CliError."""
     try:
         return properties.read_properties(path)
     except PropertiesError as e:
@@ -129,7 +129,7 @@ class Settings:
     def __init__(self, data_dirs: list[Path], config: dict[str, str]) -> None:
         self.data_dirs = data_dirs
         self.config = config
-        from tierlog.manager_config import ManagerConfig  # loads the tier; not for --help
+        from tierlog.manager.manager_config import ManagerConfig  # loads the tier; not for --help
 
         self.manager_config = ManagerConfig(config)
 
@@ -183,7 +183,9 @@ def open_manager(st: Settings, *, must_exist: bool = True,
     commands that only read: they work beside a live owner) writes nothing at all, and
     a read reaching damaged bytes fails naming them (LogDamagedError) instead of cutting
     them as recovery would."""
-    from tierlog.manager import LogManager  # the engine loads when logs open, not for --help
+    from tierlog.manager.log_manager import (
+        LogManager,  # the engine loads when logs open, not for --help
+    )
 
     if must_exist:
         require_existing(st.data_dirs)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.cli._common import CliError, Settings, parse_assignments
-from tierlog.remote.options import (
+from tierlog.remote.tier.options import (
     CONFIG_PREFIXES,
     OPTIONS_PREFIX,
     MaskedOptions,

@@ -21,8 +21,8 @@ from tierlog.cli._common import (
     warnings_dropped_on_error,
 )
 from tierlog.cli.wire import add_bootstrap_options, uses_broker
-from tierlog.fetch import FetchDataInfo
-from tierlog.log import Log
+from tierlog.log.fetch_info import FetchDataInfo
+from tierlog.log.log import Log
 from tierlog.records.record import Record
 
 #: Bytes asked of the log per read.

@@ -13,7 +13,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tierlog.atomic import atomic_write_text
 from tierlog.cli._common import (
     DATA_DIR_CONFIG,
     CliError,
@@ -27,14 +26,15 @@ from tierlog.cli._tier_options import TierOptions, tier_options
 from tierlog.cli.consume import iter_fetches
 from tierlog.cli.demo_spark import run_spark_queries
 from tierlog.cli.tier import errors_reported_once, print_tier_summary, tier_with_progress
-from tierlog.log import Log
-from tierlog.manager import LogManager
-from tierlog.partitioner import partition_for_key
-from tierlog.properties import format_properties
+from tierlog.common.atomic import atomic_write_text
+from tierlog.common.partitioner import partition_for_key
+from tierlog.common.properties import format_properties
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
-from tierlog.remote.layout import partition_dir_name
-from tierlog.remote.remote_reader import topic_id_partition
-from tierlog.remote.tail_manifest import read_tail_manifest
+from tierlog.remote.rlm.remote_reader import topic_id_partition
+from tierlog.remote.tier.layout import partition_dir_name
+from tierlog.remote.tier.tail_manifest import read_tail_manifest
 
 TOPIC = "demo"
 PARTITIONS = 3
@@ -347,7 +347,7 @@ def _publish_tails(mgr: LogManager) -> None:
 
 def _reader_options(tier: TierOptions) -> dict[str, Any]:
     """The remote storage plugin's options for readers (Spark): the same names
-    (tierlog.remote.options translates them for each); local's are the writer's own."""
+    (tierlog.remote.tier.options translates them for each); local's are the writer's own."""
     return {} if tier.manager == "local" else dict(tier.options)
 
 

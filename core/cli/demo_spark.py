@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
 
 #: Spark's local master for the demo: the machine's two cores.

@@ -16,17 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.cli._common import CliError
-from tierlog.errors import CorruptIndexError, CorruptRecordError, CorruptSnapshotError
-from tierlog.filenames import (
+from tierlog.common.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
 )
+from tierlog.common.int_bounds import INT32_MAX
+from tierlog.errors import CorruptIndexError, CorruptRecordError, CorruptSnapshotError
 from tierlog.index import OffsetIndex, TimeIndex, TransactionIndex
-from tierlog.producer_snapshot import read_snapshot
-from tierlog.producer_state import INT32_MAX, decrement_sequence, increment_sequence
+from tierlog.producer.append import decrement_sequence, increment_sequence
+from tierlog.producer.snapshot import read_snapshot
 from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, RecordBatch
 from tierlog.records.compression import codec_name
 from tierlog.records.control import ABORT, COMMIT, decode_control_record

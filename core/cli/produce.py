@@ -25,9 +25,9 @@ from tierlog.cli._common import (
     topic_partitions,
 )
 from tierlog.cli.wire import add_bootstrap_options, uses_broker
-from tierlog.log import Log
-from tierlog.manager import LogManager
-from tierlog.partitioner import partition_for_key
+from tierlog.common.partitioner import partition_for_key
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.compression import CODEC_NAMES
 from tierlog.records.record import Header, Record
 

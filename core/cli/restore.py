@@ -17,8 +17,8 @@ from typing import Any
 
 from tierlog.cli._common import CliError, parse_assignments, plural, progress_bar, settings
 from tierlog.cli._tier_options import tier_options
-from tierlog.log import Log
-from tierlog.manager import LogManager
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

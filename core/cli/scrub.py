@@ -1,4 +1,4 @@
-"""``tierlog scrub [URL]``: check a remote tier's health (``tierlog.remote.scrub``), print what
+"""``tierlog scrub [URL]``: check a remote tier's health (``tierlog.remote.ops.scrub``), print what
 it found (or, with --json, the report as one JSON object on stdout), optionally repair what is
 safe to repair; exit 1 when anything is wrong and not repaired. The tier and its storage
 options are found as every command finds them (``tierlog.cli._tier_options``).
@@ -11,8 +11,8 @@ from typing import Any
 
 from tierlog.cli._common import plural, progress_bar, settings
 from tierlog.cli._tier_options import tier_options
-from tierlog.remote.manifest import remote_partitions
-from tierlog.remote.scrub import DEFAULT_GRACE_MS, ScrubReport, open_storage, scrub_tier
+from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, ScrubReport, open_storage, scrub_tier
+from tierlog.remote.tier.manifest import remote_partitions
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tierlog.atomic import atomic_write_text
 from tierlog.cli._common import (
     DEFAULT_DATA_DIR,
     add_metrics_port,
@@ -27,7 +26,8 @@ from tierlog.cli._common import (
     read_properties,
     verbosity,
 )
-from tierlog.manager import LogManager
+from tierlog.common.atomic import atomic_write_text
+from tierlog.manager.log_manager import LogManager
 from tierlog.server.config import ServerConfig
 from tierlog.server.server import Server
 

@@ -26,9 +26,9 @@ from tierlog.cli._common import (
     settings,
 )
 from tierlog.cli._tier_options import with_configured_tier
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentMetadata
-from tierlog.remote.rlm import TierResult
+from tierlog.remote.rlm.rlm import TierResult
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

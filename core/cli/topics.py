@@ -24,10 +24,10 @@ from tierlog.cli._common import (
 )
 from tierlog.cli.wire import add_bootstrap_options, uses_broker
 from tierlog.errors import RemoteStorageError
-from tierlog.log import Log
-from tierlog.manager import LogManager
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
 from tierlog.remote.api import RemoteLogSegmentState
-from tierlog.remote.remote_reader import topic_id_partition
+from tierlog.remote.rlm.remote_reader import topic_id_partition
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     with open_manager(st, read_only=True) as mgr:
         if args.topic:
             topic_partitions(mgr, args.topic)
-        from tierlog.server.internal_topics import is_internal  # the one list of them
+        from tierlog.server.coordinator.internal_topics import is_internal  # the one list of them
 
         topics = ([args.topic] if args.topic else
                   listing_order(mgr.topics(), is_internal, args.exclude_internal))

@@ -81,7 +81,7 @@ class AbstractIndex(ABC):
     """Bytes of one entry (``layout.size``)."""
     entries: int
     """Entries in the file. Changes only through the index's own methods or, while its
-    segment is armed, the plain appender (:mod:`tierlog.segment_appender`, which writes the
+    segment is armed, the plain appender (:mod:`tierlog.log.segment_appender`, which writes the
     entry into :attr:`mapping` and then sets this), always under the owning Log's lock."""
 
     def __init__(

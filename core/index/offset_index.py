@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import IndexFullError, InvalidIndexOffsetError
 from tierlog.index.base import AbstractIndex
 from tierlog.index.entries import OFFSET_ENTRY, check_offset_entries
-from tierlog.int_bounds import INT32_MAX
 
 _ENTRY = OFFSET_ENTRY.entry
 _SIZE = OFFSET_ENTRY.size
@@ -32,7 +32,7 @@ class OffsetIndex(AbstractIndex):
     ``relativeOffset = offset - base_offset``; offsets strictly increase and positions
     never decrease. Not thread-safe: the owning segment serialises access.
 
-    The plain appender's contract (:class:`tierlog.segment_appender.PlainAppendOffsetIndex`):
+    The plain appender's contract (:class:`tierlog.log.segment_appender.PlainAppendOffsetIndex`):
     ``entries`` and ``last_offset`` change only through :meth:`append`, truncation and
     resizing, or the armed appender, which writes an entry into :attr:`mapping` and sets both
     as :meth:`append` would, under the owning Log's lock.

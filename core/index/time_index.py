@@ -36,7 +36,7 @@ class TimeIndex(AbstractIndex):
     rolls, so ``is_full`` is true one slot early. Not thread-safe: the owning segment
     serialises access.
 
-    The plain appender's contract (:class:`tierlog.segment_appender.PlainAppendTimeIndex`):
+    The plain appender's contract (:class:`tierlog.log.segment_appender.PlainAppendTimeIndex`):
     ``entries`` and ``last_entry`` change only through :meth:`maybe_append`, truncation and
     resizing, or the armed appender, which writes an entry into :attr:`mapping` and sets both
     as :meth:`maybe_append` would, under the owning Log's lock.

@@ -1,7 +1,7 @@
 """A reader's view of the remote tier: the tier opened from a URL and storage options, the
 choice of the newest incarnation of a topic, and each partition's chain of readable segments.
 Paths, the partition listing and the request counters are the writer's own
-(``tierlog.remote.layout``, ``.manifest``, ``.tier``).
+(``tierlog.remote.tier.layout``, ``.manifest``, ``.tier``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import fsspec
 
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote import RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
-from tierlog.remote.backfill_visibility import JobVisibility
-from tierlog.remote.manifest import load_partition, remote_partitions, tier_log_start
-from tierlog.remote.metadata_cache import RemoteLogMetadataCache
-from tierlog.remote.object_store import RequestStats
-from tierlog.remote.options import filesystem_kwargs
-from tierlog.remote.tail_manifest import TailManifest, read_tail_manifest
-from tierlog.remote.topics import newest_incarnation, topic_partitions
+from tierlog.remote.metadata.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.ops.backfill_visibility import JobVisibility
+from tierlog.remote.tier.manifest import load_partition, remote_partitions, tier_log_start
+from tierlog.remote.tier.object_store import RequestStats
+from tierlog.remote.tier.options import filesystem_kwargs
+from tierlog.remote.tier.tail_manifest import TailManifest, read_tail_manifest
+from tierlog.remote.tier.topics import newest_incarnation, topic_partitions
 
 __all__ = [
     "ChainLink",
@@ -49,7 +49,7 @@ def open_tier(url: str, storage_options: Mapping[str, Any] | None,
     """The tier at ``url`` (``s3://bucket/prefix``, ``file:///dir``, a plain path, any fsspec
     URL), read-only, counting into ``stats``, its whole-object reads sent as ranged GETs.
     ``storage_options`` use the writer's names (``endpoint_url``, ``key``, ``secret``,
-    ``region``, ``client_kwargs``, ...), translated by tierlog.remote.options for the URL's
+    ``region``, ``client_kwargs``, ...), translated by tierlog.remote.tier.options for the URL's
     filesystem (fsspec caches instances); a bad one is a ConfigError naming it."""
     kwargs = filesystem_kwargs(url, storage_options)
     try:
@@ -95,7 +95,7 @@ def segment_chain(tier: RemoteTier, tip: TopicIdPartition, *, verify: bool = Tru
     recorded log start offset: offsets below it were deleted (DeleteRecords, retention) even
     where a segment still holds them. Segments of backfill jobs ``jobs`` does not show are
     left out (read before the manifest when not given; one view for every partition of a
-    read keeps a job all or nothing across them: tierlog.remote.backfill_visibility).
+    read keeps a job all or nothing across them: tierlog.remote.ops.backfill_visibility).
     """
     if jobs is None:
         jobs = JobVisibility.read(tier)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from tierlog.common.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.errors import CorruptRecordError
-from tierlog.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.records._codec_py import decode_records
 
 #: Arrow's binary columns hold int32 offsets.

@@ -13,14 +13,14 @@ from typing import Any
 from tierlog.errors import RemoteStorageError
 from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
 from tierlog.index.transaction_index import decode_aborted_txns
-from tierlog.producer_snapshot import decode_snapshot
+from tierlog.producer.snapshot import decode_snapshot
 from tierlog.reader._catalog import ChainLink, get_optional
 from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
 from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
 from tierlog.records.batch import HEADER_SIZE
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
-from tierlog.remote.layout import SEGMENT_SUFFIX, segment_object_key, tail_object_key
-from tierlog.remote.tail_manifest import TailManifest, TailObject
+from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key, tail_object_key
+from tierlog.remote.tier.tail_manifest import TailManifest, TailObject
 
 log = logging.getLogger(__name__)
 

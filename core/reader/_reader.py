@@ -34,7 +34,7 @@ from tierlog.reader._planner import (
 from tierlog.reader._split import DEFAULT_BATCH_ROWS, READ_UNCOMMITTED, ReadSplit, read_split
 from tierlog.records.timestamps import format_timestamp_ms
 from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
-from tierlog.remote.backfill_visibility import JobVisibility
+from tierlog.remote.ops.backfill_visibility import JobVisibility
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class RemoteTopicReader:
     def consistent(self) -> Iterator[None]:
         """Calls of this thread inside the block see the backfill jobs of one moment: a job
         committing meanwhile is in all of their partitions and topics, or in none
-        (tierlog.remote.backfill_visibility). Each call is consistent on its own."""
+        (tierlog.remote.ops.backfill_visibility). Each call is consistent on its own."""
         if getattr(self._pinned, "jobs", None) is not None:
             yield
             return

@@ -11,14 +11,14 @@ from typing import Any
 import pyarrow as pa
 
 from tierlog.errors import CorruptRecordError, TruncatedBatchError
-from tierlog.fetch import AbortedTracker
+from tierlog.log.fetch_info import AbortedTracker
 from tierlog.reader._arrow import MAX_DATA_BYTES, ColumnBuilder
 from tierlog.reader._catalog import open_tier
 from tierlog.records import Record, iter_batches
 from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchOrigin, RecordBatch
 from tierlog.records.compression import NONE, ZSTD, codec_name, decompress_into
-from tierlog.remote.integrity import check_batch_offsets
-from tierlog.remote.object_store import RemoteTier, RequestStats
+from tierlog.remote.rlm.integrity import check_batch_offsets
+from tierlog.remote.tier.object_store import RemoteTier, RequestStats
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"

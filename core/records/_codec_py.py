@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tierlog.common.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.errors import CorruptRecordError
-from tierlog.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.records.record import Header, Record
 from tierlog.records.varint import unsigned_varint
 

@@ -7,7 +7,7 @@
  * rest of the caller's buffer, with the GIL released. Same arguments, results and None cases as
  * the Python function; the CRC is the crc32c package's, the records check the codec's
  * (tierlog.records._speedups, through a capsule). Its core, write_plain(), is handed to
- * tierlog._segment_appender through the capsule described in _plain_batch_write.h. Single-phase module.
+ * tierlog.log._segment_appender through the capsule described in _plain_batch_write.h. Single-phase module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

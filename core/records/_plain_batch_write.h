@@ -1,4 +1,4 @@
-/* tierlog.records._plain_batch_write's C interface, shared with tierlog._segment_appender through a
+/* tierlog.records._plain_batch_write's C interface, shared with tierlog.log._segment_appender through a
  * capsule: write one plain producer batch with its offset patched in (see _plain_batch_write.c). */
 #ifndef TIERLOG_PLAIN_BATCH_H
 #define TIERLOG_PLAIN_BATCH_H

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeAlias, TypeVar
 
 from crc32c import crc32c
 
+from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import (
     CorruptRecordError,
     DecompressionLimitError,
     TruncatedBatchError,
     UnsupportedMagicError,
 )
-from tierlog.int_bounds import INT32_MAX
 from tierlog.records._codec import check_records, decode_records
 from tierlog.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,

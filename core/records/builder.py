@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from crc32c import crc32c
 
-from tierlog.clock import system_time_ms
+from tierlog.common.clock import system_time_ms
 from tierlog.records._codec import encode_columns, encode_records
 from tierlog.records.batch import (
     CONTROL_MASK,

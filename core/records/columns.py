@@ -5,7 +5,7 @@
 Binary columns are Arrow ``binary`` (int32 offsets): a validity bitmap (None: all valid),
 offsets and data. Headers are a ``list<struct<key, value>>``: the list's validity and
 offsets (a null list is no headers) index the key and value columns. This module imports
-no pyarrow: the front doors (tierlog.remote.backfill) hand over the buffers.
+no pyarrow: the front doors (tierlog.remote.ops.backfill) hand over the buffers.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from tierlog.common.filenames import parse_partition_dir
 from tierlog.errors import (
     CorruptRecordError,
     LogClosedError,
@@ -20,7 +21,6 @@ from tierlog.errors import (
     TruncatedBatchError,
     locating_corrupt_records,
 )
-from tierlog.filenames import parse_partition_dir
 from tierlog.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -197,7 +197,7 @@ class FileRecords:
     ``os.pread`` and never move a file pointer, so they may run while an append is written.
     Not thread-safe for concurrent appends: the owning Log serialises them.
 
-    The plain appender's contract (:class:`tierlog.segment_appender.PlainAppendFile`): ``size``
+    The plain appender's contract (:class:`tierlog.log.segment_appender.PlainAppendFile`): ``size``
     changes only through this class's appends and truncation, or the armed appender, which
     writes a batch at ``size`` into :meth:`fileno` and then sets ``size`` past it, under the
     owning Log's lock.

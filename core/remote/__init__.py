@@ -17,16 +17,16 @@ from tierlog.remote.api import (
     TopicIdPartition,
     is_valid_transition,
 )
-from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
-from tierlog.remote.integrity import validate_fetched_batches
-from tierlog.remote.manifest import (
+from tierlog.remote.metadata.metadata import RemoteLogMetadataManager
+from tierlog.remote.metadata.metadata_cache import RemoteLogMetadataCache
+from tierlog.remote.rlm.integrity import validate_fetched_batches
+from tierlog.remote.tier.fsspec_storage import FsspecRemoteStorageManager
+from tierlog.remote.tier.manifest import (
     PartitionManifest,
     list_remote_partitions,
     read_partition_manifest,
 )
-from tierlog.remote.metadata import RemoteLogMetadataManager
-from tierlog.remote.metadata_cache import RemoteLogMetadataCache
-from tierlog.remote.object_store import RemoteTier, RequestStats
+from tierlog.remote.tier.object_store import RemoteTier, RequestStats
 
 __all__ = [
     "FsspecRemoteStorageManager",

@@ -19,14 +19,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
-from tierlog.errors import CorruptRemoteMetadataError
-from tierlog.filenames import (
+from tierlog.common.filenames import (
     INDEX_SUFFIX,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     validate_topic,
 )
+from tierlog.errors import CorruptRemoteMetadataError
 from tierlog.remote.json_fields import SEGMENT_METADATA_KINDS, check_json_int, json_int
 
 #: Kafka's ``Uuid`` text form: 16 bytes as 22 characters of URL-safe base64 without padding.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tierlog.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
+from tierlog.common.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 
 #: Inclusive ``(low, high)`` of each kind of int.
 RANGES: Mapping[str, tuple[int, int]] = {

@@ -1,8 +1,8 @@
 """TieredLog: what the remote layer needs of a partition's log, as a structural type.
 
 The remote layer (RemoteLogManager, RemoteLogReader) sits below the Log that drives it, so it
-cannot import ``tierlog.log``; this Protocol names every attribute and method it uses instead,
-and :class:`tierlog.log.Log` satisfies it structurally. Adding a use of the log in the remote
+cannot import ``tierlog.log.log``; this Protocol names every attribute and method it uses instead,
+and :class:`tierlog.log.log.Log` satisfies it structurally. Adding a use of the log in the remote
 layer means adding it here, which keeps the contract between the two visible in one place.
 """
 
@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from tierlog.common.stats import LogStats
     from tierlog.config import LogConfig
-    from tierlog.leader_epoch import LeaderEpochFileCache
-    from tierlog.producer_state import ProducerStateManager
-    from tierlog.remote.remote_reader import RemoteLogReader
-    from tierlog.segments import LogSegments
-    from tierlog.stats import LogStats
+    from tierlog.log.leader_epoch import LeaderEpochFileCache
+    from tierlog.log.segments import LogSegments
+    from tierlog.producer.state import ProducerStateManager
+    from tierlog.remote.rlm.remote_reader import RemoteLogReader
 
 __all__ = ["TieredLog"]
 

@@ -23,8 +23,8 @@ from tierlog.remote.api import (
 @runtime_checkable
 class RemoteLogMetadataStore(Protocol):
     """Kafka's RemoteLogMetadataManager as tierlog uses it. Thread-safe; a partition has a
-    single writer (its leader). ``tierlog.remote.metadata.PartitionMetadataStore`` implements
-    the rules (state transitions, queries) once for a store to build on."""
+    single writer (its leader). ``tierlog.remote.metadata.metadata.PartitionMetadataStore``
+    implements the rules (state transitions, queries) once for a store to build on."""
 
     def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Record a copy attempt (COPY_SEGMENT_STARTED); ValueError for another state."""

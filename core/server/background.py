@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.server.config import ServerConfig
 from tierlog.server.server import Server
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.errors import ConfigError
-from tierlog.manager_config import ManagerConfig
-from tierlog.server.coordinator_config import COORDINATOR_KEYS
+from tierlog.manager.manager_config import ManagerConfig
+from tierlog.server.coordinator.coordinator_config import COORDINATOR_KEYS
 from tierlog.server.request_memory import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 #: Kafka's default port, used when a listener names none.

@@ -9,7 +9,7 @@ response (Produce with acks=0); on a hot path it may instead return a
 touch sockets. Engine work that may block (fsyncs, segment rolls, reads from the tier, a lock
 another thread holds) runs through :meth:`BrokerServices.run_blocking`, never directly on the
 event loop; an append that can only write to the page cache may run inline
-(:mod:`tierlog.server.inline_appends`).
+(:mod:`tierlog.server.api.inline_appends`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
 _T = TypeVar("_T")
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from tierlog.errors import PartitionLimitError
 from tierlog.index.base import RESERVE_STEP_BYTES
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 
 if TYPE_CHECKING:
     from tierlog.server.services import Services

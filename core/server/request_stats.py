@@ -26,7 +26,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from tierlog.stats import Histogram, perf_ns
+from tierlog.common.stats import Histogram, perf_ns
 
 __all__ = ["RequestStats", "TopicCounts", "request_name"]
 

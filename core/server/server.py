@@ -4,8 +4,8 @@ Each connection is served as Kafka's muted channel serves it: one request decode
 and answered before the next is taken (so responses go out in request order), at most
 ``socket.request.max.bytes`` buffered per request (see
 :class:`~tierlog.server.connection.FramedConnection`: requests that arrived together are
-served without a trip through the event loop and answered in one write). A request that cannot be served (too
-large, an unknown API key or version, an undecodable body) is logged and its connection
+served without a trip through the event loop and answered in one write). A request that cannot be
+served (too large, an unknown API key or version, an undecodable body) is logged and its connection
 closed; nothing a client sends can stop the server. Blocking engine calls run on the worker
 pool of :class:`~tierlog.server.services.Services`.
 """
@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import itertools
 import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from tierlog.common.stats import perf_ns
 from tierlog.errors import BadRequestError
-from tierlog.manager import LogManager
+from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
-from tierlog.server import api_versions
+from tierlog.server.api import api_versions
 from tierlog.server.config import ServerConfig
 from tierlog.server.connection import FramedConnection
 from tierlog.server.context import RequestContext
@@ -40,7 +40,6 @@ from tierlog.server.framing import (
 from tierlog.server.registry import Registry
 from tierlog.server.request_memory import RequestMemory
 from tierlog.server.services import Services
-from tierlog.stats import perf_ns
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +64,22 @@ class _FileView:
 
 def install_handlers(registry: Registry, services: Services) -> Any:
     """Register every API this server answers: its own and the coordinators' (returned, to
-    be started and closed by the server; None when they are missing)."""
-    from tierlog.server import admin_configs, admin_topics, fetch, list_offsets, metadata, produce
+    be started and closed by the server)."""
+    from tierlog.server.api import (
+        admin_configs,
+        admin_topics,
+        fetch,
+        list_offsets,
+        metadata,
+        produce,
+    )
     metadata.install(registry, services)
     produce.install(registry, services)
     fetch.install(registry, services)
     list_offsets.install(registry, services)
     admin_topics.install(registry, services)
     admin_configs.install(registry, services)
-    try:
-        coordinators = importlib.import_module("tierlog.server.coordinators")
-    except ImportError:
-        log.warning("tierlog.server.coordinators is missing: consumer groups and "
-                    "transactions are not served")
-        return None
+    from tierlog.server.coordinator import coordinators
     return coordinators.install(registry, services)
 
 
@@ -104,8 +105,7 @@ class Server:
 
     @property
     def coordinators(self) -> Any:
-        """The group and transaction coordinators once started (None before, or when
-        tierlog.server.coordinators is missing)."""
+        """The group and transaction coordinators once started (None before)."""
         return getattr(self, "_coordinators", None)
 
     async def start(self) -> None:

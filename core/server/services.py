@@ -9,8 +9,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from tierlog.clock import system_time_ms
-from tierlog.manager import LogManager
+from tierlog.common.clock import system_time_ms
+from tierlog.manager.log_manager import LogManager
 from tierlog.server.config import ServerConfig
 from tierlog.server.request_stats import RequestStats
 

@@ -28,7 +28,7 @@ from tierlog.reader import (
     RemoteTopicReader,
 )
 from tierlog.remote.api import TopicIdPartition
-from tierlog.remote.options import (
+from tierlog.remote.tier.options import (
     SPARK_PREFIXES,
     backend_for_url,
     filesystem_kwargs,
@@ -199,7 +199,7 @@ class TierlogOptions:
                                        f"{', '.join(sorted(_KNOWN))}, storage.<name>")
         if "path" not in opts:
             raise ConfigError("path", "the URL of the remote tier is required")
-        # The writer's option names and checks (tierlog.remote.options), under storage.
+        # The writer's option names and checks (tierlog.remote.tier.options), under storage.
         storage = parse_options(backend_for_url(opts["path"]), raw_storage,
                                 prefix=STORAGE_PREFIXES[0])
         filesystem_kwargs(opts["path"], storage, prefix=STORAGE_PREFIXES[0])

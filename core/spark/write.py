@@ -12,7 +12,7 @@ snappy, lz4, zstd; Spark's Kafka sink spells it ``kafka.compression.type``, also
 ``checkpointLocation`` option), under which the tier records the last committed batch id.
 
 Tasks stage chunks; the driver's ``commit`` makes them visible, all at once per partition
-(tierlog.remote.backfill_commit); ``abort`` deletes the job's staging.
+(tierlog.remote.ops.backfill_commit); ``abort`` deletes the job's staging.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from tierlog.clock import system_time_ms
+from tierlog.common.clock import system_time_ms
 from tierlog.errors import ConfigError
-from tierlog.remote.backfill import (
+from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
     TaskCommitMessage,
     WriteOptions,
@@ -40,9 +40,14 @@ from tierlog.remote.backfill import (
     options_from,
     task_attempt_name,
 )
-from tierlog.remote.backfill_commit import BackfillCommitter, CommitResult
-from tierlog.remote.object_store import RemoteTier
-from tierlog.remote.options import backend_for_url, filesystem_kwargs, options_under, parse_options
+from tierlog.remote.ops.backfill_commit import BackfillCommitter, CommitResult
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.options import (
+    backend_for_url,
+    filesystem_kwargs,
+    options_under,
+    parse_options,
+)
 from tierlog.spark.options import STORAGE_PREFIXES
 
 log = logging.getLogger(__name__)

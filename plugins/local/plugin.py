@@ -11,12 +11,12 @@ from urllib.parse import urlsplit
 
 from fsspec.implementations.local import LocalFileSystem
 
-from tierlog.atomic import fsync_dir
+from tierlog.common.atomic import fsync_dir
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.api import RemoteStorageFactory
-from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
-from tierlog.remote.options import parse_options
+from tierlog.remote.tier.fsspec_storage import FsspecRemoteStorageManager
+from tierlog.remote.tier.options import parse_options
 
 NAME = "local"
 URL_KEY = "remote.storage.url"

@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tierlog.common.stats import Histogram
 from tierlog.remote.api import RemoteLogSegmentState
-from tierlog.stats import Histogram
 
 if TYPE_CHECKING:
-    from tierlog.log import Log
-    from tierlog.manager import LogManager
+    from tierlog.log.log import Log
+    from tierlog.manager.log_manager import LogManager
     from tierlog.remote.api import RemoteLogSegmentMetadata
-    from tierlog.remote.rlm import RemoteLogManager
+    from tierlog.remote.rlm.rlm import RemoteLogManager
     from tierlog.server.request_stats import RequestStats, TopicCounts
 
 __all__ = ["METRICS", "RETIRED_STATS", "SCOPE_TAGS", "Kind", "Metric", "Retired", "Scope",
@@ -102,7 +102,7 @@ class Scrape:
 
     def __init__(self, manager: LogManager, server: Any = None,
                  idle_internal: bool = False, retired: Retired | None = None) -> None:
-        from tierlog.server.internal_topics import is_internal
+        from tierlog.server.coordinator.internal_topics import is_internal
 
         self.manager = manager
         self.server = server
@@ -126,7 +126,7 @@ class Scrape:
         name = log_.directory.name
         if name not in self._remote:
             assert self.rlm is not None
-            from tierlog.remote.remote_reader import topic_id_partition
+            from tierlog.remote.rlm.remote_reader import topic_id_partition
             tip = topic_id_partition(log_)
             self._remote[name] = list(self.rlm.rlmm.list_remote_log_segments(tip))
         return self._remote[name]

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from tierlog.common.stats import QUANTILES, percentiles
 from tierlog.plugins.metrics import catalog, names
 from tierlog.plugins.metrics.catalog import METRICS, SCOPE_TAGS, Scrape
-from tierlog.stats import QUANTILES, percentiles
 
 if TYPE_CHECKING:
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
 __all__ = ["IsolatedCollector", "StorageCollector", "registry_for"]
 

@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from tierlog.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
 __all__ = ["ConsumerLagCollector"]
 

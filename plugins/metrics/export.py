@@ -17,7 +17,7 @@ from tierlog.plugins.metrics.collector import attributes, registry_for, sample_n
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
 __all__ = ["DEFAULT_HOST", "MetricsServer", "catalog_table", "prometheus_text", "serve_metrics",
            "table"]

@@ -3,8 +3,8 @@
 Registered through the ``tierlog`` entry point ``metrics``. Its event hooks count local segment
 deletions by reason (retention, truncation, log start offset, ...), which no engine counter
 splits that way, for :class:`EventCollector` (per topic and reason). The hooks only add to
-counters under a short lock; like every event hook they run after the log's lock is released, and a failure in them
-is logged and skipped by the engine's event delivery.
+counters under a short lock; like every event hook they run after the log's lock is released, and a
+failure in them is logged and skipped by the engine's event delivery.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tierlog.hookspecs import hookimpl
 from tierlog.plugins.metrics.names import export
 
 if TYPE_CHECKING:
-    from tierlog.manager import LogManager
+    from tierlog.manager.log_manager import LogManager
 
 __all__ = ["DELETED_BYTES", "DELETED_SEGMENTS", "EVENTS", "EventCollector", "EventCounts"]
 

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.api import RemoteStorageFactory
-from tierlog.remote.fsspec_storage import FsspecRemoteStorageManager
-from tierlog.remote.options import (
+from tierlog.remote.tier.fsspec_storage import FsspecRemoteStorageManager
+from tierlog.remote.tier.options import (
     MASK,
     OPTIONS_PREFIX,
     is_secret,
@@ -32,7 +32,7 @@ URL_KEY = "remote.storage.url"
 @dataclass(frozen=True, slots=True, repr=False)
 class S3Config:
     """The s3 remote storage's settings, from ``remote.storage.url`` (``s3://bucket/prefix``)
-    and the storage options (names and their translation: :mod:`tierlog.remote.options`).
+    and the storage options (names and their translation: :mod:`tierlog.remote.tier.options`).
     Credentials left unset come from the usual AWS sources (environment, shared
     config/``profile``, instance metadata). The repr masks secrets."""
 

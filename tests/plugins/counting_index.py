@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tierlog import filenames
+from tierlog.common import filenames
 from tierlog.hookspecs import hookimpl
 from tierlog.index import OffsetIndex
 

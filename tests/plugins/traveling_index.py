@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tierlog.atomic import atomic_write_bytes
+from tierlog.common.atomic import atomic_write_bytes
 from tierlog.errors import CorruptIndexError
 from tierlog.hookspecs import hookimpl
 

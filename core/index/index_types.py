@@ -1,0 +1,191 @@
+"""Segment index types, the contract: the protocol an index implementation follows, the
+built-in offset, time and transaction index types (registered by :mod:`tierlog.index.plugin`),
+and :func:`resolve_index_types`, the one place a log's index types are chosen from the registry.
+
+Every segment opens its indexes through the registry entries: the three roles (``offset``,
+``time``, ``transaction``) by name, so a plugin registering one of those names replaces the
+built-in (it must produce a subclass of the built-in's class, under the same file suffix); any
+other name is an extra index, opened per segment, fed every appended batch, rebuilt on recovery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from tierlog.common import filenames
+from tierlog.errors import PluginError
+
+if TYPE_CHECKING:
+    from tierlog.config import LogConfig
+    from tierlog.records.batch import RecordBatch
+from tierlog.index.offset_index import OffsetIndex
+from tierlog.index.time_index import TimeIndex
+from tierlog.index.transaction_index import TransactionIndex
+
+
+@runtime_checkable
+class SegmentIndex(Protocol):
+    """One segment's instance of an index type. Not thread-safe: the Log serialises writers."""
+
+    path: Path
+
+    def on_append(self, batch: RecordBatch, base_offset: int, position: int) -> None:
+        """Feed one batch just written at ``position``; its first offset is ``base_offset``
+        (``batch.base_offset`` may still hold the producer's value). Every batch a segment
+        gets comes through here: the Log's appends, the cleaner's output, recovery."""
+
+    def reset(self) -> None:
+        """Forget every entry: recovery is about to feed every batch again."""
+
+    def lookup(self, key: Any) -> Any:
+        """Answer a query; what ``key`` and the answer are is up to the index type."""
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop what refers to offsets >= ``offset``."""
+
+    def sanity_check(self) -> None:
+        """Raise ``CorruptIndexError`` if the file is damaged (it is then rebuilt)."""
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def delete_if_exists(self) -> bool: ...
+
+    def rename_to(self, path: Path) -> None:
+        """Move the file (if written yet) to ``path`` and follow it: called with the
+        segment's other files (``LogSegment.change_file_suffixes``) by the cleaner's swap
+        and by deletion, so the index must be complete on disk under the new name."""
+
+
+@runtime_checkable
+class SegmentIndexType(Protocol):
+    """An index implementation: its name, file suffix, and how to open it for a segment.
+    The four facts are read-only (class attributes or a frozen dataclass's fields do)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def suffix(self) -> str: ...
+
+    @property
+    def uploaded_to_remote(self) -> bool: ...
+
+    @property
+    def builtin(self) -> bool: ...
+
+    def enabled_for(self, config: LogConfig) -> bool:
+        """Whether segments of a log with this LogConfig carry this index."""
+
+    def open(self, path: Path, base_offset: int, config: LogConfig) -> SegmentIndex:
+        """Open (or create) the index file of the segment at ``base_offset``."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinIndexType:
+    """A built-in index (offset, time, transaction): which file it is, whether it travels to
+    the remote tier, and the class ``open`` instantiates, ``index_class(path, base_offset,
+    max_index_size)`` (the transaction index takes no size)."""
+
+    name: str
+    suffix: str
+    index_class: type
+    uploaded_to_remote: bool = True
+    builtin: bool = True
+
+    def enabled_for(self, config: LogConfig) -> bool:
+        return True
+
+    def open(self, path: Path, base_offset: int, config: LogConfig, *,
+             max_index_size: int | None = None) -> Any:
+        """The segment's index of this role; ``max_index_size`` defaults to the log's
+        ``segment.index.bytes``."""
+        if self.index_class is TransactionIndex:
+            return TransactionIndex(path, base_offset)
+        if max_index_size is None:
+            max_index_size = config["segment.index.bytes"]
+        return self.index_class(path, base_offset, max_index_size)
+
+
+OFFSET_INDEX = BuiltinIndexType("offset", filenames.INDEX_SUFFIX, OffsetIndex)
+TIME_INDEX = BuiltinIndexType("time", filenames.TIME_INDEX_SUFFIX, TimeIndex)
+TRANSACTION_INDEX = BuiltinIndexType("transaction", filenames.TXN_INDEX_SUFFIX, TransactionIndex)
+#: The roles every segment has, by registry name: the built-in type of each.
+BUILTIN_INDEX_TYPES: Mapping[str, BuiltinIndexType] = {
+    t.name: t for t in (OFFSET_INDEX, TIME_INDEX, TRANSACTION_INDEX)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentIndexTypes:
+    """The index types a log's segments are opened with, resolved from the registry.
+
+    ``offset``, ``time`` and ``transaction`` fill the three roles (the built-ins unless a
+    plugin replaced one); ``extras`` are the other enabled types, in registration order.
+    """
+
+    offset: SegmentIndexType = OFFSET_INDEX
+    time: SegmentIndexType = TIME_INDEX
+    transaction: SegmentIndexType = TRANSACTION_INDEX
+    extras: tuple[SegmentIndexType, ...] = ()
+
+    @property
+    def replaced(self) -> bool:
+        """True when a plugin fills one of the roles: then no hot path may write the
+        built-in index maps directly (the Log does not arm the plain appender)."""
+        return (self.offset is not OFFSET_INDEX or self.time is not TIME_INDEX
+                or self.transaction is not TRANSACTION_INDEX)
+
+    @property
+    def all(self) -> tuple[SegmentIndexType, ...]:
+        """Every type, roles first: the files a segment has besides its ``.log``."""
+        return (self.offset, self.time, self.transaction, *self.extras)
+
+    def open_role(self, name: str, path: Path, base_offset: int, config: LogConfig,
+                  max_index_size: int) -> Any:
+        """Open the index of role ``name`` and check it can serve that role: an instance of
+        the built-in's class (PluginError naming the type otherwise)."""
+        index_type = getattr(self, name)
+        builtin = BUILTIN_INDEX_TYPES[name]
+        if index_type is builtin:
+            return builtin.open(path, base_offset, config, max_index_size=max_index_size)
+        index = index_type.open(path, base_offset, config, max_index_size=max_index_size)
+        if not isinstance(index, builtin.index_class):
+            with contextlib.suppress(Exception):
+                index.close()
+            raise PluginError(
+                f"index type {name!r} ({type(index_type).__name__}) opened "
+                f"{type(index).__name__} for {path}, which is not a "
+                f"{builtin.index_class.__name__}: a replacement of a built-in index must "
+                f"subclass it"
+            )
+        return index
+
+
+DEFAULT_INDEX_TYPES = SegmentIndexTypes()
+
+
+def resolve_index_types(registry: Mapping[str, SegmentIndexType], config: LogConfig
+                        ) -> SegmentIndexTypes:
+    """The index types of a log with ``config``: each role from the registry entry of its name
+    (the latest registration wins, so a plugin can replace a built-in), every other registered
+    type that is ``enabled_for(config)`` as an extra. PluginError when a role's replacement
+    changes the file suffix (the file names are Kafka's)."""
+    roles: dict[str, SegmentIndexType] = {}
+    for name, builtin in BUILTIN_INDEX_TYPES.items():
+        index_type = registry.get(name, builtin)
+        if index_type.suffix != builtin.suffix:
+            raise PluginError(
+                f"index type {name!r} ({type(index_type).__name__}) has suffix "
+                f"{index_type.suffix!r}; a replacement of the built-in {name} index must keep "
+                f"{builtin.suffix!r}"
+            )
+        roles[name] = index_type
+    extras = tuple(t for name, t in registry.items()
+                   if name not in BUILTIN_INDEX_TYPES and t.enabled_for(config))
+    return SegmentIndexTypes(roles["offset"], roles["time"], roles["transaction"], extras)

@@ -1,0 +1,230 @@
+"""ManagerRemote: what a LogManager owns of the remote tier.
+
+The RemoteLogManager (built on first need, when a topic enables ``remote.storage.enable``),
+the partitions the tier could not be attached to (each left with an UnavailableRemote that
+reports why) and their retries, and the tiering and tail-publishing work the manager's
+scheduler submits. The LogManager owns the logs and their lifecycle; this part only attaches
+the tier to them and runs the tier's work over them, so a slow or failing tier stays here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from tierlog.config import LONG_MAX
+from tierlog.errors import CopyLagExceededError, RemoteStorageError
+from tierlog.log.log import Log
+from tierlog.manager.manager_config import ManagerConfig
+from tierlog.plugin_manager import PluginHost
+from tierlog.remote.rlm.factory import build_remote_log_manager
+from tierlog.remote.rlm.remote_reader import topic_id_partition
+from tierlog.remote.rlm.rlm import Progress, RemoteLogManager, TierResult
+from tierlog.remote.rlm.unavailable import UnavailableRemote
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+#: What a remote tier raises when it is unreachable or holds a corrupt object.
+REMOTE_FAILURES = (RemoteStorageError, OSError)
+#: At most one copy-lag warning per partition per this many milliseconds.
+COPY_LAG_WARNING_INTERVAL_MS = 60_000
+
+
+class ManagerRemote:
+    """The remote tier of one LogManager's logs. ``logs()`` returns the manager's open logs
+    by topic-partition (read, never changed here). Thread-safe: building the
+    RemoteLogManager holds a lock, and attaches run outside the manager's lock."""
+
+    def __init__(self, config: ManagerConfig, plugins: PluginHost, state_dir: Path,
+                 time_ms: Callable[[], int],
+                 logs: Callable[[], Mapping[TopicPartition, Log]]) -> None:
+        self._config = config
+        self._plugins = plugins
+        self._state_dir = state_dir
+        self._time_ms = time_ms
+        self._logs = logs
+        #: Tiering, once a topic enables remote.storage.enable (None until then).
+        self.rlm: RemoteLogManager | None = None
+        #: Tiered partitions whose remote tier could not be attached, and why.
+        self._unavailable: dict[TopicPartition, UnavailableRemote] = {}
+        self._build_lock = threading.Lock()
+        #: The scheduler's retries of unavailable partitions run here: attaching reads the
+        #: tier, which must never hold up the scheduler's flush and checkpoint tasks.
+        self._reattach_pool = ThreadPoolExecutor(1, thread_name_prefix="tierlog-reattach")
+        self._reattach: Future[list[Log]] | None = None
+        #: remote.log.copy.lag.max.bytes, and when each partition's lag was last warned of.
+        self._copy_lag_max = config["remote.log.copy.lag.max.bytes"]
+        self._lag_warned: dict[TopicPartition, int] = {}
+
+    def manager(self) -> RemoteLogManager:
+        """The RemoteLogManager, built on first call (a ConfigError there is every tiered
+        partition's, so callers check it before changing anything)."""
+        with self._build_lock:
+            if self.rlm is None:
+                self.rlm = build_remote_log_manager(
+                    self._config, self._plugins.registries, self._state_dir, self._time_ms,
+                    self._plugins.events)
+            return self.rlm
+
+    # -- attaching -------------------------------------------------------------------
+
+    def attach(self, logs: Iterable[Log], *, isolate: bool = True) -> None:
+        """Attach the remote tier to every tiered log among ``logs``. With ``isolate``, a
+        partition whose attach fails on the tier (a corrupt or unreadable object) is logged
+        and left with an UnavailableRemote that reports the failure, and the others attach;
+        without it the failure is raised."""
+        tiered = [lg for lg in logs if lg.remote_storage_enabled]
+        if not tiered:
+            return
+        try:
+            rlm = self.manager()
+        except REMOTE_FAILURES as exc:
+            if not isolate:
+                raise
+            for partition_log in tiered:
+                self._mark_unavailable(partition_log, exc)
+            return
+        for partition_log in tiered:
+            try:
+                rlm.attach(partition_log)
+            except REMOTE_FAILURES as exc:
+                if not isolate:
+                    raise
+                self._mark_unavailable(partition_log, exc)
+            else:
+                self.forget((partition_log.topic, partition_log.partition))
+
+    def _mark_unavailable(self, partition_log: Log, exc: BaseException) -> None:
+        name = partition_log.directory.name
+        log.error("%s: remote tier unavailable, the partition opens without it (remote reads "
+                  "and tiering report this): %s", name, exc)
+        unavailable = UnavailableRemote(name, exc)
+        partition_log.attach_remote(unavailable, partition_log.highest_offset_in_remote)
+        self._unavailable[(partition_log.topic, partition_log.partition)] = unavailable
+
+    def forget(self, tp: TopicPartition) -> None:
+        """Drop what is known of a partition being closed or reopened."""
+        self._unavailable.pop(tp, None)
+
+    def unavailable_error(self, tp: TopicPartition) -> RemoteStorageError | None:
+        """Why the partition's remote tier is unavailable (None when attached or not tiered)."""
+        unavailable = self._unavailable.get(tp)
+        return None if unavailable is None else unavailable.error()
+
+    def retry_unavailable(self) -> list[Log]:
+        """Attach again the partitions the remote tier was unavailable to (the failure may
+        have passed); returns them (those still failing keep their UnavailableRemote)."""
+        logs = self._logs()
+        retried = [lg for tp in list(self._unavailable)
+                   if (lg := logs.get(tp)) is not None and not lg.closed]
+        self.attach(retried)  # no lock held: attaching reads the tier
+        return retried
+
+    # -- the tier's work -------------------------------------------------------------
+
+    def tiered_logs(self) -> list[Log]:
+        """The open logs with the remote tier attached (not those it is unavailable to)."""
+        return [lg for lg in self._logs().values() if lg.remote is not None and not lg.closed
+                and not isinstance(lg.remote, UnavailableRemote)]
+
+    def copy_candidates(self) -> int:
+        """How many closed segments are ready to be copied to the remote tier now."""
+        rlm = self.rlm
+        return 0 if rlm is None else sum(len(rlm.copy_candidates(lg)) for lg in self.tiered_logs())
+
+    def update_copy_lag(self) -> dict[str, int]:
+        """Measure each tiered log's local bytes not yet copied to the tier; refuse client
+        appends (CopyLagExceededError) of a log over ``remote.log.copy.lag.max.bytes``,
+        accept them again below it, and warn (at most once a minute per partition) of a lag
+        that grows while its tiering fails or is over the limit. Returns the lags by
+        directory name. Run by the scheduler's tiering and tail tasks."""
+        rlm = self.rlm
+        if rlm is None:
+            return {}
+        now = self._time_ms()
+        lags = {}
+        for partition_log in self.tiered_logs():
+            lag = rlm.copy_lag_bytes(partition_log)
+            name = partition_log.directory.name
+            lags[name] = lag
+            over = lag > self._copy_lag_max
+            failing = rlm.retries.attempts(topic_id_partition(partition_log)) > 0
+            if over != (partition_log.copy_lag_error is not None):
+                partition_log.set_copy_lag_error(CopyLagExceededError(
+                    f"{name}: {lag} local bytes not yet copied to the remote tier exceed "
+                    f"remote.log.copy.lag.max.bytes={self._copy_lag_max}; appends are "
+                    f"refused until tiering catches up (retriable)") if over else None)
+            tp = (partition_log.topic, partition_log.partition)
+            if (over or failing) and lag > 0:
+                if now - self._lag_warned.get(tp, -COPY_LAG_WARNING_INTERVAL_MS) \
+                        >= COPY_LAG_WARNING_INTERVAL_MS:
+                    self._lag_warned[tp] = now
+                    log.warning("%s: %d local bytes not yet copied to the remote tier (%s)",
+                                name, lag, "appends refused: over remote.log.copy.lag.max."
+                                f"bytes={self._copy_lag_max}" if over
+                                else "its tiering is failing; local data grows")
+            else:
+                self._lag_warned.pop(tp, None)
+        return lags
+
+    def tier_now(self, progress: Progress | None = None) -> dict[str, TierResult]:
+        """One tiering run over every tiered log, on the caller's thread; a partition the
+        tier is still unavailable to reports why."""
+        unavailable = self.retry_unavailable()
+        rlm = self.rlm
+        results = {} if rlm is None else rlm.tier(self.tiered_logs(), progress)
+        self.update_copy_lag()
+        for partition_log in unavailable:
+            if isinstance(partition_log.remote, UnavailableRemote):
+                results[partition_log.directory.name] = TierResult(
+                    errors=[str(partition_log.remote.error())])
+        return results
+
+    def submit_tiering(self) -> None:
+        """The scheduler's tiering task: it only submits each tiered log's run to the
+        RemoteLogManager's own threads (skipping one whose last run is still going), so a
+        slow or hung remote tier never holds up the flush, retention and checkpoint tasks."""
+        if self._unavailable and (self._reattach is None or self._reattach.done()):
+            self._reattach = self._reattach_pool.submit(self.retry_unavailable)
+        if self.rlm is not None:
+            self.update_copy_lag()
+            self.rlm.submit_tiering(self.tiered_logs())
+
+    def submit_due_tails(self) -> None:
+        """The scheduler's tail task: it only looks which tiered logs are due for tail
+        publishing (``remote.log.tail.ms``; no request) and submits their publishes to the
+        publisher's own threads."""
+        if self.rlm is not None and self._copy_lag_max < LONG_MAX:
+            self.update_copy_lag()  # no request: the limit follows the disk closely
+        if self.rlm is not None and self.rlm.tail is not None:
+            self.rlm.tail.submit_due(self.tiered_logs())
+
+    def publish_tail_now(self) -> dict[str, bool]:
+        """Publish the tail of every tiered log whose topic has ``remote.log.tail.ms`` >= 0
+        now, on the caller's thread; returns, by directory name, whether its tail manifest
+        was replaced."""
+        rlm = self.rlm
+        if rlm is None or rlm.tail is None:
+            return {}
+        return {lg.directory.name: rlm.tail.publish(lg) for lg in self.tiered_logs()
+                if lg.config["remote.log.tail.ms"] >= 0}
+
+    def await_tail_publishing(self, timeout_s: float | None = None) -> bool:
+        """Wait until the tail publishes submitted so far have finished; False on timeout."""
+        rlm = self.rlm
+        return True if rlm is None or rlm.tail is None else rlm.tail.await_publishing(timeout_s)
+
+    def delete_partition(self, partition_log: Log) -> None:
+        """Delete the partition's remote data, if it has any."""
+        if partition_log.remote is not None and self.rlm is not None:
+            self.rlm.delete_partition(partition_log)
+
+    def close(self) -> None:
+        """Stop the retries, then the remote work (waiting a bounded time for a hung upload)."""
+        self._reattach_pool.shutdown(wait=False, cancel_futures=True)
+        if self.rlm is not None:
+            self.rlm.close()

@@ -1,0 +1,3 @@
+"""Idempotent and transactional producer state (Kafka's ProducerStateManager):
+one append's validation, the producer map, and its .snapshot files.
+"""

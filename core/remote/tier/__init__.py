@@ -1,0 +1,3 @@
+"""The remote tier's objects: their layout and names, fsspec I/O, manifests,
+storage options, ownership and topic ids kept in the tier.
+"""

@@ -1,0 +1,318 @@
+"""The remote tier as tierlog uses it: an fsspec filesystem under a root path, with object
+reads and writes, one table translating vendor errors, request counters and atomic publication.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
+
+import fsspec
+
+from tierlog.errors import CorruptRecordError, RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.remote.tier.layout import PARTIAL_SUFFIX
+
+log = logging.getLogger(__name__)
+
+#: Vendor errors -> tierlog errors, first match wins. s3fs has already turned S3 error codes
+#: into builtins ("NoSuchKey" -> FileNotFoundError, "AccessDenied" -> PermissionError, ...);
+#: anything else a filesystem raises (botocore connection errors, aiohttp errors) is a
+#: storage failure too.
+_ERROR_TABLE: tuple[tuple[type[BaseException], type[RemoteStorageError], str], ...] = (
+    (FileNotFoundError, RemoteResourceNotFoundError, "not found"),
+    (PermissionError, RemoteStorageError, "permission denied"),
+    (TimeoutError, RemoteStorageError, "timed out"),
+    (Exception, RemoteStorageError, "failed"),
+)
+
+REQUEST_KINDS = ("puts", "gets", "heads", "deletes", "lists")
+
+
+@contextlib.contextmanager
+def translate_errors(operation: str, path: str) -> Iterator[None]:
+    """Re-raise what a filesystem call raises as RemoteStorageError (or its subclass
+    RemoteResourceNotFoundError), naming the operation and the object."""
+    try:
+        yield
+    except RemoteStorageError:
+        raise
+    except Exception as e:
+        for source, target, what in _ERROR_TABLE:
+            if isinstance(e, source):
+                raise target(f"{operation} {path}: {what}: {type(e).__name__}: {e}") from e
+        raise  # unreachable: the last row matches every Exception
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return "file" in protocols or "local" in protocols
+
+
+class RequestStats:
+    """How many object requests a tier issued, by kind, and the bytes its GETs returned: the
+    one request counter of the writer (``rsm.stats``) and the tier reader (``reader.stats``,
+    also named ``tierlog.reader.ReadStats``). One filesystem call counts as one request,
+    although a multipart upload is several HTTP requests. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(REQUEST_KINDS, 0)
+        self._bytes = 0
+
+    def record(self, kind: str, count: int = 1) -> None:
+        """Count ``count`` requests of ``kind`` (one of REQUEST_KINDS)."""
+        with self._lock:
+            self._counts[kind] += count
+
+    def record_bytes(self, size: int) -> None:
+        """Count ``size`` bytes returned by a GET."""
+        with self._lock:
+            self._bytes += size
+
+    @property
+    def gets(self) -> int:
+        return self._counts["gets"]
+
+    @property
+    def lists(self) -> int:
+        return self._counts["lists"]
+
+    @property
+    def bytes(self) -> int:
+        """Bytes every GET returned (metadata, indexes, snapshots and ``.log`` ranges)."""
+        return self._bytes
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters, e.g. ``{"puts": 7, "gets": 1, "heads": 7, "deletes": 0,
+        "lists": 0, "bytes": 512}``."""
+        with self._lock:
+            return {**self._counts, "bytes": self._bytes}
+
+    @property
+    def total(self) -> int:
+        """Requests of every kind."""
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts = dict.fromkeys(REQUEST_KINDS, 0)
+            self._bytes = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.snapshot()})"
+
+
+class RemoteTier:
+    """Objects under ``root`` on an fsspec filesystem.
+
+    Publication is atomic: on an object store one PUT (or a completed multipart upload) is; on
+    a local or NFS directory (protocol "file", or ``rename_on_publish=True``) each object is
+    written to ``<name>.partial`` and renamed, so a crash never leaves a complete-looking short
+    object. Every write is verified: the stored size must be the size written (one ``info``,
+    counted as a head), else RemoteStorageError names the object, before it is renamed into
+    place and before the caller commits any metadata for it. Durability (fsync) is the filesystem's
+    job: the local plugin's filesystem does it. ``put_options``/``get_options`` are passed to
+    ``fs.put_file``/``fs.pipe_file`` and ``fs.cat_file`` (e.g. s3fs ``chunksize``,
+    ``max_concurrency``). Requests are counted in ``stats`` (a RequestStats of its own unless one is
+    shared, as a reader's splits share theirs). With ``ranged_reads`` a whole-object read is sent as
+    the range ``bytes=0-``, so that object stores answer it with one GET and no HEAD (the reader's
+    choice). Thread-safe when the filesystem is (local and s3fs are).
+    """
+
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        *,
+        put_options: Mapping[str, Any] | None = None,
+        get_options: Mapping[str, Any] | None = None,
+        rename_on_publish: bool | None = None,
+        stats: RequestStats | None = None,
+        ranged_reads: bool = False,
+    ) -> None:
+        self.fs = fs
+        self.root = str(fs._strip_protocol(root)).rstrip("/")
+        if not self.root:
+            raise ValueError(f"remote tier root {root!r} is empty")
+        self.put_options = dict(put_options or {})
+        self.get_options = dict(get_options or {})
+        self.rename_on_publish = _is_local(fs) if rename_on_publish is None else rename_on_publish
+        self.stats = stats if stats is not None else RequestStats()
+        self.ranged_reads = ranged_reads
+
+    def __repr__(self) -> str:
+        return f"RemoteTier({type(self.fs).__name__}, root={self.root!r})"
+
+    def path(self, *parts: str) -> str:
+        """The full path of ``root/part/...`` (a part may be a ``tierlog.remote.tier.layout`` key)."""
+        return "/".join((self.root, *parts))
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def put_file(self, local_path: str | os.PathLike[str], path: str) -> None:
+        """Upload a local file (streamed by the filesystem, not read into memory here)."""
+        size = os.path.getsize(local_path)
+        with translate_errors("upload to", path):
+            self.stats.record("puts")
+            self._publish(path, size, lambda target: self.fs.put_file(
+                os.fspath(local_path), target, **self.put_options))
+
+    def put_bytes(self, data: bytes, path: str) -> None:
+        with translate_errors("write", path):
+            self.stats.record("puts")
+            self._publish(path, len(data), lambda target: self.fs.pipe_file(
+                target, bytes(data), **self.put_options))
+
+    def _publish(self, path: str, size: int, write: Any) -> None:
+        """``write(target)``, check the stored size, and (renaming) move it to ``path``: the one
+        place objects are published."""
+        if not self.rename_on_publish:
+            write(path)
+            self._verify_size(path, path, size)
+            return
+        partial = path + PARTIAL_SUFFIX
+        self.fs.makedirs(self.fs._parent(path), exist_ok=True)
+        try:
+            write(partial)
+            self._verify_size(partial, path, size)
+            self.fs.mv(partial, path)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.fs.rm_file(partial)
+            raise
+
+    def _verify_size(self, target: str, path: str, size: int) -> None:
+        """RemoteStorageError (naming ``path``) unless ``target`` holds exactly ``size`` bytes: a
+        filesystem that silently wrote part of an object must not get it committed."""
+        stored = self._stored_size(target)
+        if stored != size:
+            raise RemoteStorageError(
+                f"upload to {path}: the tier holds {stored} of its {size} bytes (a short write);"
+                f" not published"
+            )
+
+    def delete(self, path: str) -> None:
+        """Remove an object; one that does not exist is not an error."""
+        with translate_errors("delete", path):
+            self.stats.record("deletes")
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(path)
+            if self.rename_on_publish:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm_file(path + PARTIAL_SUFFIX)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get_bytes(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        """The object's bytes ``[start, end)`` (Python slice bounds; None = its edge), in one
+        request. RemoteResourceNotFoundError when the object does not exist."""
+        if start is None and self.ranged_reads:
+            start = 0
+        with translate_errors("read", path):
+            self.stats.record("gets")
+            if start is None and end is None:
+                data = self.fs.cat_file(path, **self.get_options)
+            else:
+                data = self.fs.cat_file(path, start=start, end=end, **self.get_options)
+        self.stats.record_bytes(len(data))
+        return bytes(data)
+
+    def get_range(self, path: str, start: int, end: int | None, expected_size: int) -> bytes:
+        """The bytes ``[start, end)`` (``end`` None or past ``expected_size``: to it) of an
+        object whose metadata says it holds ``expected_size`` bytes, in one request. Fewer
+        bytes than that range (a cut object, a range starting at or past its real end included,
+        which object stores refuse as not satisfiable) raise :func:`cut_short_error` with the size
+        the object really has (one HEAD); the caller names the object (``BatchOrigin.locate``)."""
+        stop = expected_size if end is None else min(end, expected_size)
+        wanted = stop - start
+        if wanted <= 0:
+            return b""
+        try:
+            data = self.get_bytes(path, start, stop)
+        except RemoteStorageError as e:
+            if not _range_not_satisfiable(e.__cause__):
+                raise
+            found = self.size(path)
+            if found > start:  # the object reaches the range: not the cut it looked like
+                raise
+            raise cut_short_error(start, start + wanted, 0, expected_size, found) from e
+        if len(data) < wanted:
+            raise cut_short_error(start, start + wanted, len(data), expected_size,
+                                  self.size(path))
+        return data
+
+    def size(self, path: str) -> int:
+        """The object's size in bytes, by one HEAD; RemoteResourceNotFoundError when it does
+        not exist."""
+        with translate_errors("stat", path):
+            return self._stored_size(path)
+
+    def _stored_size(self, path: str) -> int:
+        self.stats.record("heads")
+        self.fs.invalidate_cache(path)
+        return int(self.fs.info(path).get("size") or 0)
+
+    def list_names(self, directory: str, *, dirs: bool = False) -> list[str]:
+        """Sorted base names of the files (or, with ``dirs``, subdirectories) in ``directory``;
+        empty when it does not exist. Bypasses the filesystem's listing cache."""
+        return [entry.name for entry in self.list_entries(directory, dirs=dirs)]
+
+    def list_entries(self, directory: str, *, dirs: bool = False) -> list[ObjectEntry]:
+        """:meth:`list_names` with each object's size and modification time, from the same
+        one LIST (sorted by name; ``.partial`` objects left out)."""
+        with translate_errors("list", directory):
+            self.stats.record("lists")
+            self.fs.invalidate_cache(directory)
+            try:
+                entries = self.fs.ls(directory, detail=True)
+            except FileNotFoundError:
+                return []
+        wanted = "directory" if dirs else "file"
+        found = (ObjectEntry(str(e["name"]).rstrip("/").rsplit("/", 1)[-1],
+                             int(e.get("size") or 0), modified_ms(e))
+                 for e in entries if e.get("type") == wanted)
+        return sorted((f for f in found if f.name and not f.name.endswith(PARTIAL_SUFFIX)),
+                      key=lambda f: f.name)
+
+
+def cut_short_error(start: int, end: int, got: int, expected: int, found: int
+                    ) -> CorruptRecordError:
+    """The one error of a ranged read of a ``.log`` object that came back short: the range,
+    what it returned, the size the metadata records and the size found (check "size")."""
+    return CorruptRecordError(
+        f"a read of bytes [{start}, {end}) returned {got}: the object is cut short; expected "
+        f"{expected} bytes (its metadata), found {found}", check="size")
+
+
+def _range_not_satisfiable(error: BaseException | None) -> bool:
+    """Whether a read failed because its range starts at or past the object's end (HTTP 416,
+    which s3fs raises as ``OSError(EINVAL, "The requested range is not satisfiable")``)."""
+    return isinstance(error, OSError) and (error.errno == errno.EINVAL
+                                           or "not satisfiable" in str(error))
+
+
+class ObjectEntry(NamedTuple):
+    """One object of a listing: base name, size in bytes, modification time (epoch ms, None
+    when the filesystem gives none)."""
+
+    name: str
+    size: int
+    modified_ms: int | None
+
+
+def modified_ms(info: Mapping[str, Any]) -> int | None:
+    """An fsspec info/listing entry's modification time in epoch ms (local ``mtime``
+    seconds, S3 ``LastModified`` datetimes), None when it has none: the one reading of it."""
+    value = info.get("mtime", info.get("LastModified", info.get("last_modified")))
+    if value is None:
+        return None
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp() * 1000)
+    return int(float(value) * 1000)

@@ -1,0 +1,3 @@
+"""The Kafka APIs this server answers, one module per API family:
+produce, fetch, list offsets, metadata, admin, versions, groups, txns.
+"""

@@ -1,0 +1,184 @@
+"""Fetch: reads up to the high watermark (read_uncommitted) or the last stable offset with
+the aborted transactions of the range (read_committed), long-polls until ``min.bytes`` are
+there or ``max.wait.ms`` passes (woken by appends), keeps incremental fetch sessions, and
+sends local record data with sendfile (a SplicedResponse); remote-tier reads go through
+``Log.read`` on the worker pool and travel as bytes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import Records as KioRecords
+
+from tierlog.errors import (
+    FetchSessionError,
+    RemoteFetchQuotaExceededError,
+    RemoteFetchTimeoutError,
+    RemoteReaderBusyError,
+)
+from tierlog.log.fetch_info import FetchDataInfo
+from tierlog.manager.log_manager import LogManager
+from tierlog.records.file_records import FileSlice, Records
+from tierlog.server.api.fetch_sessions import (
+    FetchContext,
+    FetchSessionCache,
+    TopicPartition,
+    must_answer,
+)
+from tierlog.server.context import RequestContext
+from tierlog.server.error_codes import error_code_for
+from tierlog.server.framing import SplicedResponse, by_topic, make, nested, new_marker
+from tierlog.server.registry import Registry
+from tierlog.server.services import Services
+
+log = logging.getLogger(__name__)
+
+API_KEY = 1
+MIN_VERSION, MAX_VERSION = 4, 12
+ISOLATION = {0: "read_uncommitted", 1: "read_committed"}
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    """One partition's read: its data or error and the offsets the response reports."""
+
+    tp: TopicPartition
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    data: FetchDataInfo | None = None
+
+    @property
+    def size(self) -> int:
+        return 0 if self.data is None else self.data.size_in_bytes
+
+
+#: Remote reads that may succeed on the next fetch, answered as an empty partition.
+_REMOTE_NOT_NOW = (RemoteFetchTimeoutError, RemoteReaderBusyError, RemoteFetchQuotaExceededError)
+
+
+def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
+                    max_bytes: int) -> list[PartitionRead]:
+    """Read every partition of the fetch (on a worker thread) within the response's byte
+    budget: the first partition with data may exceed it by one batch (as Kafka's
+    min-one-message rule), the others read what is left."""
+    reads: list[PartitionRead] = []
+    remaining = max_bytes
+    for tp, state in ctx.partitions:
+        try:
+            partition_log = manager.log(*tp)
+            high_watermark = partition_log.high_watermark
+            lso = partition_log.last_stable_offset
+            start = partition_log.log_start_offset
+            limit = min(state.max_bytes, max(remaining, 0))
+            first = remaining == max_bytes
+            if limit <= 0 and not first:
+                data = FetchDataInfo.empty(state.fetch_offset, high_watermark, isolation)
+            else:
+                try:
+                    data = partition_log.read(state.fetch_offset, max(limit, 1),
+                                              isolation=isolation, min_one_message=first)
+                except _REMOTE_NOT_NOW:
+                    # As Kafka answers a remote read that timed out (remote.fetch.max.wait.ms)
+                    # or is over the fetch quota: no data and no error; the client fetches again.
+                    data = FetchDataInfo.empty(state.fetch_offset, high_watermark, isolation)
+        except Exception as exc:  # noqa: BLE001 - an item's own error code
+            reads.append(PartitionRead(tp, error_code_for(exc)))
+            continue
+        read = PartitionRead(tp, ErrorCode.none, high_watermark, lso, start, data)
+        remaining -= read.size
+        reads.append(read)
+    return reads
+
+
+def _records_field(data: FetchDataInfo | None,
+                   slices: dict[bytes, Records]) -> KioRecords:
+    if data is None or data.size_in_bytes == 0:
+        return KioRecords(b"")
+    records = data.data
+    if isinstance(records, FileSlice):
+        marker = new_marker()
+        slices[bytes(marker)] = records
+        return marker
+    return KioRecords(records.to_bytes())
+
+
+def build_response(response_type: type[Any], ctx: FetchContext, reads: list[PartitionRead],
+                   error: ErrorCode = ErrorCode.none) -> SplicedResponse:
+    """The FetchResponse of ``reads`` (an incremental session leaves out what is unchanged)."""
+    topic_t, part_t, aborted_t = (nested(response_type, "FetchableTopicResponse"),
+                                  nested(response_type, "PartitionData"),
+                                  nested(response_type, "AbortedTransaction"))
+    states = dict(ctx.partitions)
+    slices: dict[bytes, Records] = {}
+    partitions: list[tuple[str, Any]] = []
+    for read in reads:
+        has_error = read.error != ErrorCode.none
+        state = states.get(read.tp)
+        if ctx.session is not None and state is not None:
+            answer = must_answer(state, read.high_watermark, read.last_stable_offset,
+                                 read.log_start_offset, read.size > 0, has_error)
+            if ctx.incremental and not answer:
+                continue
+        aborted = None
+        if read.data is not None and read.data.aborted_transactions is not None:
+            aborted = tuple(make(aborted_t, producer_id=t.producer_id,
+                                 first_offset=t.first_offset)
+                            for t in read.data.aborted_transactions)
+        part = make(part_t, partition_index=read.tp[1], error_code=read.error,
+                    high_watermark=read.high_watermark,
+                    last_stable_offset=read.last_stable_offset,
+                    log_start_offset=read.log_start_offset, aborted_transactions=aborted,
+                    preferred_read_replica=-1, records=_records_field(read.data, slices))
+        partitions.append((read.tp[0], part))
+    response = make(response_type, throttle_time=datetime.timedelta(0), error_code=error,
+                    session_id=ctx.session_id,
+                    responses=by_topic(topic_t, "topic", partitions))
+    return SplicedResponse(response, slices)
+
+
+def install(registry: Registry, services: Services) -> None:
+    manager = services.manager
+    sessions = FetchSessionCache()
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        isolation = ISOLATION.get(int(getattr(request, "isolation_level", 0)),
+                                  "read_uncommitted")
+        wanted = [((t.topic, p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
+                  for t in request.topics for p in t.partitions]
+        forgotten = [(t.topic, p) for t in (getattr(request, "forgotten_topics_data", None)
+                                            or ()) for p in t.partitions]
+        try:
+            fetch = sessions.context(int(getattr(request, "session_id", 0)),
+                                     int(getattr(request, "session_epoch", -1)),
+                                     wanted, forgotten)
+        except FetchSessionError as exc:
+            empty = FetchContext([], 0, False)
+            return build_response(ctx.response_type, empty, [], ErrorCode(exc.code)).response
+        max_bytes = int(request.max_bytes) if int(request.max_bytes) > 0 else 1
+        min_bytes = int(request.min_bytes)
+        max_wait_s = max(request.max_wait.total_seconds(), 0.0)
+        deadline = time.monotonic() + max_wait_s
+        while True:
+            reads = await services.run_blocking(
+                lambda: read_partitions(manager, fetch, isolation, max_bytes))
+            total = sum(r.size for r in reads)
+            errors = any(r.error != ErrorCode.none for r in reads)
+            left = deadline - time.monotonic()
+            if total >= min_bytes or errors or left <= 0:
+                break
+            await services.wait_appended(left)
+        services.request_stats.fetched(reads)
+        return build_response(ctx.response_type, fetch, reads)
+
+    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)
+
+
+

@@ -1,0 +1,92 @@
+"""ListOffsets: Kafka's special timestamps and the search by timestamp.
+
+-1 latest (the high watermark, or the last stable offset for read_committed), -2 earliest
+(the log start offset), -3 the record with the largest timestamp, -4 the earliest offset
+still on local disk, -5 the latest offset in the remote tier (-1 when nothing is tiered);
+any other timestamp: the first offset whose record timestamp is at or after it, below the
+high watermark (none: offset -1).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tierlog.log.log import Log
+from tierlog.manager.log_manager import LogManager
+from tierlog.server.api.metadata import leader_epoch_of
+from tierlog.server.context import RequestContext
+from tierlog.server.error_codes import error_code_for
+from tierlog.server.framing import by_topic, make, nested
+from tierlog.server.registry import Registry
+from tierlog.server.services import Services
+
+API_KEY = 2
+MIN_VERSION, MAX_VERSION = 1, 9
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def offset_for(partition_log: Log, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    """(timestamp, offset) that ListOffsets answers for one partition."""
+    if timestamp == LATEST:
+        return -1, (partition_log.last_stable_offset if read_committed
+                    else partition_log.high_watermark)
+    if timestamp == EARLIEST:
+        return -1, partition_log.log_start_offset
+    if timestamp == EARLIEST_LOCAL:
+        return -1, partition_log.local_log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, (partition_log.highest_offset_in_remote
+                    if partition_log.remote_storage_enabled else -1)
+    found = partition_log.fetch_offset_by_timestamp(timestamp)
+    upper = (partition_log.last_stable_offset if read_committed
+             else partition_log.high_watermark)
+    if found is None or found.offset < 0 or found.offset >= upper:
+        return -1, -1
+    return found.timestamp, found.offset
+
+
+def lookup_all(manager: LogManager, request: Any) -> list[tuple[str, int, Any]]:
+    read_committed = int(getattr(request, "isolation_level", 0)) == 1
+    results: list[tuple[str, int, Any]] = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            try:
+                found = offset_for(manager.log(topic.name, part.partition_index),
+                                   int(part.timestamp), read_committed)
+            except Exception as exc:  # noqa: BLE001 - an item's own error code
+                results.append((topic.name, part.partition_index, error_code_for(exc)))
+            else:
+                results.append((topic.name, part.partition_index, found))
+    return results
+
+
+def install(registry: Registry, services: Services) -> None:
+    manager = services.manager
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        results = await services.run_blocking(lambda: lookup_all(manager, request))
+        cls = ctx.response_type
+        topic_t, part_t = (nested(cls, "ListOffsetsTopicResponse"),
+                           nested(cls, "ListOffsetsPartitionResponse"))
+        partitions: list[tuple[str, Any]] = []
+        for name, index, result in results:
+            if isinstance(result, ErrorCode):
+                part = make(part_t, partition_index=index, error_code=result, timestamp=-1,
+                            offset=-1, leader_epoch=-1)
+            else:
+                part = make(part_t, partition_index=index, error_code=ErrorCode.none,
+                            timestamp=result[0], offset=result[1],
+                            leader_epoch=leader_epoch_of(services, name, index))
+            partitions.append((name, part))
+        return make(cls, throttle_time=datetime.timedelta(0),
+                    topics=by_topic(topic_t, "name", partitions))
+
+    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)

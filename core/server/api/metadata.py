@@ -1,0 +1,115 @@
+"""Metadata: this one node leads every partition; unknown topics are created when
+``auto.create.topics.enable`` and the request allow it (as Kafka does)."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tierlog.checkpoint.partition_metadata import topic_id_to_bytes
+from tierlog.errors import TierlogError, TopicExistsError, UnknownTopicOrPartitionError
+from tierlog.server.context import RequestContext
+from tierlog.server.coordinator.internal_topics import is_internal
+from tierlog.server.error_codes import error_code_for
+from tierlog.server.framing import make, nested
+from tierlog.server.partition_limits import new_partitions_check
+from tierlog.server.registry import Registry
+from tierlog.server.services import Services
+
+log = logging.getLogger(__name__)
+
+API_KEY = 3
+MIN_VERSION, MAX_VERSION = 0, 12
+#: The cluster id a single tierlog node reports.
+CLUSTER_ID = "tierlog"
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_uuid(topic_id: str | None) -> uuid.UUID:
+    """A topic id (Kafka's base64 text) as the UUID the protocol carries."""
+    if not topic_id:
+        return ZERO_UUID
+    return uuid.UUID(bytes=topic_id_to_bytes(topic_id))
+
+
+def leader_epoch_of(services: Services, topic: str, partition: int) -> int:
+    """The partition's leader epoch as Metadata and ListOffsets report it (-1, unknown,
+    until the engine has one: clients then skip epoch validation; also for a partition that
+    another request deleted meanwhile)."""
+    try:
+        epoch = services.manager.log(topic, partition).leader_epoch
+    except UnknownTopicOrPartitionError:
+        return -1
+    return -1 if epoch is None else epoch
+
+
+async def ensure_topic(services: Services, name: str) -> bool:
+    """Create ``name`` with the broker's defaults if it does not exist; whether it exists."""
+    manager = services.manager
+    if manager.partitions(name):
+        return True
+    check_new = new_partitions_check(services)
+
+    def create() -> None:
+        check_new(int(manager.config["num.partitions"]))
+        manager.create_topic(name)
+
+    try:
+        await services.run_blocking(create)
+        log.info("auto-created topic %s", name)
+    except TopicExistsError:
+        pass
+    return bool(manager.partitions(name))
+
+
+def install(registry: Registry, services: Services) -> None:
+    manager = services.manager
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        cls = ctx.response_type
+        broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),
+                                     nested(cls, "MetadataResponseTopic"),
+                                     nested(cls, "MetadataResponsePartition"))
+        if request.topics is None or (ctx.api_version == 0 and not request.topics):
+            names = [t for t in manager.topics()]
+            auto = False
+        else:
+            names = [t.name for t in request.topics if t.name is not None]
+            auto = (services.config.auto_create_topics
+                    and getattr(request, "allow_auto_topic_creation", True))
+        topics = []
+        for name in names:
+            error = ErrorCode.none
+            if not manager.partitions(name) and auto:
+                try:
+                    await ensure_topic(services, name)
+                except TierlogError as exc:
+                    error = error_code_for(exc)
+            node = services.node_id
+            try:
+                partitions = manager.partitions(name)
+                parts = tuple(make(part_t, error_code=ErrorCode.none, partition_index=p,
+                                   leader_id=node,
+                                   leader_epoch=leader_epoch_of(services, name, p),
+                                   replica_nodes=(node,), isr_nodes=(node,),
+                                   offline_replicas=())
+                              for p in partitions)
+                topic_id = manager.log(name, partitions[0]).topic_id if partitions else None
+            except UnknownTopicOrPartitionError:  # deleted meanwhile, by another request
+                partitions, parts, topic_id = [], (), None
+            if not partitions and error == ErrorCode.none:
+                error = ErrorCode.unknown_topic_or_partition
+            topics.append(make(topic_t, error_code=error, name=name,
+                               topic_id=topic_uuid(topic_id), is_internal=is_internal(name),
+                               partitions=parts, topic_authorized_operations=-2147483648))
+        broker = make(broker_t, node_id=services.node_id, host=services.host,
+                      port=services.port, rack=None)
+        return make(cls, throttle_time=datetime.timedelta(0), brokers=(broker,),
+                    cluster_id=CLUSTER_ID, controller_id=services.node_id,
+                    topics=tuple(topics), cluster_authorized_operations=-2147483648)
+
+    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)

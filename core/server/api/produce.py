@@ -1,0 +1,104 @@
+"""Produce: the engine validates and appends each partition's batches (every codec,
+idempotent and transactional producers); errors come back per partition with Kafka's codes.
+
+One node is the whole in-sync replica set: the high watermark follows the append (the flush
+policy's fsync, ``flush.messages=1``, happens inside it), so acks=1 and acks=-1 are answered
+once the append returned, and acks=0 gets no response at all.
+
+Appends that only write to the page cache run on the event loop (see
+:mod:`~tierlog.server.api.inline_appends`); the others, an fsync or a roll due, run on the worker
+pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.manager.log_manager import LogManager
+from tierlog.server.api.inline_appends import append_is_nonblocking
+from tierlog.server.api.produce_wire import (
+    MAX_VERSION,
+    MIN_VERSION,
+    Outcome,
+    encode_produce_response_body,
+)
+from tierlog.server.context import RequestContext
+from tierlog.server.coordinator.internal_topics import AdminChange, refusal
+from tierlog.server.error_codes import error_code_for, error_message
+from tierlog.server.framing import EncodedResponse
+from tierlog.server.registry import Registry
+from tierlog.server.services import Services
+
+log = logging.getLogger(__name__)
+
+API_KEY = 0
+
+def append_all(manager: LogManager, request: Any) -> list[Outcome]:
+    """Append every partition's records (inline or on a worker thread, see
+    :func:`appends_inline`); one outcome per partition."""
+    outcomes: list[Outcome] = []
+    for topic in request.topic_data:
+        refused = refusal(topic.name, AdminChange.PRODUCE)
+        for part in topic.partition_data:
+            name, index = topic.name, part.index
+            if refused is not None:
+                outcomes.append((name, index, *refused))
+                continue
+            if part.records is None or len(part.records) == 0:
+                outcomes.append((name, index, ErrorCode.corrupt_message,
+                                 f"no records for {name}-{index}"))
+                continue
+            try:
+                info = manager.log(name, index).append(part.records)
+            except Exception as exc:  # noqa: BLE001 - an item's own error code
+                outcomes.append((name, index, error_code_for(exc), error_message(exc)))
+            else:
+                outcomes.append((name, index, info, None))
+    return outcomes
+
+
+def appends_inline(manager: LogManager, request: Any, now_ms: int,
+                   time_ms: Callable[[], int]) -> bool:
+    """Whether every partition's append of ``request`` may run on the event loop (unknown
+    partitions fail at once, so they do not stop it)."""
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if not records:
+                continue
+            try:
+                partition_log = manager.log(topic.name, part.index)
+            except UnknownTopicOrPartitionError:
+                continue
+            if not append_is_nonblocking(partition_log, len(records), now_ms, time_ms):
+                return False
+    return True
+
+
+def install(registry: Registry, services: Services) -> None:
+    manager = services.manager
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        acks = int(request.acks)
+        if acks not in (0, 1, -1):
+            outcomes: list[Outcome] = [(t.name, p.index, ErrorCode.invalid_required_acks,
+                                         f"acks must be 0, 1 or -1, got {acks}")
+                                        for t in request.topic_data for p in t.partition_data]
+        else:
+            if appends_inline(manager, request, services.time_ms(), services.time_ms):
+                outcomes = append_all(manager, request)
+            else:
+                outcomes = await services.run_blocking(lambda: append_all(manager, request))
+            services.appended()
+        services.request_stats.produced(outcomes)
+        if acks == 0:
+            return None
+        return EncodedResponse(ctx.response_type,
+                               encode_produce_response_body(ctx.api_version, outcomes))
+
+    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)

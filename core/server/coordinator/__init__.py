@@ -1,0 +1,3 @@
+"""The group and transaction coordinators: their configuration,
+timers, wire helpers and the internal topics they keep state in.
+"""

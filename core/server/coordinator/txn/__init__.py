@@ -1,0 +1,3 @@
+"""The transaction coordinator: producer ids, transaction state
+kept in __transaction_state, and the markers it writes.
+"""

@@ -1,0 +1,313 @@
+"""The transaction coordinator of one node (Kafka's TransactionCoordinator): producer ids and
+epochs, the partitions of each ongoing transaction, and its commit or abort.
+
+Each transactional id's state is written to ``__transaction_state`` before a response says
+it changed. EndTxn writes PrepareCommit (or PrepareAbort), has the engine append the COMMIT
+(or ABORT) marker to every partition of the transaction with ``Log.append_marker`` (the
+``__consumer_offsets`` partition of a group whose offsets were sent included, whose pending
+offsets then count or are dropped), then writes CompleteCommit (CompleteAbort). On load, a
+transaction found in a Prepare state is completed as Kafka does; one left Ongoing stays open
+until its ``transaction.timeout.ms`` expires, when it is aborted with the producer's epoch
+bumped (fencing the producer), as are transactions that simply time out while served.
+InitProducerId on a transactional id with an ongoing transaction aborts it the same way.
+
+One asyncio lock serialises every state change (the coordinator lives on the event loop; its
+blocking writes run through ``services.run_blocking``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from tierlog.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.server.context import BrokerServices
+from tierlog.server.coordinator.coordinator_config import setting_int
+from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS
+from tierlog.server.coordinator.txn.txn_log_records import TxnStatus, TxnValue
+from tierlog.server.coordinator.txn.txn_producer_ids import ProducerIdBlocks
+from tierlog.server.coordinator.txn.txn_state_topic import TxnStateTopic
+
+log = logging.getLogger(__name__)
+
+#: The last usable epoch: at it, a new producer id is allocated instead of a bump.
+MAX_EPOCH = 32766
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TxnSettings:
+    """The transaction coordinator's settings, in Kafka's names and defaults."""
+
+    max_timeout_ms: int = 900_000
+    abort_check_interval_ms: int = 10_000
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, Any]) -> TxnSettings:
+        d = cls()
+        return cls(setting_int(values, "transaction.max.timeout.ms", d.max_timeout_ms, 1),
+                   setting_int(values,
+                               "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                               d.abort_check_interval_ms, 1))
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnStatus = TxnStatus.EMPTY
+    partitions: set[TopicPartitionKey] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+
+    def value(self) -> TxnValue:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return TxnValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                        tuple((t, tuple(ps)) for t, ps in by_topic.items()),
+                        self.last_update_ms, self.start_ms)
+
+
+#: Called with (producer id, __consumer_offsets partitions, commit) once markers are written.
+OffsetsCompletion = Callable[[int, Iterable[int], bool], None]
+
+
+class TxnCoordinator:
+    """Every transactional id of this node; also allocates idempotent producers' ids."""
+
+    def __init__(self, services: BrokerServices, store: TxnStateTopic,
+                 producer_ids: ProducerIdBlocks, on_offsets: OffsetsCompletion,
+                 settings: TxnSettings | None = None) -> None:
+        self.services = services
+        self.store = store
+        self.producer_ids = producer_ids
+        self.on_offsets = on_offsets
+        self.settings = settings or TxnSettings()
+        self.txns: dict[str, TxnMetadata] = {}
+        self.loaded = False
+        self._lock = asyncio.Lock()
+        self._expiry: asyncio.Task[None] | None = None
+
+    # -- load, expiry, close -----------------------------------------------------------
+
+    async def load(self) -> None:
+        """Create ``__transaction_state`` if missing, load it and complete what a crash left
+        in a Prepare state; then start the timeout checks."""
+        def load() -> dict[str, TxnValue]:
+            self.store.ensure()
+            return self.store.load()
+        states = await self.services.run_blocking(load)
+        highest = -1
+        for tid, v in states.items():
+            highest = max(highest, v.producer_id)
+            self.txns[tid] = TxnMetadata(
+                tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
+                {(t, p) for t, ps in v.partitions for p in ps}, v.start_ms, v.last_update_ms)
+        self.producer_ids.raise_floor(highest + 1)
+        async with self._lock:
+            for meta in list(self.txns.values()):
+                if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                    log.info("completing the %s of transactional id %s left by the last run",
+                             meta.state.name, meta.transactional_id)
+                    await self._complete(meta, meta.state is TxnStatus.PREPARE_COMMIT)
+                elif meta.state is TxnStatus.PREPARE_EPOCH_FENCE:
+                    await self._complete(meta, False)
+        self.loaded = True
+        log.info("loaded %d transactional ids from __transaction_state", len(states))
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_forever())
+
+    async def _expire_forever(self) -> None:
+        interval = self.settings.abort_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.abort_timed_out()
+            except Exception:
+                log.exception("aborting timed-out transactions failed")
+
+    async def abort_timed_out(self) -> list[str]:
+        """Abort every Ongoing transaction older than its timeout, bumping its producer's
+        epoch (so the producer is fenced); returns their transactional ids."""
+        now = self.services.time_ms()
+        aborted = []
+        async with self._lock:
+            for meta in list(self.txns.values()):
+                if (meta.state is TxnStatus.ONGOING
+                        and meta.start_ms + meta.timeout_ms <= now):
+                    log.info("aborting the transaction of %s: older than its timeout of %d ms",
+                             meta.transactional_id, meta.timeout_ms)
+                    await self._fence_and_abort(meta)
+                    aborted.append(meta.transactional_id)
+        return aborted
+
+    async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+
+    # -- writes ----------------------------------------------------------------------
+
+    async def _store(self, meta: TxnMetadata) -> None:
+        meta.last_update_ms = now = self.services.time_ms()
+        value = meta.value()
+        await self.services.run_blocking(
+            lambda: self.store.write(meta.transactional_id, value, now))
+
+    async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
+        """Write Prepare*, the markers, then Complete* (the partitions are cleared)."""
+        meta.state = TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT
+        await self._store(meta)
+        pid, epoch, partitions = meta.producer_id, meta.producer_epoch, sorted(meta.partitions)
+        manager = self.services.manager
+
+        def write_markers() -> list[int]:
+            offsets_partitions = []
+            for topic, partition in partitions:
+                try:
+                    manager.log(topic, partition).append_marker(pid, epoch, commit=commit)
+                except UnknownTopicOrPartitionError:
+                    log.warning("no marker for %s-%d of producer %d: the partition is gone",
+                                topic, partition, pid)
+                    continue
+                if topic == CONSUMER_OFFSETS:
+                    offsets_partitions.append(partition)
+            return offsets_partitions
+
+        offsets_partitions = await self.services.run_blocking(write_markers)
+        self.services_appended()
+        if offsets_partitions:
+            self.on_offsets(pid, offsets_partitions, commit)
+        meta.state = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
+        meta.partitions = set()
+        await self._store(meta)
+
+    def services_appended(self) -> None:
+        """Wake long-polling fetches: markers move the last stable offset."""
+        appended = getattr(self.services, "appended", None)
+        if appended is not None:
+            appended()
+
+    async def _fence_and_abort(self, meta: TxnMetadata) -> None:
+        """Abort the ongoing transaction with the epoch bumped, fencing its producer."""
+        if meta.producer_epoch >= MAX_EPOCH:
+            meta.producer_id = await self.services.run_blocking(self.producer_ids.allocate)
+            meta.producer_epoch = 0
+        else:
+            meta.producer_epoch += 1
+        await self._complete(meta, False)
+
+    # -- InitProducerId --------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str | None, timeout_ms: int,
+                               producer_id: int = -1, producer_epoch: int = -1
+                               ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch) for an idempotent (no transactional id) or
+        transactional producer."""
+        if not transactional_id:
+            pid = await self.services.run_blocking(self.producer_ids.allocate)
+            return ErrorCode.none, pid, 0
+        if not self.loaded:
+            return ErrorCode.coordinator_load_in_progress, -1, -1
+        if not 0 < timeout_ms <= self.settings.max_timeout_ms:
+            return ErrorCode.invalid_transaction_timeout, -1, -1
+        async with self._lock:
+            meta = self.txns.get(transactional_id)
+            if meta is None:
+                pid = await self.services.run_blocking(self.producer_ids.allocate)
+                meta = TxnMetadata(transactional_id, pid, 0, timeout_ms)
+                await self._store(meta)
+                self.txns[transactional_id] = meta
+                return ErrorCode.none, pid, 0
+            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id,
+                                                                       meta.producer_epoch):
+                return ErrorCode.producer_fenced, -1, -1
+            if meta.state is TxnStatus.ONGOING:
+                await self._fence_and_abort(meta)
+            if meta.producer_epoch >= MAX_EPOCH:
+                meta.producer_id = await self.services.run_blocking(self.producer_ids.allocate)
+                meta.producer_epoch = 0
+            else:
+                meta.producer_epoch += 1
+            meta.timeout_ms = timeout_ms
+            meta.state = TxnStatus.EMPTY
+            meta.partitions = set()
+            meta.start_ms = -1
+            await self._store(meta)
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
+
+    # -- AddPartitionsToTxn, AddOffsetsToTxn -----------------------------------------
+
+    def _check(self, transactional_id: str, producer_id: int, producer_epoch: int
+               ) -> tuple[ErrorCode, TxnMetadata | None]:
+        if not self.loaded:
+            return ErrorCode.coordinator_load_in_progress, None
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced, None
+        if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT,
+                          TxnStatus.PREPARE_EPOCH_FENCE):
+            return ErrorCode.concurrent_transactions, None
+        return ErrorCode.none, meta
+
+    async def add_partitions(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: Iterable[TopicPartitionKey]
+                             ) -> dict[TopicPartitionKey, ErrorCode]:
+        wanted = list(partitions)
+        async with self._lock:
+            error, meta = self._check(transactional_id, producer_id, producer_epoch)
+            if meta is None:
+                return dict.fromkeys(wanted, error)
+            manager = self.services.manager
+            unknown = {tp for tp in wanted if tp[1] not in manager.partitions(tp[0])}
+            if unknown:
+                return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                        else ErrorCode.operation_not_attempted for tp in wanted}
+            if meta.state is not TxnStatus.ONGOING or not set(wanted) <= meta.partitions:
+                if meta.state is not TxnStatus.ONGOING:
+                    meta.start_ms = self.services.time_ms()
+                    meta.state = TxnStatus.ONGOING
+                meta.partitions.update(wanted)
+                try:
+                    await self._store(meta)
+                except (TierlogError, OSError) as exc:
+                    log.warning("storing the transaction of %s failed: %s", transactional_id,
+                                exc)
+                    return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+            return dict.fromkeys(wanted, ErrorCode.none)
+
+    # -- EndTxn ----------------------------------------------------------------------
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> ErrorCode:
+        async with self._lock:
+            error, meta = self._check(transactional_id, producer_id, producer_epoch)
+            if meta is None:
+                return error
+            if meta.state is TxnStatus.ONGOING:
+                await self._complete(meta, commit)
+                return ErrorCode.none
+            if (meta.state is TxnStatus.COMPLETE_COMMIT and commit) or (
+                    meta.state is TxnStatus.COMPLETE_ABORT and not commit):
+                return ErrorCode.none  # a retry of the EndTxn that completed it
+            if meta.state is TxnStatus.EMPTY and not commit:
+                return ErrorCode.none  # nothing to abort
+            return ErrorCode.invalid_txn_state
+
+    def check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
+                       ) -> ErrorCode:
+        """TxnOffsetCommit's check that the producer owns an ongoing transaction."""
+        error, meta = self._check(transactional_id, producer_id, producer_epoch)
+        if meta is not None and meta.state is not TxnStatus.ONGOING:
+            return ErrorCode.invalid_txn_state
+        return error
