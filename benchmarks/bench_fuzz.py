@@ -1,6 +1,6 @@
 """Hostile request frames against a real ``tierlog serve`` (issue 21, defect 10): at least
 100,000 frames over every API and version the server advertises, each with lengths, counts
-and sizes up to 2^63 or a null where none is allowed (tests/hostile_frames.py), one
+and sizes up to 2^63 or a null where none is allowed (tests/support/hostile_frames.py), one
 connection per frame. Reports frames sent, connections the server closed (malformed frames
 refused), frames answered, the server's exit status (a clean SIGTERM stop: 0) and the time.
 
@@ -23,7 +23,7 @@ from _util import ROOT, report, scratch_dir
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from hostile_frames import Tally, frame, served_versions, throw
+from support.hostile_frames import Tally, frame, served_versions, throw
 from server_process import start
 
 FRAMES = int(os.environ.get("TIERLOG_BENCH_FUZZ_FRAMES", "100000"))

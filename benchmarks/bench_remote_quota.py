@@ -9,7 +9,7 @@
     10 s span to its budget and paces at X from the start). Baseline, same run: the same
     backlog copied unthrottled, so the quota is shown to be what limits the rate.
 (b) Append latency while the remote tier hangs vs while it is healthy, same run: a tiered
-    topic on ``faultfs://`` (tests/fault_fs.py, a fault-injecting fsspec filesystem) with the
+    topic on ``faultfs://`` (tests/support/fault_fs.py, a fault-injecting fsspec filesystem) with the
     scheduler running and tiering every 50 ms; 1 KiB appends timed one by one, alternating
     healthy and hung phases (every upload blocks on an Event until the phase ends) so a
     phase change of the machine hits both alike. Target: unchanged within noise.
@@ -29,7 +29,7 @@ from _util import ROOT, report, scratch_dir
 from tierlog import LogManager, Record
 
 sys.path.insert(0, str(ROOT / "tests"))
-from fault_fs import fault_storage  # the test suite's fault-injecting fs
+from support.fault_fs import fault_storage  # the test suite's fault-injecting fs
 
 X = 512 * 1024  # copy quota, bytes/s
 RUN_S = 25.0

@@ -9,23 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.clock import FakeClock
+from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET, s3_client
 
 # Public test data written by a real Kafka 3.7 broker, kept in the repository (see its README).
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kafka-3.7-logdir"
-
-
-class FakeClock:
-    """A controllable millisecond clock, injected wherever tierlog asks for the time."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
-        self.now = start_ms
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
 
 
 @pytest.fixture
@@ -46,19 +34,6 @@ def kafka_logdir(tmp_path: Path) -> Path:
 
 
 # -- S3 over HTTP: moto's ThreadedMotoServer on loopback, one per test session ---------------
-
-S3_BUCKET = "tierlog-tests"
-S3_ACCESS_KEY = "AKIATIERLOGTESTKEY01"
-S3_SECRET = "tierlog-secret-Zq8vW3nL5pR7tY2u"  # a dummy, but must never be logged
-S3_REGION = "us-east-1"
-
-
-def s3_client(endpoint: str):
-    import s3fs
-
-    return s3fs.S3FileSystem(key=S3_ACCESS_KEY, secret=S3_SECRET, endpoint_url=endpoint,
-                             client_kwargs={"region_name": S3_REGION}, skip_instance_cache=True)
-
 
 @pytest.fixture(scope="session")
 def s3_endpoint():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
+from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -44,7 +44,7 @@ def test_tiering_to_s3_reads_old_offsets_from_the_bucket(tmp_path: Path, s3_endp
     assert lines[2].endswith("from the remote tier")
     assert lines[3].endswith("from the local disk")
     # The objects really are in the bucket, under the partition's directory.
-    from conftest import s3_client
+    from support.s3 import s3_client
 
     names = s3_client(s3_endpoint).find(f"{S3_BUCKET}/examples-{tmp_path.name}")
     assert any(n.endswith(".log") and "/clicks-0-" in n for n in names)

@@ -7,7 +7,7 @@ index's last entry. Every writer of index entries asks this rule: the general ap
 (``LogSegment.append``), the active segment's Python appender (``PlainAppenderPy``) and the
 recovery scan (``segment_recovery.scan_segment``). The C appender (``_segment_appender.c``)
 cannot call Python per batch, so it mirrors :meth:`SparseIndexRule.add` line for line; a
-parity test (tests/test_index_sparse.py) proves they place entries identically.
+parity test (tests/index/test_index_sparse.py) proves they place entries identically.
 
 Not thread-safe: one rule belongs to one writer, under the owning log's lock.
 """

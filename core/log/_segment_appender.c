@@ -6,7 +6,7 @@
  * tierlog.index.sparse.SparseIndexRule (core/index/sparse.py): an offset-index entry once more
  * than index.interval.bytes were written since the last one, and a time-index entry there when
  * the segment's max timestamp rose. prepare() mirrors SparseIndexRule.add (it cannot call
- * Python per batch); tests/test_index_sparse.py proves both place entries identically. It
+ * Python per batch); tests/index/test_index_sparse.py proves both place entries identically. It
  * keeps a copy of the segment's tail state, writes entries straight into the indexes' memory
  * maps (whose buffers it holds while armed, so the maps cannot be closed or resized under it),
  * and writes every change through to the Python objects' attributes before returning, so

@@ -109,7 +109,7 @@ class PlainAppendTarget(Protocol):
 
 
 #: Every attribute an append may set, by the segment's part that holds it ("" is the segment
-#: itself): the contract both twins keep, and nothing else (tests/test_segment_appender.py).
+#: itself): the contract both twins keep, and nothing else (tests/log/test_segment_appender.py).
 APPEND_WRITES: Mapping[str, tuple[str, ...]] = {
     "": ("bytes_since_last_index_entry", "max_timestamp_and_offset"),
     "log": ("size",),
