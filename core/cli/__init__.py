@@ -56,7 +56,8 @@ class _LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
     modules: dict[str, str]
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        assert isinstance(values, list)  # nargs=PARSER: the command's name, then its arguments
         name = values[0]
         if name in self.modules:
             module = importlib.import_module(f"tierlog.cli.{self.modules.pop(name)}")

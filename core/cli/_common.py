@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tierlog.common import properties
 from tierlog.errors import PropertiesError, TierlogError, UnknownTopicOrPartitionError
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tqdm import tqdm
 
     from tierlog.manager.log_manager import LogManager
+    from tierlog.server.server import Server
 
 #: Where the logs live when neither --data-dir nor ``log.dirs`` says.
 DEFAULT_DATA_DIR = "tierlog-data"
@@ -27,6 +28,11 @@ DEFAULT_DATA_DIR = "tierlog-data"
 DATA_DIR_CONFIG = "server.properties"
 #: Kafka's broker keys naming the log directories; the CLI resolves them, not ManagerConfig.
 LOG_DIRS_KEYS = ("log.dirs", "log.dir")
+
+#: The ``tierlog`` subcommands (``parser.add_subparsers()``), which each command module's
+#: ``add_parser(sub, common)`` adds its parser to. A string: argparse's class is not generic at
+#: run time.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 class CliError(Exception):
@@ -248,7 +254,7 @@ def add_metrics_port(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def metrics_served(mgr: LogManager, port: int | None, host: str = "127.0.0.1", *,
-                   server: Any = None) -> Iterator[None]:
+                   server: Server | None = None) -> Iterator[None]:
     """Serve ``mgr``'s metrics (and ``server``'s) on ``host:port`` for the duration, if a
     port is given. The address is logged at INFO; a command that does not show INFO (all
     but ``serve`` without -v) prints it on stderr instead, once: the user asked for it
@@ -283,13 +289,15 @@ def topic_partitions(mgr: LogManager, topic: str, partition: int | None = None) 
     return [partition]
 
 
-def progress_bar(*, quiet: bool = False, **options: Any) -> tqdm[Any]:
+def progress_bar(*, desc: str | None = None, unit: str = "it", total: int | None = None,
+                 unit_scale: bool = False, quiet: bool = False) -> tqdm[Any]:
     """The CLI's one kind of progress bar: on stderr, and only when stderr is a terminal
     (tqdm's ``disable=None``) and ``quiet`` is not set, so a log file or a pipe gets none.
-    ``options`` are tqdm's (``total``, ``unit``, ``desc``, ...)."""
+    ``desc``, ``unit``, ``total`` and ``unit_scale`` are tqdm's (and its defaults)."""
     from tqdm import tqdm  # not for --help
 
-    return tqdm(file=sys.stderr, disable=True if quiet else None, **options)
+    return tqdm(file=sys.stderr, disable=True if quiet else None, desc=desc, unit=unit,
+                total=total, unit_scale=unit_scale)
 
 
 def offset_option(text: str) -> int:

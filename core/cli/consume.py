@@ -14,6 +14,7 @@ from typing import Any
 
 from tierlog.cli._common import (
     CliError,
+    Subcommands,
     offset_option,
     open_manager,
     settings,
@@ -34,7 +35,7 @@ NULL = b"null"
 NO_HEADERS = b"NO_HEADERS"
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "consume", parents=[common], help="print a topic's records",
         description="Print the records of a topic. From a data dir: partition by partition, "

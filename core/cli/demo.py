@@ -17,6 +17,7 @@ from tierlog.cli._common import (
     DATA_DIR_CONFIG,
     CliError,
     Settings,
+    Subcommands,
     human_bytes,
     plural,
     progress_bar,
@@ -58,7 +59,7 @@ ABORT_PRODUCER_ID = 4242
 COMMIT_PRODUCER_ID = 4343
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "demo", parents=[common], help="run the end-to-end tiered storage demo",
         description=f"Create a {PARTITIONS}-partition topic in ./{DEFAULT_DATA_DIR} (wiped "

@@ -10,10 +10,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Spark's local master for the demo: the machine's two cores.
 SPARK_MASTER = "local[2]"
@@ -86,7 +89,7 @@ def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
     return counted == expected and streamed and backfilled
 
 
-def stream_new_records(spark: Any, url: str, storage_options: Mapping[str, Any], topic: str,
+def stream_new_records(spark: SparkSession, url: str, storage_options: Mapping[str, Any], topic: str,
                        open_manager: Callable[[], LogManager]) -> bool:
     """``spark.readStream.format("tierlog")`` over the tier while new records are produced:
     the demo's LogManager is reopened with its scheduler running (tail publishing every
@@ -100,7 +103,7 @@ def stream_new_records(spark: Any, url: str, storage_options: Mapping[str, Any],
     seen: list[tuple[int, int]] = []
     lags: list[float] = []
 
-    def show(batch: Any, batch_id: int) -> None:
+    def show(batch: DataFrame, batch_id: int) -> None:
         now = time.time()
         rows = batch.selectExpr("partition", "offset", "unix_millis(timestamp) AS ms",
                                 "value").collect()
@@ -154,7 +157,7 @@ def stream_new_records(spark: Any, url: str, storage_options: Mapping[str, Any],
     return exact
 
 
-def backfill_topic(spark: Any, url: str, storage_options: Mapping[str, Any], topic: str
+def backfill_topic(spark: SparkSession, url: str, storage_options: Mapping[str, Any], topic: str
                    ) -> bool:
     """A Spark job writes BACKFILL_RECORDS rows of Spark's Kafka-sink columns into a new
     ``topic`` straight into the tier (``df.write.format("tierlog")``, committed at once, no
@@ -200,7 +203,7 @@ def _await(done: Callable[[], bool], timeout_s: float) -> None:
         time.sleep(0.1)
 
 
-def _option_text(value: Any) -> str:
+def _option_text(value: object) -> str:
     """Spark options are strings; tierlog.spark decodes JSON objects, lists and booleans."""
     if isinstance(value, (dict, list, bool)):
         return json.dumps(value)

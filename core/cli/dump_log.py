@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierlog.cli._common import CliError
+from tierlog.cli._common import CliError, Subcommands
 from tierlog.common.filenames import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -31,6 +31,7 @@ from tierlog.producer.snapshot import read_snapshot
 from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, RecordBatch
 from tierlog.records.compression import codec_name
 from tierlog.records.control import ABORT, COMMIT, decode_control_record
+from tierlog.records.record import Record
 
 #: Kafka prints record lines with this prefix.
 RECORD_INDENT = "|"
@@ -39,7 +40,7 @@ SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPS
 _BASE_OFFSET_RE = re.compile(r"(\d+)(?:-[A-Za-z0-9_-]+)?$")
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "dump-log", parents=[common], help="print segment, index and snapshot files (Kafka's "
                                           "kafka-dump-log.sh)",
@@ -245,7 +246,7 @@ class Dumper:
             f"isvalid: {_bool(valid)}"
         )
 
-    def _record_line(self, batch: RecordBatch, record: Any) -> str:
+    def _record_line(self, batch: RecordBatch, record: Record) -> str:
         parts = []
         prefix = f"{RECORD_INDENT} "
         if not self.skip_record_metadata:
@@ -425,7 +426,7 @@ class Dumper:
                 print(f"  {first} is followed by {second}", file=err)
 
 
-def _control_text(record: Any) -> str:
+def _control_text(record: Record) -> str:
     control = decode_control_record(record.key, record.value)
     if control.type in (ABORT, COMMIT):
         return f" endTxnMarker: {control.type_name} coordinatorEpoch: {control.coordinator_epoch}"

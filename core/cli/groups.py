@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tierlog.cli._common import CliError
+from tierlog.cli._common import CliError, Subcommands
 from tierlog.cli.wire import (
     REQUEST_TIMEOUT_S,
     add_bootstrap_options,
@@ -20,6 +20,19 @@ from tierlog.cli.wire import (
     result,
     uses_broker,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from confluent_kafka.admin import AdminClient
+
+    # where they are defined: confluent_kafka.admin does not re-export them to a type checker
+    from confluent_kafka.admin._group import (
+        ConsumerGroupDescription,
+        ConsumerGroupListing,
+        MemberDescription,
+    )
+    from confluent_kafka.admin._listoffsets import OffsetSpec
 
 #: Kafka's names of the group states, by confluent-kafka's ConsumerGroupState member name.
 STATE_NAMES = {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead",
@@ -33,7 +46,7 @@ DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OF
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "groups", parents=[common],
         help="list, describe, reset the offsets of or delete consumer groups",
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _groups(admin: Any, args: argparse.Namespace) -> list[str]:
+def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
     """The groups a verb works on: --group ..., or every group with --all-groups."""
     if args.all_groups and args.group:
         raise CliError("give --group or --all-groups, not both")
@@ -127,18 +140,18 @@ def _groups(admin: Any, args: argparse.Namespace) -> list[str]:
     return list(args.group)
 
 
-def _listings(admin: Any) -> list[Any]:
+def _listings(admin: AdminClient) -> list[ConsumerGroupListing]:
     listed = result(admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S),
                     "listing consumer groups")
     return list(listed.valid)
 
 
-def state_name(state: Any) -> str:
+def state_name(state: object) -> str:
     """Kafka's name of a group state (``Stable``, ``Empty``...)."""
     return STATE_NAMES.get(getattr(state, "name", str(state)), str(state))
 
 
-def _list(admin: Any, with_state: bool) -> None:
+def _list(admin: AdminClient, with_state: bool) -> None:
     listings = sorted(_listings(admin), key=lambda g: g.group_id)
     if not with_state:
         for listing in listings:
@@ -147,12 +160,13 @@ def _list(admin: Any, with_state: bool) -> None:
     print_table(("GROUP", "STATE"), [(g.group_id, state_name(g.state)) for g in listings])
 
 
-def group_description(admin: Any, group: str) -> Any:
-    return result(admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)
-                  [group], f"describing group {group!r}")
+def group_description(admin: AdminClient, group: str) -> ConsumerGroupDescription:
+    described: Future[ConsumerGroupDescription] = admin.describe_consumer_groups(
+        [group], request_timeout=REQUEST_TIMEOUT_S)[group]
+    return result(described, f"describing group {group!r}")
 
 
-def committed_offsets(admin: Any, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
     """(topic, partition) -> the group's committed offset, for the partitions that have one."""
     ck = kafka()
     request = [ck.ConsumerGroupTopicPartitions(group)]
@@ -162,8 +176,8 @@ def committed_offsets(admin: Any, group: str) -> dict[tuple[str, int], int]:
             if tp.offset >= 0}
 
 
-def list_offsets(admin: Any, partitions: Iterable[tuple[str, int]], spec: Any) -> dict[
-        tuple[str, int], int]:
+def list_offsets(admin: AdminClient, partitions: Iterable[tuple[str, int]], spec: OffsetSpec
+                 ) -> dict[tuple[str, int], int]:
     """(topic, partition) -> the offset ``spec`` (an OffsetSpec) names on the broker."""
     ck = kafka()
     wanted = {ck.TopicPartition(t, p): spec for t, p in partitions}
@@ -174,15 +188,15 @@ def list_offsets(admin: Any, partitions: Iterable[tuple[str, int]], spec: Any) -
                                              ).offset for tp, f in futures.items()}
 
 
-def describe(admin: Any, group: str) -> None:
+def describe(admin: AdminClient, group: str) -> None:
     """kafka-consumer-groups --describe: one row per partition the group has an offset of
     or a member consuming it, lag = log end offset - committed offset."""
     ck = kafka()
     description = _existing_group(admin, group)
-    owners: dict[tuple[str, int], Any] = {}
-    for member in description.members:
-        for tp in member.assignment.topic_partitions or ():
-            owners[(tp.topic, tp.partition)] = member
+    owners: dict[tuple[str, int], MemberDescription] = {}
+    for owner in description.members:
+        for tp in owner.assignment.topic_partitions or ():
+            owners[(tp.topic, tp.partition)] = owner
     committed = committed_offsets(admin, group)
     partitions = sorted(set(committed) | set(owners))
     ends = list_offsets(admin, partitions, ck.admin.OffsetSpec.latest())
@@ -198,7 +212,7 @@ def describe(admin: Any, group: str) -> None:
     print_table(DESCRIBE_COLUMNS, rows)
 
 
-def _existing_group(admin: Any, group: str) -> Any:
+def _existing_group(admin: AdminClient, group: str) -> ConsumerGroupDescription:
     """The group's description, its state said on stderr as kafka-consumer-groups says it
     when it has no active member or is rebalancing; CliError if the group does not exist."""
     description = group_description(admin, group)
@@ -212,7 +226,7 @@ def _existing_group(admin: Any, group: str) -> Any:
     return description
 
 
-def _describe_state(admin: Any, group: str) -> None:
+def _describe_state(admin: AdminClient, group: str) -> None:
     """kafka-consumer-groups --describe --state."""
     description = group_description(admin, group)
     coordinator = description.coordinator
@@ -223,7 +237,7 @@ def _describe_state(admin: Any, group: str) -> None:
                   state_name(description.state), len(description.members))])
 
 
-def _describe_members(admin: Any, group: str) -> None:
+def _describe_members(admin: AdminClient, group: str) -> None:
     """kafka-consumer-groups --describe --members."""
     description = _existing_group(admin, group)
     print()
@@ -233,7 +247,7 @@ def _describe_members(admin: Any, group: str) -> None:
                  for m in sorted(description.members, key=lambda m: m.member_id)])
 
 
-def _delete(admin: Any, groups: list[str]) -> None:
+def _delete(admin: AdminClient, groups: list[str]) -> None:
     futures = admin.delete_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
     failed = []
     for group in groups:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from tierlog.cli._common import open_manager, settings
+from tierlog.cli._common import Subcommands, open_manager, settings
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "metrics", parents=[common], help="print a snapshot of the storage metrics",
         description="Open the data dirs and print their storage metrics once: log size, "

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+
+from tierlog.cli._common import Subcommands
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "plugins", parents=[common], help="list plugins and the hooks they implement",
         description="List every discovered plugin (built-in and entry points), its "

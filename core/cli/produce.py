@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 from tierlog.cli._common import (
     CliError,
+    Subcommands,
     add_metrics_port,
     metrics_served,
     open_manager,
@@ -43,7 +44,7 @@ RECORD_OVERHEAD = 16
 MAX_BATCH_BYTES = 512 * 1024
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "produce", parents=[common], help="append lines or JSON records to a topic",
         description="Append one record per input line (from --file or stdin) to a topic. "
@@ -192,7 +193,7 @@ def _bytes_field(obj: dict[str, Any], name: str, where: str) -> bytes | None:
     return _to_bytes(obj.get(name))
 
 
-def _to_bytes(value: Any) -> bytes | None:
+def _to_bytes(value: object) -> bytes | None:
     """null stays null; a string is stored as UTF-8; any other JSON value as its JSON text."""
     if value is None:
         return None
@@ -210,7 +211,7 @@ def _int_field(obj: dict[str, Any], name: str, where: str) -> int | None:
     return value
 
 
-def _headers(value: Any, where: str) -> list[Header]:
+def _headers(value: object, where: str) -> list[Header]:
     """``{"k": "v"}``, ``[["k", "v"], ...]`` or ``[{"key": "k", "value": "v"}, ...]`` (or
     ``"value_base64"``), so ``consume --format json`` output produces the same records."""
     if value is None:

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from typing import Any
 
-from tierlog.cli._common import CliError, parse_assignments, plural, progress_bar, settings
+from tierlog.cli._common import (
+    CliError,
+    Subcommands,
+    parse_assignments,
+    plural,
+    progress_bar,
+    settings,
+)
 from tierlog.cli._tier_options import tier_options
 from tierlog.log.log import Log
 from tierlog.manager.log_manager import LogManager
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "restore", parents=[common], help="rebuild topics from the remote tier",
         description="Rebuild a topic (or, with --all, every topic) of the remote tier in a data "

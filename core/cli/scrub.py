@@ -7,15 +7,14 @@ options are found as every command finds them (``tierlog.cli._tier_options``).
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from tierlog.cli._common import plural, progress_bar, settings
+from tierlog.cli._common import Subcommands, plural, progress_bar, settings
 from tierlog.cli._tier_options import tier_options
 from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, ScrubReport, open_storage, scrub_tier
 from tierlog.remote.tier.manifest import remote_partitions
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "scrub", parents=[common], help="check (and repair) a remote tier",
         description="For every partition of the tier at URL: committed segments' objects exist "

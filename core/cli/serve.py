@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 
 from tierlog.cli._common import (
     DEFAULT_DATA_DIR,
+    Subcommands,
     add_metrics_port,
     metrics_served,
     parse_assignments,
@@ -34,7 +36,7 @@ from tierlog.server.server import Server
 log = logging.getLogger(__name__)
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "serve", parents=[common],
         help="serve the data dirs to Kafka clients (Kafka's wire protocol)",
@@ -74,10 +76,8 @@ async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(signum, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread
-            pass
     server = Server(config, manager)
     # The metrics endpoint binds first: a taken port fails before the listener opens.
     with metrics_served(manager, metrics_port, metrics_host, server=server):

@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from tierlog.cli._common import (
     CliError,
+    Subcommands,
     add_metrics_port,
     holding_warnings,
     human_bytes,
@@ -31,7 +31,7 @@ from tierlog.remote.api import RemoteLogSegmentMetadata
 from tierlog.remote.rlm.rlm import TierResult
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "tier", parents=[common], help="copy closed segments to the remote tier now",
         description="Run tiering once for every topic with remote.storage.enable=true: copy "

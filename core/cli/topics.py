@@ -13,6 +13,7 @@ from typing import Any
 
 from tierlog.cli._common import (
     CliError,
+    Subcommands,
     common_parser,
     human_bytes,
     open_manager,
@@ -30,7 +31,7 @@ from tierlog.remote.api import RemoteLogSegmentState
 from tierlog.remote.rlm.remote_reader import topic_id_partition
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     """``common`` is not used: this command's ``--config`` is Kafka's topic override."""
     parser = sub.add_parser(
         "topics", parents=[common_parser(config_file=False)],
@@ -195,7 +196,7 @@ def _describe(mgr: LogManager, topic: str) -> None:
 
 def _shown_overrides(overrides: dict[str, Any]) -> str:
     """``k=v,k2=v2`` as kafka-topics shows a topic's configs (lists joined by commas)."""
-    def text(value: Any) -> str:
+    def text(value: object) -> str:
         if isinstance(value, tuple):
             return ",".join(value)
         return str(value).lower() if isinstance(value, bool) else str(value)

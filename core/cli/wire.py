@@ -11,10 +11,15 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tierlog.cli._common import CliError, read_properties
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka.admin import AdminClient
 
 #: How long one admin request (or a producer's final flush) may take before the command fails.
 REQUEST_TIMEOUT_S = 30.0
@@ -24,6 +29,9 @@ LIBRDKAFKA_LOG = logging.getLogger("tierlog.cli.librdkafka")
 _LOCAL_OPTIONS = (("data_dir", "--data-dir"), ("global_data_dir", "--data-dir"),
                   ("config", "--config"), ("global_config", "--config"),
                   ("set", "--set"), ("global_set", "--set"))
+
+_Client = TypeVar("_Client")
+_Answer = TypeVar("_Answer")
 
 
 def add_bootstrap_options(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -49,7 +57,7 @@ def uses_broker(args: argparse.Namespace) -> bool:
     return True
 
 
-def client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
+def client_config(args: argparse.Namespace, **settings: object) -> dict[str, Any]:
     """The client's settings: the bootstrap server, the --command-config file, then ours."""
     bootstrap = args.bootstrap_server
     if not bootstrap or ":" not in bootstrap:
@@ -60,7 +68,7 @@ def client_config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, **from_file, "logger": LIBRDKAFKA_LOG, **settings}
 
 
-def kafka() -> Any:
+def kafka() -> ModuleType:
     """The confluent_kafka module, or a CliError saying how to install it."""
     try:
         import confluent_kafka
@@ -71,20 +79,31 @@ def kafka() -> Any:
     return confluent_kafka
 
 
-def admin_client(args: argparse.Namespace) -> Any:
-    return _client(kafka().admin.AdminClient, client_config(args), args)
+def admin_client(args: argparse.Namespace) -> AdminClient:
+    kafka()  # installed, or a CliError saying how to install it
+    from confluent_kafka.admin import AdminClient
+
+    return _client(AdminClient, client_config(args), args)
 
 
-def producer(args: argparse.Namespace, **settings: Any) -> Any:
-    return _client(kafka().Producer, client_config(args, **settings), args)
+def producer(args: argparse.Namespace, **settings: object) -> Producer:
+    kafka()
+    from confluent_kafka import Producer
+
+    return _client(Producer, client_config(args, **settings), args)
 
 
-def consumer(args: argparse.Namespace, **settings: Any) -> Any:
-    return _client(kafka().Consumer, client_config(args, **settings), args)
+def consumer(args: argparse.Namespace, **settings: object) -> Consumer:
+    kafka()
+    from confluent_kafka import Consumer
+
+    return _client(Consumer, client_config(args, **settings), args)
 
 
-def _client(make: Any, config: dict[str, Any], args: argparse.Namespace) -> Any:
-    """A client, or a CliError when librdkafka refuses a setting (of --command-config)."""
+def _client(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any],
+            args: argparse.Namespace) -> _Client:
+    """A client, or a CliError when librdkafka refuses a setting (of --command-config).
+    ``config``'s values are librdkafka's (each client's stub types them differently)."""
     try:
         return make(config)
     except kafka().KafkaException as exc:
@@ -92,13 +111,13 @@ def _client(make: Any, config: dict[str, Any], args: argparse.Namespace) -> Any:
         raise CliError(f"{source}{describe_error(exc.args[0])}") from None
 
 
-def describe_error(error: Any) -> str:
+def describe_error(error: KafkaError) -> str:
     """A KafkaError as ``its message (ITS_NAME)``."""
     text, name = error.str(), error.name()
     return f"{text} ({name})" if name and name not in text else text
 
 
-def result(future: concurrent.futures.Future[Any], what: str) -> Any:
+def result(future: concurrent.futures.Future[_Answer], what: str) -> _Answer:
     """An admin request's answer, or a CliError naming ``what`` failed and the broker's
     reason (or that it did not answer in time)."""
     try:
@@ -110,13 +129,13 @@ def result(future: concurrent.futures.Future[Any], what: str) -> Any:
         raise CliError(f"{what}: {describe_error(exc.args[0])}") from None
 
 
-def check(error: Any, what: str) -> None:
+def check(error: KafkaError | None, what: str) -> None:
     """A CliError for a KafkaError carried by a result (a partition's, a topic's), if any."""
     if error is not None and error.code() != 0:
         raise CliError(f"{what}: {describe_error(error)}")
 
 
-def topic_partitions(client: Any, topic: str) -> list[int]:
+def topic_partitions(client: AdminClient | Producer | Consumer, topic: str) -> list[int]:
     """The partitions of ``topic`` from the broker's metadata; CliError if it has none (a
     broker with auto.create.topics.enable creates it here, as for Kafka's console tools)."""
     meta = client.list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)

@@ -15,13 +15,16 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 from tierlog.cli._common import CliError, offset_option, sigterm_stops
 from tierlog.cli.consume import record_formatter
 from tierlog.cli.wire import consumer, describe_error, kafka, topic_partitions
 from tierlog.records.record import Record
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message, TopicPartition
 
 #: How long one poll waits, so Ctrl-C and --timeout-ms are noticed promptly.
 POLL_S = 0.2
@@ -80,7 +83,7 @@ class Printed:
         self.count = 0
 
 
-def _print_records(client: Any, args: argparse.Namespace, printed: Printed) -> None:
+def _print_records(client: Consumer, args: argparse.Namespace, printed: Printed) -> None:
     """Poll and print until a bound is reached, counting into ``printed``."""
     out = sys.stdout.buffer
     formatters: dict[tuple[int, int], Callable[[Record], bytes]] = {}
@@ -101,13 +104,15 @@ def _print_records(client: Any, args: argparse.Namespace, printed: Printed) -> N
             continue
         idle_since = time.monotonic()
         timestamp_type, timestamp = message.timestamp()
-        key = (message.partition(), timestamp_type)
+        partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None  # a record, not an error
+        key = (partition, timestamp_type)
         if key not in formatters:
-            formatters[key] = record_formatter(args, args.topic, message.partition(),
+            formatters[key] = record_formatter(args, args.topic, partition,
                                                TIMESTAMP_TYPES.get(timestamp_type, "CreateTime"))
         record = Record(key=message.key(), value=message.value(),
-                        headers=tuple(message.headers() or ()), timestamp=timestamp,
-                        offset=message.offset())
+                        headers=tuple(_consumed_headers(message)), timestamp=timestamp,
+                        offset=offset)
         line = formatters[key](record) + b"\n"
         # Counted first: Ctrl-C or SIGTERM lands between two statements, and a record the
         # user has seen (stdout may be unbuffered) must be in the count printed on the way out.
@@ -116,7 +121,13 @@ def _print_records(client: Any, args: argparse.Namespace, printed: Printed) -> N
     out.flush()
 
 
-def _start(client: Any, args: argparse.Namespace, partition: int) -> int:
+def _consumed_headers(message: Message) -> Iterable[tuple[str, bytes | None]]:
+    """A consumed record's headers: librdkafka gives (name, bytes) pairs (its stub also
+    allows the str values and the dict a producer may pass)."""
+    return cast("Iterable[tuple[str, bytes | None]]", message.headers() or ())
+
+
+def _start(client: Consumer, args: argparse.Namespace, partition: int) -> int:
     """The first offset of an assigned partition, or one of librdkafka's logical offsets."""
     ck = kafka()
     if args.from_timestamp is not None:
@@ -128,7 +139,7 @@ def _start(client: Any, args: argparse.Namespace, partition: int) -> int:
     return offset_option(args.offset)
 
 
-def _offsets_for_time(client: Any, topic: str, partitions: list[int],
+def _offsets_for_time(client: Consumer, topic: str, partitions: list[int],
                       timestamp: int) -> dict[int, int]:
     """Partition -> the first offset at or after ``timestamp`` (the end when there is none)."""
     ck = kafka()
@@ -137,9 +148,9 @@ def _offsets_for_time(client: Any, topic: str, partitions: list[int],
     return {tp.partition: tp.offset if tp.offset >= 0 else int(ck.OFFSET_END) for tp in found}
 
 
-def _seek_to_timestamp(timestamp: int) -> Callable[[Any, list[Any]], None]:
+def _seek_to_timestamp(timestamp: int) -> Callable[[Consumer, list[TopicPartition]], None]:
     """An on_assign callback starting each assigned partition at ``timestamp``."""
-    def on_assign(client: Any, assigned: list[Any]) -> None:
+    def on_assign(client: Consumer, assigned: list[TopicPartition]) -> None:
         if not assigned:
             return
         topic = assigned[0].topic

@@ -7,11 +7,14 @@ partitioner); the summary comes from the broker's acknowledgements.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlog.cli._common import CliError
 from tierlog.cli.produce import input_records, print_summary
 from tierlog.cli.wire import REQUEST_TIMEOUT_S, describe_error, producer, topic_partitions
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
 
 #: How long to wait for the producer's queue to drain a little when it is full.
 QUEUE_FULL_POLL_S = 0.1
@@ -26,11 +29,12 @@ class Acknowledged:
         self.ranges: dict[int, tuple[int, int, int]] = {}
         self.errors: list[str] = []
 
-    def __call__(self, error: Any, message: Any) -> None:
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self.errors.append(describe_error(error))
             return
         partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None  # delivered: it has both
         first, last, count = self.ranges.get(partition, (offset, offset, 0))
         self.ranges[partition] = (min(first, offset), max(last, offset), count + 1)
         self.count += 1
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _send(client: Any, topic: str, fields: dict[str, Any]) -> None:
+def _send(client: Producer, topic: str, fields: dict[str, Any]) -> None:
     """Queue one record, serving delivery reports while librdkafka's queue is full."""
     while True:
         try:
@@ -79,7 +83,7 @@ def _send(client: Any, topic: str, fields: dict[str, Any]) -> None:
         return
 
 
-def _drain(client: Any, acked: Acknowledged) -> None:
+def _drain(client: Producer, acked: Acknowledged) -> None:
     """Wait for every queued record's acknowledgement; CliError if any was refused."""
     left = client.flush(REQUEST_TIMEOUT_S)
     if left:

@@ -9,7 +9,7 @@ import argparse
 import re
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tierlog.cli._common import CliError
 from tierlog.cli.groups import (
@@ -22,6 +22,9 @@ from tierlog.cli.groups import (
 )
 from tierlog.cli.wire import kafka, result, topic_partitions
 
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
 #: Java's Duration.parse subset Kafka's --by-duration takes: PnDTnHnMnS.
 DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 SPECS = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime",
@@ -30,7 +33,7 @@ SPECS = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_
 Plan = dict[tuple[str, int], int]
 
 
-def run(admin: Any, args: argparse.Namespace, groups: list[str]) -> None:
+def run(admin: AdminClient, args: argparse.Namespace, groups: list[str]) -> None:
     if not any(getattr(args, s) not in (None, False) for s in SPECS):
         raise CliError("--reset-offsets needs one of " + ", ".join(
             "--" + s.replace("_", "-") for s in SPECS))
@@ -52,7 +55,7 @@ def run(admin: Any, args: argparse.Namespace, groups: list[str]) -> None:
               "to commit it, or --dry-run to say a plan is what you want.", file=sys.stderr)
 
 
-def plan_reset(admin: Any, args: argparse.Namespace, group: str) -> Plan:
+def plan_reset(admin: AdminClient, args: argparse.Namespace, group: str) -> Plan:
     """(topic, partition) -> the new committed offset of ``group``, per the options."""
     ck = kafka()
     spec = ck.admin.OffsetSpec
@@ -88,7 +91,7 @@ def plan_reset(admin: Any, args: argparse.Namespace, group: str) -> Plan:
     return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
 
 
-def _scope(admin: Any, topics: list[str]) -> list[tuple[str, int]]:
+def _scope(admin: AdminClient, topics: list[str]) -> list[tuple[str, int]]:
     """--topic T (every partition) or T:P,P (those), checked against the broker's metadata."""
     out: list[tuple[str, int]] = []
     for item in topics:
@@ -124,7 +127,7 @@ def _duration_ms(text: str) -> int:
     return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
-def _commit(admin: Any, group: str, plan: Plan) -> None:
+def _commit(admin: AdminClient, group: str, plan: Plan) -> None:
     ck = kafka()
     request = [ck.ConsumerGroupTopicPartitions(
         group, [ck.TopicPartition(t, p, offset) for (t, p), offset in sorted(plan.items())])]

@@ -7,11 +7,17 @@ DeleteTopics) with confluent-kafka's AdminClient; the options are checked by
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tierlog.cli._common import parse_assignments
 from tierlog.cli.topics import config_changes, listing_order
 from tierlog.cli.wire import REQUEST_TIMEOUT_S, admin_client, kafka, result
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
+    # where it is defined: confluent_kafka.admin does not re-export it to a type checker
+    from confluent_kafka.admin._topic import TopicDescription
 
 #: Kafka's "let the broker decide" for a partition count or a replication factor.
 BROKER_DEFAULT = -1
@@ -51,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _alter(admin: Any, args: argparse.Namespace) -> None:
+def _alter(admin: AdminClient, args: argparse.Namespace) -> None:
     ck = kafka()
     if args.partitions is not None:
         grow = ck.admin.NewPartitions(args.topic, args.partitions)
@@ -72,7 +78,7 @@ def _alter(admin: Any, args: argparse.Namespace) -> None:
         print(f"Altered topic {args.topic}: Configs: {_overrides(admin, [args.topic])[args.topic]}")
 
 
-def _descriptions(admin: Any, topics: list[str] | None) -> dict[str, Any]:
+def _descriptions(admin: AdminClient, topics: list[str] | None) -> dict[str, TopicDescription]:
     """Name -> TopicDescription of ``topics`` (every topic when None)."""
     ck = kafka()
     if topics is None:
@@ -85,7 +91,7 @@ def _descriptions(admin: Any, topics: list[str] | None) -> dict[str, Any]:
             for name, future in futures.items()}
 
 
-def _overrides(admin: Any, topics: list[str]) -> dict[str, str]:
+def _overrides(admin: AdminClient, topics: list[str]) -> dict[str, str]:
     """Name -> ``k=v,...`` of the topic's own configs (DYNAMIC_TOPIC_CONFIG), as the data-dir
     describe shows its overrides."""
     ck = kafka()
@@ -103,7 +109,7 @@ def _overrides(admin: Any, topics: list[str]) -> dict[str, str]:
     return out
 
 
-def _describe(description: Any, configs: str) -> None:
+def _describe(description: TopicDescription, configs: str) -> None:
     """kafka-topics' lines: the topic, then one per partition."""
     partitions = sorted(description.partitions, key=lambda p: p.id)
     replicas = len(partitions[0].replicas) if partitions else 0

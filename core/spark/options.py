@@ -60,7 +60,8 @@ _TOPIC_OPTIONS = ("subscribe", "subscribepattern", "assign")
 PerTopic = dict[str, dict[int, int]]
 
 
-def _json(key: str, text: str) -> Any:
+def _json(key: str, text: str) -> object:
+    """``text`` decoded (any JSON value; the caller checks its shape), or ConfigError."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -100,6 +101,7 @@ def _topic_ids(key: str, text: str) -> str | dict[str, str]:
     """``<id>`` or ``{"topic": "<id>"}``, each a Kafka topic id (22 base64url characters)."""
     stripped = text.strip()
     ids = _json(key, stripped) if stripped.startswith("{") else stripped
+    assert isinstance(ids, (str, dict))  # JSON text that starts with "{" is an object
     pairs = ids.items() if isinstance(ids, dict) else [("topic", ids)]
     for topic, topic_id in pairs:
         try:
@@ -133,6 +135,7 @@ def _assign(text: str) -> dict[str, tuple[int, ...]]:
         raise ConfigError("assign", f'no topic partitions to assign in {text!r}: it must be a '
                                     f'JSON object like {{"orders": [0, 1]}}')
     data = _json("assign", text)
+    assert isinstance(data, dict)  # JSON text that starts with "{" is an object
     try:
         return {t: tuple(int(p) for p in ps) for t, ps in data.items()}
     except (TypeError, ValueError, AttributeError) as e:
@@ -183,20 +186,10 @@ class TierlogOptions:
         refuses the ending options."""
         opts = {k.lower(): str(v) for k, v in options.items()}
         if streaming:
-            for key in _ENDING_OPTIONS:
-                if key in opts:
-                    raise ConfigError(key, "is not valid in streaming queries (a stream has "
-                                           "no end; use it with spark.read)")
+            _refuse_ending_options(opts)
             opts.setdefault("startingoffsets", "latest")
         raw_storage = options_under(STORAGE_PREFIXES, opts)
-        ignored = sorted(k for k in opts if k.startswith(KAFKA_PREFIX)
-                         and k != KAFKA_ISOLATION_LEVEL)
-        for key in list(opts):
-            if key.startswith(STORAGE_PREFIXES) or key in ignored:
-                del opts[key]
-            elif key not in _KNOWN:
-                raise ConfigError(key, f"unknown option of the {NAME} data source; known: "
-                                       f"{', '.join(sorted(_KNOWN))}, storage.<name>")
+        ignored = _take_out_storage_and_kafka(opts)
         if "path" not in opts:
             raise ConfigError("path", "the URL of the remote tier is required")
         # The writer's option names and checks (tierlog.remote.tier.options), under storage.
@@ -206,40 +199,8 @@ class TierlogOptions:
         values: dict[str, Any] = {"url": opts["path"], "storage_options": storage,
                                   "ignored_kafka_options": tuple(ignored)}
         values.update(_topic_choice(opts))
-        for key, name in (("startingoffsets", "starting_offsets"),
-                          ("endingoffsets", "ending_offsets")):
-            if key in opts:
-                values[name] = _offsets(key, opts[key], ending=key == "endingoffsets")
-        for key, name in (("startingtimestamp", "starting_timestamp"),
-                          ("endingtimestamp", "ending_timestamp")):
-            if key in opts:
-                values[name] = parse_int(key, opts[key], minimum=0)
-        for key, name in (("startingoffsetsbytimestamp", "starting_by_timestamp"),
-                          ("endingoffsetsbytimestamp", "ending_by_timestamp")):
-            if key in opts:
-                values[name] = _per_topic(key, opts[key])
-        if "startingoffsetsbytimestampstrategy" in opts:
-            strategy = opts["startingoffsetsbytimestampstrategy"].strip().lower()
-            if strategy not in TIMESTAMP_STRATEGIES:
-                raise ConfigError("startingoffsetsbytimestampstrategy",
-                                  f"must be one of {', '.join(TIMESTAMP_STRATEGIES)}, got "
-                                  f"{strategy!r}")
-            values["timestamp_strategy"] = strategy
-        isolation = _isolation_level(opts)
-        if isolation is not None:
-            values["isolation_level"] = isolation
-        for key, name in (("failondataloss", "fail_on_data_loss"),
-                          ("includeheaders", "include_headers"),
-                          ("filterpushdown", "filter_pushdown")):
-            if key in opts:
-                values[name] = parse_bool(key, opts[key])
-        for key, name in (("minpartitions", "min_partitions"), ("splitbytes", "split_bytes"),
-                          ("batchrows", "batch_rows"),
-                          ("maxoffsetspertrigger", "max_offsets_per_trigger")):
-            if key in opts:
-                values[name] = parse_int(key, opts[key], minimum=1)
-        if "topicid" in opts:
-            values["topic_ids"] = _topic_ids("topicid", opts["topicid"])
+        values.update(_limits(opts))
+        values.update(_settings(opts))
         parsed = cls(**values)
         parsed._check_start_not_after_end()
         if ignored:
@@ -349,6 +310,76 @@ def _topic_choice(opts: Mapping[str, str]) -> dict[str, Any]:
             raise ConfigError(key, f"{pattern!r} is not a regular expression: {e}") from None
         return {"subscribe_pattern": pattern}
     return {"assign": _assign(opts[key])}
+
+
+def _refuse_ending_options(opts: Mapping[str, str]) -> None:
+    """A streaming query refuses the ending options, as Spark's Kafka source does."""
+    for key in _ENDING_OPTIONS:
+        if key in opts:
+            raise ConfigError(key, "is not valid in streaming queries (a stream has "
+                                   "no end; use it with spark.read)")
+
+
+def _take_out_storage_and_kafka(opts: dict[str, str]) -> list[str]:
+    """Remove the storage options and the ignored ``kafka.*`` ones from ``opts`` (returning
+    the latter, sorted); ConfigError for an option the data source does not know."""
+    ignored = sorted(k for k in opts if k.startswith(KAFKA_PREFIX)
+                     and k != KAFKA_ISOLATION_LEVEL)
+    for key in list(opts):
+        if key.startswith(STORAGE_PREFIXES) or key in ignored:
+            del opts[key]
+        elif key not in _KNOWN:
+            raise ConfigError(key, f"unknown option of the {NAME} data source; known: "
+                                   f"{', '.join(sorted(_KNOWN))}, storage.<name>")
+    return ignored
+
+
+def _limits(opts: Mapping[str, str]) -> dict[str, Any]:
+    """Where the read starts and ends: the offsets, timestamps and per-partition timestamps
+    given, and the by-timestamp strategy (TierlogOptions' field names)."""
+    values: dict[str, Any] = {}
+    for key, name in (("startingoffsets", "starting_offsets"),
+                      ("endingoffsets", "ending_offsets")):
+        if key in opts:
+            values[name] = _offsets(key, opts[key], ending=key == "endingoffsets")
+    for key, name in (("startingtimestamp", "starting_timestamp"),
+                      ("endingtimestamp", "ending_timestamp")):
+        if key in opts:
+            values[name] = parse_int(key, opts[key], minimum=0)
+    for key, name in (("startingoffsetsbytimestamp", "starting_by_timestamp"),
+                      ("endingoffsetsbytimestamp", "ending_by_timestamp")):
+        if key in opts:
+            values[name] = _per_topic(key, opts[key])
+    if "startingoffsetsbytimestampstrategy" in opts:
+        strategy = opts["startingoffsetsbytimestampstrategy"].strip().lower()
+        if strategy not in TIMESTAMP_STRATEGIES:
+            raise ConfigError("startingoffsetsbytimestampstrategy",
+                              f"must be one of {', '.join(TIMESTAMP_STRATEGIES)}, got "
+                              f"{strategy!r}")
+        values["timestamp_strategy"] = strategy
+    return values
+
+
+def _settings(opts: Mapping[str, str]) -> dict[str, Any]:
+    """The isolation level, the flags, the sizes and the topic ids given (TierlogOptions'
+    field names)."""
+    values: dict[str, Any] = {}
+    isolation = _isolation_level(opts)
+    if isolation is not None:
+        values["isolation_level"] = isolation
+    for key, name in (("failondataloss", "fail_on_data_loss"),
+                      ("includeheaders", "include_headers"),
+                      ("filterpushdown", "filter_pushdown")):
+        if key in opts:
+            values[name] = parse_bool(key, opts[key])
+    for key, name in (("minpartitions", "min_partitions"), ("splitbytes", "split_bytes"),
+                      ("batchrows", "batch_rows"),
+                      ("maxoffsetspertrigger", "max_offsets_per_trigger")):
+        if key in opts:
+            values[name] = parse_int(key, opts[key], minimum=1)
+    if "topicid" in opts:
+        values["topic_ids"] = _topic_ids("topicid", opts["topicid"])
+    return values
 
 
 def _isolation_level(opts: Mapping[str, str]) -> str | None:

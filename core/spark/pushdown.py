@@ -4,9 +4,10 @@ read (``PushedBounds``): conservative, so a bound is a superset of the matching 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TypeVar
 
 from pyspark.sql.datasource import (
     EqualNullSafe,
@@ -23,6 +24,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 #: Filters whose values a row must equal (a null-safe one pushed with a value is the same).
 _EQUALITIES = (EqualTo, EqualNullSafe, In)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -65,13 +68,15 @@ class PushedBounds:
                                    LessThanOrEqual))
         if numbers is None:
             return self
-        lo, hi = min(numbers), max(numbers)
+        least, most = min(numbers), max(numbers)
+        lo: int | None = least
+        hi: int | None = most
         if isinstance(f, GreaterThan):
-            lo, hi = lo + 1, None
+            lo, hi = least + 1, None
         elif isinstance(f, GreaterThanOrEqual):
             hi = None
         elif isinstance(f, LessThan):
-            lo, hi = None, hi - 1
+            lo, hi = None, most - 1
         elif isinstance(f, LessThanOrEqual):
             lo = None
         if attribute == ("offset",):
@@ -85,13 +90,14 @@ class PushedBounds:
         return narrowed
 
 
-def _tighter(current: int | None, new: int | None, pick: Any) -> int | None:
+def _tighter(current: int | None, new: int | None, pick: Callable[[int, int], int]
+             ) -> int | None:
     if current is None or new is None:
         return new if current is None else current
     return int(pick(current, new))
 
 
-def _values(f: Filter, kind: type, kinds: tuple[type, ...]) -> list[Any] | None:
+def _values(f: Filter, kind: type[_T], kinds: tuple[type[Filter], ...]) -> list[_T] | None:
     """The filter's literal values when it is one of ``kinds`` and they are all ``kind``."""
     if not isinstance(f, kinds):
         return None

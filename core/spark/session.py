@@ -9,9 +9,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tierlog.errors import SparkWorkerError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 
-def session(app_name: str = "tierlog", master: str = "local[*]", **conf: Any) -> Any:
+def session(app_name: str = "tierlog", master: str = "local[*]", **conf: object
+            ) -> SparkSession:
     """A SparkSession (``getOrCreate``) on ``master`` with ``tierlog`` registered.
 
     Spark's Python workers run ``sys.executable`` (PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON
@@ -56,7 +60,7 @@ def session(app_name: str = "tierlog", master: str = "local[*]", **conf: Any) ->
     return spark
 
 
-def show_errors_first(spark: Any) -> None:
+def show_errors_first(spark: SparkSession) -> None:
     """Set ``HIDE_TRACEBACK`` on ``spark`` unless its user set it (either way): the first
     line of a failed query is then the error (``tierlog.errors.ConfigError: path: ...``),
     not "Traceback (most recent call last):". It applies to the session's Python UDFs too."""
@@ -66,7 +70,7 @@ def show_errors_first(spark: Any) -> None:
                  HIDE_TRACEBACK)
 
 
-def check_workers(spark: Any) -> str:
+def check_workers(spark: SparkSession) -> str:
     """Run a one-task job whose Python imports tierlog; return the interpreter the workers
     run. SparkWorkerError, saying how to fix it, when they cannot import tierlog (or cannot
     start). Spark Connect sessions (no SparkContext) are not checked."""

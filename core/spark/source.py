@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -27,6 +27,7 @@ from pyspark.sql.datasource import (
     Filter,
     InputPartition,
 )
+from pyspark.sql.types import StructType
 
 from tierlog.reader import read_split
 from tierlog.spark.options import NAME, TierlogOptions
@@ -103,13 +104,13 @@ class TierlogDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """``df.write.format("tierlog")``: see tierlog.spark.write."""
         from tierlog.spark.write import TierlogBatchWriter
 
         return TierlogBatchWriter(self.options)
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """``df.writeStream.format("tierlog")``: see tierlog.spark.write."""
         from tierlog.spark.write import TierlogStreamWriter
 
@@ -118,7 +119,7 @@ class TierlogDataSource(DataSource):
     def schema(self) -> str:
         return schema_ddl(include_headers=self.parsed.include_headers)
 
-    def reader(self, schema: Any) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         """A reader yielding ``schema``'s columns: the whole Kafka schema, or the columns a
         user's ``.schema("value binary, offset long")`` names (Spark 4.3 does not prune the
         columns of a Python source; fewer columns ship less to the JVM)."""
@@ -128,7 +129,7 @@ class TierlogDataSource(DataSource):
             return TierlogPushdownReader(self.parsed, columns)
         return TierlogReader(self.parsed, columns)
 
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """``spark.readStream.format("tierlog")``: see tierlog.spark.stream (a stream starts
         at ``latest`` by default and refuses the ending options, as Spark's Kafka source)."""
         from tierlog.spark.stream import TierlogStreamReader
@@ -137,7 +138,7 @@ class TierlogDataSource(DataSource):
         return TierlogStreamReader(options, self._columns(schema, options.include_headers))
 
     @staticmethod
-    def _columns(schema: Any, include_headers: bool) -> list[str] | None:
+    def _columns(schema: StructType | None, include_headers: bool) -> list[str] | None:
         """The columns a read yields for Spark's ``schema`` (``read_columns``; None: all, or
         called outside Spark)."""
         if schema is None:
@@ -148,7 +149,7 @@ class TierlogDataSource(DataSource):
                             include_headers=include_headers)
 
 
-def register(spark: Any, *, check: bool = True) -> None:
+def register(spark: SparkSession, *, check: bool = True) -> None:
     """Make ``spark.read.format("tierlog")`` available in ``spark``'s session, with its
     errors as the first line Spark shows (``session.show_errors_first``). With ``check``, a
     one-task job first proves the workers' Python imports tierlog (``session.check_workers``:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from tierlog.errors import ConfigError
 
@@ -25,7 +24,7 @@ def to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]
     return out
 
 
-def from_json(data: Any, what: str = "offset") -> Offsets:
+def from_json(data: object, what: str = "offset") -> Offsets:
     """Spark's Kafka offset JSON (already decoded) -> ``{(topic, partition): offset}``;
     ConfigError naming ``what`` when it is not that form (e.g. a checkpoint of another
     source)."""
