@@ -1,6 +1,8 @@
 """The contract between the server's network side and every request handler.
 
-A handler is ``async def handler(ctx: RequestContext, request) -> response``: ``request`` is a
+A handler is a module-level ``async def handler(owner, ctx: RequestContext, request) ->
+response`` (see :mod:`tierlog.server.registry` for how one is registered): ``owner`` is what it
+serves from (the :class:`~tierlog.server.services.Services`, a coordinator); ``request`` is a
 decoded kio request object of version ``ctx.api_version``; the handler returns a kio response
 object of ``ctx.response_type`` (the same API and version), or None when Kafka sends no
 response (Produce with acks=0); on a hot path it may instead return a
@@ -16,7 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+
+from kio.static.protocol import ResponsePayload
+
+from tierlog.server.framing import EncodedResponse, SplicedResponse, response_class
 
 if TYPE_CHECKING:
     from tierlog.manager.log_manager import LogManager
@@ -39,8 +45,23 @@ class RequestContext:
     response_type: type[Any]
 
 
-#: A request handler (see the module docstring).
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+#: What a handler answers (see the module docstring).
+HandlerResult: TypeAlias = ResponsePayload | SplicedResponse | EncodedResponse | None
+
+#: A registered handler, bound to its owner. The request is Any here, honestly: the registry
+#: dispatches by API key, and the decoded body's class is known only at run time (its
+#: version); each handler function declares the union of kio classes it takes.
+Handler: TypeAlias = Callable[[RequestContext, Any], Awaitable[HandlerResult]]
+
+
+def request_context(api_key: int, api_version: int, *, correlation_id: int = 0,
+                    client_id: str | None = None, client_host: str = "127.0.0.1",
+                    connection_id: int = 0) -> RequestContext:
+    """The context of one request of ``api_key`` v``api_version`` (its response class
+    looked up in kio): what the server builds per request, and what a test of one handler
+    builds to call it directly."""
+    return RequestContext(api_key, api_version, correlation_id, client_id, client_host,
+                          connection_id, response_class(api_key, api_version))
 
 
 class HandlerRegistry(Protocol):

@@ -17,18 +17,21 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records as KioRecords
+from kio.static.protocol import Entity, ResponsePayload
 
 from tierlog.errors import BadRequestError
 from tierlog.records.file_records import Records
 from tierlog.records.varint import unsigned_varint
 from tierlog.server.request_bounds import check_header, check_request
 
+_T = TypeVar("_T")
+_E = TypeVar("_E", bound=Entity)
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 #: Length of the placeholder a spliced response carries in place of each file slice.
@@ -97,7 +100,7 @@ def decode_request(frame: bytes | memoryview) -> DecodedRequest:
                           body)
 
 
-def _serialize(entity_type: type[Any], entity: Any) -> bytes:
+def _serialize(entity_type: type[_E], entity: _E) -> bytes:
     buffer = io.BytesIO()
     entity_writer(entity_type)(buffer, entity)
     return buffer.getvalue()
@@ -111,7 +114,7 @@ def encode_header(response_type: type[Any], correlation_id: int) -> bytes:
     return _SIZE.pack(correlation_id)
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
+def encode_response(correlation_id: int, response: ResponsePayload | EncodedResponse) -> bytes:
     """Size prefix + the response's header (its class names the version) + body."""
     if isinstance(response, EncodedResponse):
         payload = encode_header(response.response_type, correlation_id) + response.body
@@ -137,7 +140,7 @@ class SplicedResponse:
     replaced by ``slices[marker]`` on the wire. A handler may return one instead of a kio
     response; the connection writes it with :func:`encode_spliced`."""
 
-    response: Any
+    response: ResponsePayload
     slices: Mapping[bytes, Records]
 
 
@@ -196,9 +199,10 @@ def _field_names(cls: type[Any]) -> frozenset[str]:
     return names
 
 
-def make(cls: type[Any], **values: Any) -> Any:
+def make(cls: type[_T], **values: object) -> _T:
     """An instance of a kio class of some version from the fields that version has: the
-    handlers build one response for every version they serve."""
+    handlers build one response for every version they serve (``cls`` typed as the union of
+    an API's response classes makes the result that union)."""
     names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
 

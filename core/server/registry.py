@@ -2,15 +2,24 @@
 
 ApiVersions advertises exactly what is registered, so a client never negotiates a version no
 handler serves. Registration checks that kio has the message types of every version claimed.
+
+Each API module declares its handlers in a table of :class:`Endpoint` (API key, module-level
+handler, versions) and :func:`register` binds them to the object they serve from.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from kio.index import load_request_schema, load_response_schema
 
-from tierlog.server.context import Handler
+from tierlog.server.context import Handler, HandlerRegistry, HandlerResult, RequestContext
+
+#: What a table's handlers serve from (the Services, a coordinator).
+_Owner = TypeVar("_Owner")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +31,26 @@ class Registration:
 
     def serves(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint(Generic[_Owner]):
+    """One row of an API module's table: ``handler(owner, ctx, request)`` serves ``api_key``
+    versions [min_version, max_version]. The request is Any in the row only: each handler
+    declares the union of the kio request classes of the versions it serves."""
+
+    api_key: int
+    handler: Callable[[_Owner, RequestContext, Any], Awaitable[HandlerResult]]
+    min_version: int
+    max_version: int
+
+
+def register(registry: HandlerRegistry, owner: _Owner,
+             endpoints: Iterable[Endpoint[_Owner]]) -> None:
+    """Register each endpoint's handler bound to ``owner``."""
+    for endpoint in endpoints:
+        registry.add(endpoint.api_key, functools.partial(endpoint.handler, owner),
+                     min_version=endpoint.min_version, max_version=endpoint.max_version)
 
 
 class Registry:

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from tierlog.common.clock import system_time_ms
 from tierlog.manager.log_manager import LogManager
+from tierlog.server.api.fetch_sessions import FetchSessionCache
 from tierlog.server.config import ServerConfig
 from tierlog.server.request_stats import RequestStats
 
@@ -33,6 +34,9 @@ class Services:
         self._waiters: set[asyncio.Future[None]] = set()
         #: Request times, connections and per-topic produce/fetch counts, for metrics.
         self.request_stats = RequestStats()
+        #: The incremental fetch sessions (KIP-227) of every connection, as Kafka's
+        #: FetchManager keeps them for the whole broker.
+        self.fetch_sessions = FetchSessionCache()
 
     def time_ms(self) -> int:
         return self._time_ms()
