@@ -4,19 +4,27 @@ broker's settings), over LogManager.topic_config / alter_topic_config."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
 from tierlog.errors import ConfigError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
-from tierlog.server.context import RequestContext
+from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import make, nested
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Endpoint, register
 from tierlog.server.services import Services
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import (
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 TOPIC, BROKER = 2, 4
 #: Kafka's ConfigSource values.
@@ -26,9 +34,23 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 #: Kafka's ConfigType values by tierlog's key types.
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
                 "list": 7}
+_NO_THROTTLE = datetime.timedelta(0)
+#: (name, value, source, type) of each config a resource describes.
+_Entries = list[tuple[str, str | None, int, int]]
 
 
-def format_value(value: Any) -> str | None:
+class ConfigOp(Protocol):
+    """An AlterableConfig of IncrementalAlterConfigs (the same in every version)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config_operation(self) -> int: ...
+    @property
+    def value(self) -> str | None: ...
+
+
+def format_value(value: object) -> str | None:
     """A parsed config value as Kafka's text (``true``, ``delete,compact``)."""
     if value is None:
         return None
@@ -40,7 +62,7 @@ def format_value(value: Any) -> str | None:
 
 
 def describe_topic(manager: LogManager, topic: str,
-                   keys: Iterable[str] | None) -> list[tuple[str, str | None, int, int]]:
+                   keys: Iterable[str] | None) -> _Entries:
     """(name, value, source, type) of each requested topic config."""
     config = manager.topic_config(topic)
     overrides = manager.topic_overrides(topic)
@@ -57,7 +79,8 @@ def describe_topic(manager: LogManager, topic: str,
     return out
 
 
-def alter_topic(manager: LogManager, topic: str, ops: Iterable[Any], validate_only: bool) -> None:
+def alter_topic(manager: LogManager, topic: str, ops: Iterable[ConfigOp],
+                validate_only: bool) -> None:
     """Apply one resource's SET/DELETE/APPEND/SUBTRACT operations (all validated first)."""
     if not manager.partitions(topic):
         raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
@@ -90,66 +113,80 @@ def alter_topic(manager: LogManager, topic: str, ops: Iterable[Any], validate_on
     manager.alter_topic_config(topic, set_configs, deleted)
 
 
-def install(registry: Registry, services: Services) -> None:
+def _describe_resource(manager: LogManager, rtype: int, name: str,
+                       keys: Sequence[str] | None) -> tuple[ErrorCode, str | None, _Entries]:
+    """One DescribeConfigs resource: (error code, message, its entries)."""
+    try:
+        if rtype == TOPIC:
+            return ErrorCode.none, None, describe_topic(manager, name, keys)
+        if rtype == BROKER:
+            return ErrorCode.none, None, [
+                (k, format_value(v), STATIC_BROKER_CONFIG, 0)
+                for k, v in sorted(manager.config.broker.items())
+                if keys is None or k in keys]
+        return ErrorCode.invalid_request, f"resource type {rtype} is not supported", []
+    except Exception as exc:  # noqa: BLE001 - an item's own error code
+        return error_code_for(exc), error_message(exc), []
+
+
+async def describe_configs(services: Services, ctx: RequestContext,
+                           request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    """The configs of each topic (and the broker's, read-only)."""
     manager = services.manager
-    zero = datetime.timedelta(0)
+    asked = [(int(r.resource_type), r.resource_name, r.configuration_keys)
+             for r in request.resources]
+    described = await services.run_blocking(lambda: [
+        _describe_resource(manager, rtype, name, keys) for rtype, name, keys in asked])
+    cls: type[DescribeConfigsResponse] = ctx.response_type
+    result_t, entry_t = (nested(cls, "DescribeConfigsResult"),
+                         nested(cls, "DescribeConfigsResourceResult"))
+    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
+        make(result_t, error_code=code, error_message=message, resource_type=rtype,
+             resource_name=name, configs=tuple(
+                 make(entry_t, name=k, value=v, read_only=rtype == BROKER,
+                      config_source=src, is_default=src == DEFAULT_CONFIG,
+                      is_sensitive=False, synonyms=(), config_type=ctype,
+                      documentation=None)
+                 for k, v, src, ctype in entries))
+        for (rtype, name, _), (code, message, entries) in zip(asked, described, strict=True)))
 
-    async def describe_configs(ctx: RequestContext, request: Any) -> Any:
-        cls = ctx.response_type
-        result_t, entry_t = (nested(cls, "DescribeConfigsResult"),
-                             nested(cls, "DescribeConfigsResourceResult"))
 
-        def run() -> list[Any]:
-            results = []
-            for resource in request.resources:
-                rtype, name = int(resource.resource_type), resource.resource_name
-                code, message, entries = ErrorCode.none, None, []
-                try:
-                    if rtype == TOPIC:
-                        entries = describe_topic(manager, name, resource.configuration_keys)
-                    elif rtype == BROKER:
-                        entries = [(k, format_value(v), STATIC_BROKER_CONFIG, 0)
-                                   for k, v in sorted(manager.config.broker.items())
-                                   if resource.configuration_keys is None
-                                   or k in resource.configuration_keys]
-                    else:
-                        code, message = (ErrorCode.invalid_request,
-                                         f"resource type {rtype} is not supported")
-                except Exception as exc:  # noqa: BLE001 - an item's own error code
-                    code, message = error_code_for(exc), error_message(exc)
-                results.append(make(
-                    result_t, error_code=code, error_message=message, resource_type=rtype,
-                    resource_name=name, configs=tuple(
-                        make(entry_t, name=k, value=v, read_only=rtype == BROKER,
-                             config_source=src, is_default=src == DEFAULT_CONFIG,
-                             is_sensitive=False, synonyms=(), config_type=ctype,
-                             documentation=None)
-                        for k, v, src, ctype in entries)))
-            return results
+def _alter_resource(manager: LogManager, rtype: int, name: str, ops: Sequence[ConfigOp],
+                    validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """One IncrementalAlterConfigs resource: (error code, message)."""
+    try:
+        if rtype != TOPIC:
+            raise ConfigError(name, "only topic configs can be altered on a running tierlog "
+                                    "server")
+        alter_topic(manager, name, ops, validate_only)
+    except Exception as exc:  # noqa: BLE001 - an item's own error code
+        return error_code_for(exc), error_message(exc)
+    return ErrorCode.none, None
 
-        return make(cls, throttle_time=zero, results=tuple(await services.run_blocking(run)))
 
-    async def incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
-        cls = ctx.response_type
-        result_t = nested(cls, "AlterConfigsResourceResponse")
+async def incremental_alter_configs(
+        services: Services, ctx: RequestContext,
+        request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    """Apply each topic's SET/DELETE/APPEND/SUBTRACT operations."""
+    manager = services.manager
+    validate_only = bool(request.validate_only)
+    asked: list[tuple[int, str, Sequence[ConfigOp]]] = [
+        (int(r.resource_type), r.resource_name, r.configs) for r in request.resources]
+    results = await services.run_blocking(lambda: [
+        _alter_resource(manager, rtype, name, ops, validate_only) for rtype, name, ops in asked])
+    cls: type[IncrementalAlterConfigsResponse] = ctx.response_type
+    result_t = nested(cls, "AlterConfigsResourceResponse")
+    return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(
+        make(result_t, error_code=code, error_message=message, resource_type=rtype,
+             resource_name=name)
+        for (rtype, name, _), (code, message) in zip(asked, results, strict=True)))
 
-        def run() -> list[Any]:
-            results = []
-            for resource in request.resources:
-                rtype, name = int(resource.resource_type), resource.resource_name
-                code, message = ErrorCode.none, None
-                try:
-                    if rtype != TOPIC:
-                        raise ConfigError(name, "only topic configs can be altered on a "
-                                                "running tierlog server")
-                    alter_topic(manager, name, resource.configs, bool(request.validate_only))
-                except Exception as exc:  # noqa: BLE001 - an item's own error code
-                    code, message = error_code_for(exc), error_message(exc)
-                results.append(make(result_t, error_code=code, error_message=message,
-                                    resource_type=rtype, resource_name=name))
-            return results
 
-        return make(cls, throttle_time=zero, responses=tuple(await services.run_blocking(run)))
+ENDPOINTS = (
+    Endpoint(32, describe_configs, 1, 4),
+    Endpoint(44, incremental_alter_configs, 0, 1),
+)
 
-    registry.add(32, describe_configs, min_version=1, max_version=4)
-    registry.add(44, incremental_alter_configs, min_version=0, max_version=1)
+
+def install(registry: HandlerRegistry, services: Services) -> None:
+    register(registry, services, ENDPOINTS)

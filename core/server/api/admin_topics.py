@@ -5,10 +5,11 @@ refused with INVALID_REPLICATION_FACTOR, as a one-broker Kafka cluster refuses i
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
+import kio.schema.delete_topics.v6
 from kio.schema.errors import ErrorCode
 
 from tierlog.common.filenames import validate_topic
@@ -16,20 +17,60 @@ from tierlog.config import LogConfig
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api.metadata import topic_uuid
-from tierlog.server.context import RequestContext
+from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.internal_topics import AdminChange, refusal
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.partition_limits import new_partitions_check
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Endpoint, register
 from tierlog.server.services import Services
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
+
+_NO_THROTTLE = datetime.timedelta(0)
 
 #: (error code, message) of one item; ErrorCode.none and None when it succeeded.
 _Result = tuple[ErrorCode, str | None]
 _OK: _Result = (ErrorCode.none, None)
 
 
-def _attempt(fn: Callable[[], Any]) -> _Result:
+class _Config(Protocol):
+    """A CreatableTopicConfig (of any CreateTopics version)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> str | None: ...
+
+
+class CreatableTopic(Protocol):
+    """The fields of a CreatableTopic (the same in every CreateTopics version) read here."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def num_partitions(self) -> int: ...
+    @property
+    def replication_factor(self) -> int: ...
+    @property
+    def assignments(self) -> Sequence[object]: ...
+    @property
+    def configs(self) -> Sequence[_Config]: ...
+
+
+def _attempt(fn: Callable[[], object]) -> _Result:
     try:
         fn()
     except Exception as exc:  # noqa: BLE001 - an item's own error code
@@ -37,7 +78,7 @@ def _attempt(fn: Callable[[], Any]) -> _Result:
     return _OK
 
 
-def create_topic(manager: LogManager, topic: Any, default_partitions: int,
+def create_topic(manager: LogManager, topic: CreatableTopic, default_partitions: int,
                  validate_only: bool, check_new: Callable[[int], None]) -> _Result:
     """One CreatableTopic: checks (``check_new(count)`` raises when the broker may not take
     ``count`` more partitions), then (unless ``validate_only``) the topic."""
@@ -66,133 +107,163 @@ def create_topic(manager: LogManager, topic: Any, default_partitions: int,
     return _attempt(run)
 
 
-def install(registry: Registry, services: Services) -> None:
+def deleted_topic_names(request: DeleteTopicsRequest) -> list[str | None]:
+    """The version-dependent field of a DeleteTopicsRequest: v6 names each topic in
+    ``topics`` (a null name: deletion by topic id), v1-5 in ``topic_names``."""
+    if isinstance(request, kio.schema.delete_topics.v6.DeleteTopicsRequest):
+        return [t.name for t in request.topics]
+    return list(request.topic_names)
+
+
+async def create_topics(services: Services, ctx: RequestContext,
+                        request: CreateTopicsRequest) -> CreateTopicsResponse:
+    """Create each topic (or, with ``validate_only``, only check it)."""
     manager = services.manager
-    zero = datetime.timedelta(0)
     check_new = new_partitions_check(services)
+    default = manager.config["num.partitions"]
+    validate_only = bool(request.validate_only)
+    asked: Sequence[CreatableTopic] = request.topics
+    results = await services.run_blocking(lambda: [
+        create_topic(manager, t, default, validate_only, check_new) for t in asked])
+    cls: type[CreateTopicsResponse] = ctx.response_type
+    result_t = nested(cls, "CreatableTopicResult")
+    topics = []
+    for topic, (code, message) in zip(asked, results, strict=True):
+        parts = manager.partitions(topic.name) if code == ErrorCode.none else []
+        topic_id = manager.log(topic.name, parts[0]).topic_id if parts else None
+        topics.append(make(result_t, name=topic.name, topic_id=topic_uuid(topic_id),
+                           error_code=code, error_message=message,
+                           topic_config_error_code=0,
+                           num_partitions=len(parts) if parts else -1,
+                           replication_factor=1 if parts else -1, configs=()))
+    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
 
-    async def create_topics(ctx: RequestContext, request: Any) -> Any:
-        default = services.manager.config["num.partitions"]
-        results = await services.run_blocking(lambda: [
-            create_topic(manager, t, default, bool(getattr(request, "validate_only", False)),
-                         check_new)
-            for t in request.topics])
-        cls = ctx.response_type
-        result_t = nested(cls, "CreatableTopicResult")
-        topics = []
-        for topic, (code, message) in zip(request.topics, results, strict=True):
-            parts = manager.partitions(topic.name) if code == ErrorCode.none else []
-            topic_id = manager.log(topic.name, parts[0]).topic_id if parts else None
-            topics.append(make(result_t, name=topic.name, topic_id=topic_uuid(topic_id),
-                               error_code=code, error_message=message,
-                               topic_config_error_code=0,
-                               num_partitions=len(parts) if parts else -1,
-                               replication_factor=1 if parts else -1, configs=()))
-        return make(cls, throttle_time=zero, topics=tuple(topics))
 
-    async def delete_topics(ctx: RequestContext, request: Any) -> Any:
-        names = ([t.name for t in request.topics] if hasattr(request, "topics")
-                 else list(request.topic_names))
+def _delete_one(manager: LogManager, name: str | None) -> _Result:
+    if name is None:
+        return ErrorCode.unknown_topic_id, "deleting by topic id is not supported: name the topic"
+    refused = refusal(name, AdminChange.DELETE_TOPIC)
+    if refused is not None:
+        return refused
+    return _attempt(partial(manager.delete_topic, name))
 
-        def run() -> list[_Result]:
-            out: list[_Result] = []
-            for name in names:
-                if name is None:
-                    out.append((ErrorCode.unknown_topic_id, ("deleting by topic id is not "
-                                                            "supported: name the topic")))
-                elif (refused := refusal(name, AdminChange.DELETE_TOPIC)) is not None:
-                    out.append(refused)
-                else:
-                    out.append(_attempt(partial(manager.delete_topic, name)))
-            return out
 
-        results = await services.run_blocking(run)
-        cls = ctx.response_type
-        result_t = nested(cls, "DeletableTopicResult")
-        return make(cls, throttle_time=zero, responses=tuple(
-            make(result_t, name=name, topic_id=topic_uuid(None), error_code=code,
-                 error_message=message)
-            for name, (code, message) in zip(names, results, strict=True)))
+async def delete_topics(services: Services, ctx: RequestContext,
+                        request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    """Delete each named topic (internal topics are refused)."""
+    manager = services.manager
+    names = deleted_topic_names(request)
+    results = await services.run_blocking(lambda: [_delete_one(manager, n) for n in names])
+    cls: type[DeleteTopicsResponse] = ctx.response_type
+    result_t = nested(cls, "DeletableTopicResult")
+    return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(
+        make(result_t, name=name, topic_id=topic_uuid(None), error_code=code,
+             error_message=message)
+        for name, (code, message) in zip(names, results, strict=True)))
 
-    async def create_partitions(ctx: RequestContext, request: Any) -> Any:
-        validate_only = bool(request.validate_only)
 
-        def one(topic: Any) -> _Result:
-            if (refused := refusal(topic.name, AdminChange.CREATE_PARTITIONS)) is not None:
-                return refused
-            current = manager.partitions(topic.name)
-            if not current:
-                return ErrorCode.unknown_topic_or_partition, f"unknown topic {topic.name}"
-            if int(topic.count) <= len(current):
-                return (ErrorCode.invalid_partitions,
-                        (f"topic {topic.name} has {len(current)} partitions; the new count "
-                        f"{topic.count} must be larger"))
-            checked = _attempt(lambda: check_new(int(topic.count) - len(current)))
-            if validate_only or checked != _OK:
-                return checked
-            return _attempt(lambda: manager.create_partitions(topic.name, int(topic.count)))
+def _grow(manager: LogManager, name: str, count: int, validate_only: bool,
+          check_new: Callable[[int], None]) -> _Result:
+    """One CreatePartitions item: ``name`` grown to ``count`` partitions."""
+    if (refused := refusal(name, AdminChange.CREATE_PARTITIONS)) is not None:
+        return refused
+    current = manager.partitions(name)
+    if not current:
+        return ErrorCode.unknown_topic_or_partition, f"unknown topic {name}"
+    if count <= len(current):
+        return (ErrorCode.invalid_partitions,
+                f"topic {name} has {len(current)} partitions; the new count {count} must be larger")
+    checked = _attempt(lambda: check_new(count - len(current)))
+    if validate_only or checked != _OK:
+        return checked
+    return _attempt(lambda: manager.create_partitions(name, count))
 
-        results = await services.run_blocking(lambda: [one(t) for t in request.topics])
-        cls = ctx.response_type
-        result_t = nested(cls, "CreatePartitionsTopicResult")
-        return make(cls, throttle_time=zero, results=tuple(
-            make(result_t, name=t.name, error_code=code, error_message=message)
-            for t, (code, message) in zip(request.topics, results, strict=True)))
 
-    async def delete_records(ctx: RequestContext, request: Any) -> Any:
-        def run() -> list[tuple[str, int, ErrorCode, int]]:
-            out = []
-            for topic in request.topics:
-                for part in topic.partitions:
-                    if (refused := refusal(topic.name, AdminChange.DELETE_RECORDS)):
-                        out.append((topic.name, part.partition_index, refused[0], -1))
-                        continue
-                    try:
-                        partition_log = manager.log(topic.name, part.partition_index)
-                        offset = int(part.offset)
-                        if offset == -1:
-                            offset = partition_log.high_watermark
-                        low = partition_log.delete_records_before(offset)
-                    except Exception as exc:  # noqa: BLE001 - an item's own error code
-                        out.append((topic.name, part.partition_index, error_code_for(exc), -1))
-                    else:
-                        out.append((topic.name, part.partition_index, ErrorCode.none, low))
-            return out
+async def create_partitions(services: Services, ctx: RequestContext,
+                            request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    """Grow each topic to its new partition count."""
+    manager = services.manager
+    check_new = new_partitions_check(services)
+    validate_only = bool(request.validate_only)
+    asked = [(t.name, int(t.count)) for t in request.topics]
+    results = await services.run_blocking(lambda: [
+        _grow(manager, name, count, validate_only, check_new) for name, count in asked])
+    cls: type[CreatePartitionsResponse] = ctx.response_type
+    result_t = nested(cls, "CreatePartitionsTopicResult")
+    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
+        make(result_t, name=name, error_code=code, error_message=message)
+        for (name, _), (code, message) in zip(asked, results, strict=True)))
 
-        results = await services.run_blocking(run)
-        cls = ctx.response_type
-        topic_t, part_t = (nested(cls, "DeleteRecordsTopicResult"),
-                           nested(cls, "DeleteRecordsPartitionResult"))
-        return make(cls, throttle_time=zero, topics=by_topic(topic_t, "name", (
-            (name, make(part_t, partition_index=index, low_watermark=low, error_code=code))
-            for name, index, code, low in results)))
 
-    async def offsets_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
-        def run() -> list[tuple[str, int, ErrorCode, int, int]]:
-            out = []
-            for topic in request.topics:
-                for part in topic.partitions:
-                    try:
-                        partition_log = manager.log(topic.topic, part.partition)
-                        epoch, end = partition_log.leader_epoch_cache.end_offset_for(
-                            int(part.leader_epoch), partition_log.log_end_offset)
-                    except UnknownTopicOrPartitionError as exc:
-                        out.append((topic.topic, part.partition, error_code_for(exc), -1, -1))
-                    else:
-                        out.append((topic.topic, part.partition, ErrorCode.none, epoch, end))
-            return out
+def _delete_records_before(manager: LogManager, topic: str, partition: int,
+                           offset: int) -> tuple[ErrorCode, int]:
+    """One DeleteRecords item: (error code, the new low watermark or -1)."""
+    if (refused := refusal(topic, AdminChange.DELETE_RECORDS)) is not None:
+        return refused[0], -1
+    try:
+        partition_log = manager.log(topic, partition)
+        if offset == -1:
+            offset = partition_log.high_watermark
+        return ErrorCode.none, partition_log.delete_records_before(offset)
+    except Exception as exc:  # noqa: BLE001 - an item's own error code
+        return error_code_for(exc), -1
 
-        results = await services.run_blocking(run)
-        cls = ctx.response_type
-        topic_t, part_t = (nested(cls, "OffsetForLeaderTopicResult"),
-                           nested(cls, "EpochEndOffset"))
-        return make(cls, throttle_time=zero, topics=by_topic(topic_t, "topic", (
-            (name, make(part_t, error_code=code, partition=index, leader_epoch=epoch,
-                        end_offset=end))
-            for name, index, code, epoch, end in results)))
 
-    registry.add(19, create_topics, min_version=2, max_version=7)
-    registry.add(20, delete_topics, min_version=1, max_version=6)
-    registry.add(37, create_partitions, min_version=0, max_version=3)
-    registry.add(21, delete_records, min_version=0, max_version=2)
-    registry.add(23, offsets_for_leader_epoch, min_version=2, max_version=4)
+async def delete_records(services: Services, ctx: RequestContext,
+                         request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    """Move each partition's log start offset up to the offset given (-1: the high
+    watermark)."""
+    manager = services.manager
+    results = await services.run_blocking(lambda: [
+        (t.name, int(p.partition_index),
+         *_delete_records_before(manager, t.name, int(p.partition_index), int(p.offset)))
+        for t in request.topics for p in t.partitions])
+    cls: type[DeleteRecordsResponse] = ctx.response_type
+    topic_t, part_t = (nested(cls, "DeleteRecordsTopicResult"),
+                       nested(cls, "DeleteRecordsPartitionResult"))
+    return make(cls, throttle_time=_NO_THROTTLE, topics=by_topic(topic_t, "name", (
+        (name, make(part_t, partition_index=index, low_watermark=low, error_code=code))
+        for name, index, code, low in results)))
+
+
+def _epoch_end(manager: LogManager, topic: str, partition: int,
+               leader_epoch: int) -> tuple[ErrorCode, int, int]:
+    """One OffsetsForLeaderEpoch item: (error code, epoch, its end offset)."""
+    try:
+        partition_log = manager.log(topic, partition)
+        epoch, end = partition_log.leader_epoch_cache.end_offset_for(
+            leader_epoch, partition_log.log_end_offset)
+    except UnknownTopicOrPartitionError as exc:
+        return error_code_for(exc), -1, -1
+    return ErrorCode.none, epoch, end
+
+
+async def offsets_for_leader_epoch(
+        services: Services, ctx: RequestContext,
+        request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    """The end offset of each partition's requested leader epoch (or the largest below)."""
+    manager = services.manager
+    results = await services.run_blocking(lambda: [
+        (t.topic, int(p.partition),
+         *_epoch_end(manager, t.topic, int(p.partition), int(p.leader_epoch)))
+        for t in request.topics for p in t.partitions])
+    cls: type[OffsetForLeaderEpochResponse] = ctx.response_type
+    topic_t, part_t = (nested(cls, "OffsetForLeaderTopicResult"),
+                       nested(cls, "EpochEndOffset"))
+    return make(cls, throttle_time=_NO_THROTTLE, topics=by_topic(topic_t, "topic", (
+        (name, make(part_t, error_code=code, partition=index, leader_epoch=epoch,
+                    end_offset=end))
+        for name, index, code, epoch, end in results)))
+
+
+ENDPOINTS = (
+    Endpoint(19, create_topics, 2, 7),
+    Endpoint(20, delete_topics, 1, 6),
+    Endpoint(37, create_partitions, 0, 3),
+    Endpoint(21, delete_records, 0, 2),
+    Endpoint(23, offsets_for_leader_epoch, 2, 4),
+)
+
+
+def install(registry: HandlerRegistry, services: Services) -> None:
+    register(registry, services, ENDPOINTS)

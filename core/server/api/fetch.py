@@ -10,9 +10,13 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import kio.schema.fetch.v4
+import kio.schema.fetch.v5
+import kio.schema.fetch.v6
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records as KioRecords
 
@@ -26,22 +30,28 @@ from tierlog.log.fetch_info import FetchDataInfo
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
 from tierlog.server.api.fetch_sessions import (
+    FINAL_EPOCH,
     FetchContext,
-    FetchSessionCache,
     TopicPartition,
     must_answer,
 )
-from tierlog.server.context import RequestContext
+from tierlog.server.context import HandlerRegistry, HandlerResult, RequestContext
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import SplicedResponse, by_topic, make, nested, new_marker
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Endpoint, register
 from tierlog.server.services import Services
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import FetchRequest
 
 log = logging.getLogger(__name__)
 
 API_KEY = 1
 MIN_VERSION, MAX_VERSION = 4, 12
 ISOLATION = {0: "read_uncommitted", 1: "read_committed"}
+#: The requests without fetch sessions (KIP-227 came with v7).
+_SESSIONLESS = (kio.schema.fetch.v4.FetchRequest, kio.schema.fetch.v5.FetchRequest,
+                kio.schema.fetch.v6.FetchRequest)
 
 
 @dataclass(slots=True)
@@ -144,41 +154,60 @@ def build_response(response_type: type[Any], ctx: FetchContext, reads: list[Part
     return SplicedResponse(response, slices)
 
 
-def install(registry: Registry, services: Services) -> None:
+@dataclass(frozen=True, slots=True)
+class FetchArgs:
+    """What a FetchRequest asks, whatever its version."""
+
+    isolation: str
+    #: (partition, fetch offset, partition max bytes) of each partition listed.
+    wanted: Sequence[tuple[TopicPartition, int, int]]
+    forgotten: Sequence[TopicPartition]
+    session_id: int
+    session_epoch: int
+
+
+def fetch_args(request: FetchRequest) -> FetchArgs:
+    """The version-dependent fields of a FetchRequest, read in one place: the incremental
+    session fields came with v7 (before: a sessionless fetch, id 0 and epoch -1)."""
+    wanted = [((t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
+              for t in request.topics for p in t.partitions]
+    isolation = ISOLATION.get(int(request.isolation_level), "read_uncommitted")
+    if isinstance(request, _SESSIONLESS):
+        return FetchArgs(isolation, wanted, [], 0, FINAL_EPOCH)
+    forgotten = [(t.topic, int(p)) for t in request.forgotten_topics_data for p in t.partitions]
+    return FetchArgs(isolation, wanted, forgotten, int(request.session_id),
+                     int(request.session_epoch))
+
+
+async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) -> HandlerResult:
+    """Read each partition from its fetch offset, waiting up to ``max_wait`` for ``min_bytes``
+    (a SplicedResponse; a session error is answered as a plain response)."""
     manager = services.manager
-    sessions = FetchSessionCache()
-
-    async def handle(ctx: RequestContext, request: Any) -> Any:
-        isolation = ISOLATION.get(int(getattr(request, "isolation_level", 0)),
-                                  "read_uncommitted")
-        wanted = [((t.topic, p.partition), int(p.fetch_offset), int(p.partition_max_bytes))
-                  for t in request.topics for p in t.partitions]
-        forgotten = [(t.topic, p) for t in (getattr(request, "forgotten_topics_data", None)
-                                            or ()) for p in t.partitions]
-        try:
-            fetch = sessions.context(int(getattr(request, "session_id", 0)),
-                                     int(getattr(request, "session_epoch", -1)),
-                                     wanted, forgotten)
-        except FetchSessionError as exc:
-            empty = FetchContext([], 0, False)
-            return build_response(ctx.response_type, empty, [], ErrorCode(exc.code)).response
-        max_bytes = int(request.max_bytes) if int(request.max_bytes) > 0 else 1
-        min_bytes = int(request.min_bytes)
-        max_wait_s = max(request.max_wait.total_seconds(), 0.0)
-        deadline = time.monotonic() + max_wait_s
-        while True:
-            reads = await services.run_blocking(
-                lambda: read_partitions(manager, fetch, isolation, max_bytes))
-            total = sum(r.size for r in reads)
-            errors = any(r.error != ErrorCode.none for r in reads)
-            left = deadline - time.monotonic()
-            if total >= min_bytes or errors or left <= 0:
-                break
-            await services.wait_appended(left)
-        services.request_stats.fetched(reads)
-        return build_response(ctx.response_type, fetch, reads)
-
-    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)
+    args = fetch_args(request)
+    try:
+        reading = services.fetch_sessions.context(args.session_id, args.session_epoch,
+                                                  args.wanted, args.forgotten)
+    except FetchSessionError as exc:
+        empty = FetchContext([], 0, False)
+        return build_response(ctx.response_type, empty, [], ErrorCode(exc.code)).response
+    max_bytes = int(request.max_bytes) if int(request.max_bytes) > 0 else 1
+    min_bytes = int(request.min_bytes)
+    deadline = time.monotonic() + max(request.max_wait.total_seconds(), 0.0)
+    while True:
+        reads = await services.run_blocking(
+            lambda: read_partitions(manager, reading, args.isolation, max_bytes))
+        total = sum(r.size for r in reads)
+        errors = any(r.error != ErrorCode.none for r in reads)
+        left = deadline - time.monotonic()
+        if total >= min_bytes or errors or left <= 0:
+            break
+        await services.wait_appended(left)
+    services.request_stats.fetched(reads)
+    return build_response(ctx.response_type, reading, reads)
 
 
+ENDPOINTS = (Endpoint(API_KEY, fetch, MIN_VERSION, MAX_VERSION),)
 
+
+def install(registry: HandlerRegistry, services: Services) -> None:
+    register(registry, services, ENDPOINTS)

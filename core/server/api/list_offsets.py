@@ -10,18 +10,22 @@ high watermark (none: offset -1).
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import kio.schema.list_offsets.v1
 from kio.schema.errors import ErrorCode
 
 from tierlog.log.log import Log
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api.metadata import leader_epoch_of
-from tierlog.server.context import RequestContext
+from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import by_topic, make, nested
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Endpoint, register
 from tierlog.server.services import Services
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import ListOffsetsRequest, ListOffsetsResponse
 
 API_KEY = 2
 MIN_VERSION, MAX_VERSION = 1, 9
@@ -53,9 +57,18 @@ def offset_for(partition_log: Log, timestamp: int, read_committed: bool) -> tupl
     return found.timestamp, found.offset
 
 
-def lookup_all(manager: LogManager, request: Any) -> list[tuple[str, int, Any]]:
-    read_committed = int(getattr(request, "isolation_level", 0)) == 1
-    results: list[tuple[str, int, Any]] = []
+def reads_committed(request: ListOffsetsRequest) -> bool:
+    """The version-dependent field of a ListOffsetsRequest: isolation_level came with v2
+    (v1 reads uncommitted)."""
+    return (not isinstance(request, kio.schema.list_offsets.v1.ListOffsetsRequest)
+            and int(request.isolation_level) == 1)
+
+
+def lookup_all(manager: LogManager,
+               request: ListOffsetsRequest) -> list[tuple[str, int, ErrorCode | tuple[int, int]]]:
+    """(topic, partition, error code or (timestamp, offset)) of each partition asked."""
+    read_committed = reads_committed(request)
+    results: list[tuple[str, int, ErrorCode | tuple[int, int]]] = []
     for topic in request.topics:
         for part in topic.partitions:
             try:
@@ -68,25 +81,30 @@ def lookup_all(manager: LogManager, request: Any) -> list[tuple[str, int, Any]]:
     return results
 
 
-def install(registry: Registry, services: Services) -> None:
+async def list_offsets(services: Services, ctx: RequestContext,
+                       request: ListOffsetsRequest) -> ListOffsetsResponse:
+    """The offset of each partition's special or searched timestamp."""
     manager = services.manager
+    results = await services.run_blocking(lambda: lookup_all(manager, request))
+    cls: type[ListOffsetsResponse] = ctx.response_type
+    topic_t, part_t = (nested(cls, "ListOffsetsTopicResponse"),
+                       nested(cls, "ListOffsetsPartitionResponse"))
+    partitions: list[tuple[str, Any]] = []
+    for name, index, result in results:
+        if isinstance(result, ErrorCode):
+            part = make(part_t, partition_index=index, error_code=result, timestamp=-1,
+                        offset=-1, leader_epoch=-1)
+        else:
+            part = make(part_t, partition_index=index, error_code=ErrorCode.none,
+                        timestamp=result[0], offset=result[1],
+                        leader_epoch=leader_epoch_of(services, name, index))
+        partitions.append((name, part))
+    return make(cls, throttle_time=datetime.timedelta(0),
+                topics=by_topic(topic_t, "name", partitions))
 
-    async def handle(ctx: RequestContext, request: Any) -> Any:
-        results = await services.run_blocking(lambda: lookup_all(manager, request))
-        cls = ctx.response_type
-        topic_t, part_t = (nested(cls, "ListOffsetsTopicResponse"),
-                           nested(cls, "ListOffsetsPartitionResponse"))
-        partitions: list[tuple[str, Any]] = []
-        for name, index, result in results:
-            if isinstance(result, ErrorCode):
-                part = make(part_t, partition_index=index, error_code=result, timestamp=-1,
-                            offset=-1, leader_epoch=-1)
-            else:
-                part = make(part_t, partition_index=index, error_code=ErrorCode.none,
-                            timestamp=result[0], offset=result[1],
-                            leader_epoch=leader_epoch_of(services, name, index))
-            partitions.append((name, part))
-        return make(cls, throttle_time=datetime.timedelta(0),
-                    topics=by_topic(topic_t, "name", partitions))
 
-    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)
+ENDPOINTS = (Endpoint(API_KEY, list_offsets, MIN_VERSION, MAX_VERSION),)
+
+
+def install(registry: HandlerRegistry, services: Services) -> None:
+    register(registry, services, ENDPOINTS)

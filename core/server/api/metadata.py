@@ -6,19 +6,26 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
+import kio.schema.metadata.v0
+import kio.schema.metadata.v1
+import kio.schema.metadata.v2
+import kio.schema.metadata.v3
 from kio.schema.errors import ErrorCode
 
 from tierlog.checkpoint.partition_metadata import topic_id_to_bytes
 from tierlog.errors import TierlogError, TopicExistsError, UnknownTopicOrPartitionError
-from tierlog.server.context import RequestContext
+from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.internal_topics import is_internal
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import make, nested
 from tierlog.server.partition_limits import new_partitions_check
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Endpoint, register
 from tierlog.server.services import Services
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import MetadataRequest, MetadataResponse
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +34,9 @@ MIN_VERSION, MAX_VERSION = 0, 12
 #: The cluster id a single tierlog node reports.
 CLUSTER_ID = "tierlog"
 ZERO_UUID = uuid.UUID(int=0)
+#: The requests without ``allow_auto_topic_creation`` (v4 added it).
+_V0_TO_V3 = (kio.schema.metadata.v0.MetadataRequest, kio.schema.metadata.v1.MetadataRequest,
+             kio.schema.metadata.v2.MetadataRequest, kio.schema.metadata.v3.MetadataRequest)
 
 
 def topic_uuid(topic_id: str | None) -> uuid.UUID:
@@ -66,50 +76,63 @@ async def ensure_topic(services: Services, name: str) -> bool:
     return bool(manager.partitions(name))
 
 
-def install(registry: Registry, services: Services) -> None:
+def requested_topics(request: MetadataRequest, version: int) -> tuple[list[str] | None, bool]:
+    """The version-dependent fields of a MetadataRequest, read in one place: the topics asked
+    for (None: every topic; v0 says so with an empty list, later versions with null) and
+    whether unknown ones may be auto-created (v4+ asks; before, a request always could)."""
+    if request.topics is None or (version == 0 and not request.topics):
+        return None, False
+    names: list[str] = [t.name for t in request.topics if t.name is not None]
+    if isinstance(request, _V0_TO_V3):
+        return names, True
+    return names, request.allow_auto_topic_creation
+
+
+async def metadata(services: Services, ctx: RequestContext,
+                   request: MetadataRequest) -> MetadataResponse:
+    """This node, and each requested topic with its partitions (all led by this node)."""
     manager = services.manager
-
-    async def handle(ctx: RequestContext, request: Any) -> Any:
-        cls = ctx.response_type
-        broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),
-                                     nested(cls, "MetadataResponseTopic"),
-                                     nested(cls, "MetadataResponsePartition"))
-        if request.topics is None or (ctx.api_version == 0 and not request.topics):
-            names = [t for t in manager.topics()]
-            auto = False
-        else:
-            names = [t.name for t in request.topics if t.name is not None]
-            auto = (services.config.auto_create_topics
-                    and getattr(request, "allow_auto_topic_creation", True))
-        topics = []
-        for name in names:
-            error = ErrorCode.none
-            if not manager.partitions(name) and auto:
-                try:
-                    await ensure_topic(services, name)
-                except TierlogError as exc:
-                    error = error_code_for(exc)
-            node = services.node_id
+    cls: type[MetadataResponse] = ctx.response_type
+    broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),
+                                 nested(cls, "MetadataResponseTopic"),
+                                 nested(cls, "MetadataResponsePartition"))
+    wanted, may_create = requested_topics(request, ctx.api_version)
+    names = list(manager.topics()) if wanted is None else wanted
+    auto = may_create and services.config.auto_create_topics
+    topics = []
+    for name in names:
+        error = ErrorCode.none
+        if not manager.partitions(name) and auto:
             try:
-                partitions = manager.partitions(name)
-                parts = tuple(make(part_t, error_code=ErrorCode.none, partition_index=p,
-                                   leader_id=node,
-                                   leader_epoch=leader_epoch_of(services, name, p),
-                                   replica_nodes=(node,), isr_nodes=(node,),
-                                   offline_replicas=())
-                              for p in partitions)
-                topic_id = manager.log(name, partitions[0]).topic_id if partitions else None
-            except UnknownTopicOrPartitionError:  # deleted meanwhile, by another request
-                partitions, parts, topic_id = [], (), None
-            if not partitions and error == ErrorCode.none:
-                error = ErrorCode.unknown_topic_or_partition
-            topics.append(make(topic_t, error_code=error, name=name,
-                               topic_id=topic_uuid(topic_id), is_internal=is_internal(name),
-                               partitions=parts, topic_authorized_operations=-2147483648))
-        broker = make(broker_t, node_id=services.node_id, host=services.host,
-                      port=services.port, rack=None)
-        return make(cls, throttle_time=datetime.timedelta(0), brokers=(broker,),
-                    cluster_id=CLUSTER_ID, controller_id=services.node_id,
-                    topics=tuple(topics), cluster_authorized_operations=-2147483648)
+                await ensure_topic(services, name)
+            except TierlogError as exc:
+                error = error_code_for(exc)
+        node = services.node_id
+        try:
+            partitions = manager.partitions(name)
+            parts = tuple(make(part_t, error_code=ErrorCode.none, partition_index=p,
+                               leader_id=node,
+                               leader_epoch=leader_epoch_of(services, name, p),
+                               replica_nodes=(node,), isr_nodes=(node,),
+                               offline_replicas=())
+                          for p in partitions)
+            topic_id = manager.log(name, partitions[0]).topic_id if partitions else None
+        except UnknownTopicOrPartitionError:  # deleted meanwhile, by another request
+            partitions, parts, topic_id = [], (), None
+        if not partitions and error == ErrorCode.none:
+            error = ErrorCode.unknown_topic_or_partition
+        topics.append(make(topic_t, error_code=error, name=name,
+                           topic_id=topic_uuid(topic_id), is_internal=is_internal(name),
+                           partitions=parts, topic_authorized_operations=-2147483648))
+    broker = make(broker_t, node_id=services.node_id, host=services.host,
+                  port=services.port, rack=None)
+    return make(cls, throttle_time=datetime.timedelta(0), brokers=(broker,),
+                cluster_id=CLUSTER_ID, controller_id=services.node_id,
+                topics=tuple(topics), cluster_authorized_operations=-2147483648)
 
-    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)
+
+ENDPOINTS = (Endpoint(API_KEY, metadata, MIN_VERSION, MAX_VERSION),)
+
+
+def install(registry: HandlerRegistry, services: Services) -> None:
+    register(registry, services, ENDPOINTS)

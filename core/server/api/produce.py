@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -27,18 +27,22 @@ from tierlog.server.api.produce_wire import (
     Outcome,
     encode_produce_response_body,
 )
-from tierlog.server.context import RequestContext
+from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.internal_topics import AdminChange, refusal
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import EncodedResponse
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Endpoint, register
 from tierlog.server.services import Services
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import ProduceRequest
 
 log = logging.getLogger(__name__)
 
 API_KEY = 0
 
-def append_all(manager: LogManager, request: Any) -> list[Outcome]:
+
+def append_all(manager: LogManager, request: ProduceRequest) -> list[Outcome]:
     """Append every partition's records (inline or on a worker thread, see
     :func:`appends_inline`); one outcome per partition."""
     outcomes: list[Outcome] = []
@@ -62,7 +66,7 @@ def append_all(manager: LogManager, request: Any) -> list[Outcome]:
     return outcomes
 
 
-def appends_inline(manager: LogManager, request: Any, now_ms: int,
+def appends_inline(manager: LogManager, request: ProduceRequest, now_ms: int,
                    time_ms: Callable[[], int]) -> bool:
     """Whether every partition's append of ``request`` may run on the event loop (unknown
     partitions fail at once, so they do not stop it)."""
@@ -80,25 +84,31 @@ def appends_inline(manager: LogManager, request: Any, now_ms: int,
     return True
 
 
-def install(registry: Registry, services: Services) -> None:
+async def produce(services: Services, ctx: RequestContext,
+                  request: ProduceRequest) -> EncodedResponse | None:
+    """Append each partition's records; acks=0 gets no response. The response is written by
+    :mod:`~tierlog.server.api.produce_wire` (the version-dependent fields are its business)."""
     manager = services.manager
-
-    async def handle(ctx: RequestContext, request: Any) -> Any:
-        acks = int(request.acks)
-        if acks not in (0, 1, -1):
-            outcomes: list[Outcome] = [(t.name, p.index, ErrorCode.invalid_required_acks,
-                                         f"acks must be 0, 1 or -1, got {acks}")
-                                        for t in request.topic_data for p in t.partition_data]
+    acks = int(request.acks)
+    if acks not in (0, 1, -1):
+        outcomes: list[Outcome] = [(t.name, p.index, ErrorCode.invalid_required_acks,
+                                     f"acks must be 0, 1 or -1, got {acks}")
+                                    for t in request.topic_data for p in t.partition_data]
+    else:
+        if appends_inline(manager, request, services.time_ms(), services.time_ms):
+            outcomes = append_all(manager, request)
         else:
-            if appends_inline(manager, request, services.time_ms(), services.time_ms):
-                outcomes = append_all(manager, request)
-            else:
-                outcomes = await services.run_blocking(lambda: append_all(manager, request))
-            services.appended()
-        services.request_stats.produced(outcomes)
-        if acks == 0:
-            return None
-        return EncodedResponse(ctx.response_type,
-                               encode_produce_response_body(ctx.api_version, outcomes))
+            outcomes = await services.run_blocking(lambda: append_all(manager, request))
+        services.appended()
+    services.request_stats.produced(outcomes)
+    if acks == 0:
+        return None
+    return EncodedResponse(ctx.response_type,
+                           encode_produce_response_body(ctx.api_version, outcomes))
 
-    registry.add(API_KEY, handle, min_version=MIN_VERSION, max_version=MAX_VERSION)
+
+ENDPOINTS = (Endpoint(API_KEY, produce, MIN_VERSION, MAX_VERSION),)
+
+
+def install(registry: HandlerRegistry, services: Services) -> None:
+    register(registry, services, ENDPOINTS)
