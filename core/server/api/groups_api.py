@@ -7,8 +7,33 @@ every version it serves: fields a version lacks are dropped by ``make``.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
+import kio.schema.heartbeat.v0
+import kio.schema.heartbeat.v1
+import kio.schema.heartbeat.v2
+import kio.schema.join_group.v0
+import kio.schema.join_group.v1
+import kio.schema.join_group.v2
+import kio.schema.join_group.v3
+import kio.schema.join_group.v4
+import kio.schema.leave_group.v0
+import kio.schema.leave_group.v1
+import kio.schema.leave_group.v2
+import kio.schema.list_groups.v4
+import kio.schema.offset_commit.v2
+import kio.schema.offset_commit.v3
+import kio.schema.offset_commit.v4
+import kio.schema.offset_commit.v5
+import kio.schema.offset_commit.v7
+import kio.schema.offset_commit.v8
+import kio.schema.offset_fetch.v7
+import kio.schema.offset_fetch.v8
+import kio.schema.sync_group.v0
+import kio.schema.sync_group.v1
+import kio.schema.sync_group.v2
+import kio.schema.sync_group.v5
 from kio.schema.errors import ErrorCode
 
 from tierlog.errors import CorruptRecordError
@@ -18,22 +43,58 @@ from tierlog.server.coordinator.group import offsets_topic_records as rec
 from tierlog.server.coordinator.group.group_model import Group, GroupState
 from tierlog.server.coordinator.group.groups import GroupCoordinator
 from tierlog.server.framing import by_topic, duration_ms, make, nested
+from tierlog.server.registry import Endpoint, register
 
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+
+_R = TypeVar("_R")
 _NO_THROTTLE = datetime.timedelta(0)
+#: authorized_operations when not asked for (Kafka's INT32_MIN).
+_UNKNOWN_OPERATIONS = -2147483648
 
-#: API key -> (min version, max version) served.
-VERSIONS = {
-    11: (0, 9),  # JoinGroup
-    14: (0, 5),  # SyncGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    8: (2, 8),  # OffsetCommit
-    9: (1, 8),  # OffsetFetch
-    16: (0, 4),  # ListGroups
-    15: (0, 5),  # DescribeGroups
-    42: (0, 2),  # DeleteGroups
-    47: (0, 0),  # OffsetDelete
-}
+# The versions before a field came (the version-dependent fields are read in one function per
+# API below, narrowed by these classes).
+_JOIN_BEFORE_V5 = (kio.schema.join_group.v1.JoinGroupRequest,
+                   kio.schema.join_group.v2.JoinGroupRequest,
+                   kio.schema.join_group.v3.JoinGroupRequest,
+                   kio.schema.join_group.v4.JoinGroupRequest)
+_SYNC_BEFORE_V3 = (kio.schema.sync_group.v0.SyncGroupRequest,
+                   kio.schema.sync_group.v1.SyncGroupRequest,
+                   kio.schema.sync_group.v2.SyncGroupRequest)
+_HEARTBEAT_BEFORE_V3 = (kio.schema.heartbeat.v0.HeartbeatRequest,
+                        kio.schema.heartbeat.v1.HeartbeatRequest,
+                        kio.schema.heartbeat.v2.HeartbeatRequest)
+_LEAVE_ONE = (kio.schema.leave_group.v0.LeaveGroupRequest,
+              kio.schema.leave_group.v1.LeaveGroupRequest,
+              kio.schema.leave_group.v2.LeaveGroupRequest)
+_COMMIT_WITHOUT_EPOCH = (kio.schema.offset_commit.v2.OffsetCommitRequest,
+                         kio.schema.offset_commit.v3.OffsetCommitRequest,
+                         kio.schema.offset_commit.v4.OffsetCommitRequest,
+                         kio.schema.offset_commit.v5.OffsetCommitRequest)
+_COMMIT_WITH_INSTANCE = (kio.schema.offset_commit.v7.OffsetCommitRequest,
+                         kio.schema.offset_commit.v8.OffsetCommitRequest)
 
 
 def subscribed_topics(group: Group) -> set[str]:
@@ -52,173 +113,272 @@ def subscribed_topics(group: Group) -> set[str]:
     return topics
 
 
-def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
-    """Register the group APIs' handlers over ``groups``."""
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -----------------------------------------
 
-    async def join_group(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        session = duration_ms(req.session_timeout)
-        rebalance = duration_ms(getattr(req, "rebalance_timeout", req.session_timeout))
-        result = await groups.join(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-            req.protocol_type, [(p.name, p.metadata) for p in req.protocols], session,
-            rebalance, ctx.client_id or "", ctx.client_host,
-            require_known_member_id=ctx.api_version >= 4)
-        member_t = nested(cls, "JoinGroupResponseMember")
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=result.error,
-                    generation_id=result.generation_id, protocol_type=result.protocol_type,
-                    protocol_name=(result.protocol_name or "") if ctx.api_version < 7
-                    else result.protocol_name,
-                    leader=result.leader_id, skip_assignment=result.skip_assignment,
-                    member_id=result.member_id,
-                    members=tuple(make(member_t, member_id=m, group_instance_id=i, metadata=d)
-                                  for m, i, d in result.members))
-
-    async def sync_group(ctx: RequestContext, req: Any) -> Any:
-        result = await groups.sync(
-            req.group_id, req.generation_id, req.member_id,
-            getattr(req, "protocol_type", None), getattr(req, "protocol_name", None),
-            {a.member_id: a.assignment for a in req.assignments},
-            getattr(req, "group_instance_id", None))
-        return make(ctx.response_type, throttle_time=_NO_THROTTLE, error_code=result.error,
-                    protocol_type=result.protocol_type, protocol_name=result.protocol_name,
-                    assignment=result.assignment)
-
-    async def heartbeat(ctx: RequestContext, req: Any) -> Any:
-        error = groups.heartbeat(req.group_id, req.generation_id, req.member_id,
-                                 getattr(req, "group_instance_id", None))
-        return make(ctx.response_type, throttle_time=_NO_THROTTLE, error_code=error)
-
-    async def leave_group(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        if ctx.api_version < 3:
-            error, results = groups.leave(req.group_id, [(req.member_id, None)])
-            if error is ErrorCode.none and results:
-                error = results[0][2]
-            return make(cls, throttle_time=_NO_THROTTLE, error_code=error)
-        error, results = groups.leave(
-            req.group_id, [(m.member_id, m.group_instance_id) for m in req.members])
-        member_t = nested(cls, "MemberResponse")
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=error,
-                    members=tuple(make(member_t, member_id=m, group_instance_id=i,
-                                       error_code=e) for m, i, e in results))
-
-    async def offset_commit(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        now = groups.services.time_ms()
-        offsets = {(t.name, p.partition_index): rec.OffsetValue(
-            p.committed_offset, p.committed_metadata or "", now,
-            getattr(p, "committed_leader_epoch", -1))
-            for t in req.topics for p in t.partitions}
-        errors = await groups.commit_offsets(req.group_id, req.generation_id_or_member_epoch,
-                                             req.member_id, offsets,
-                                             instance_id=getattr(req, "group_instance_id", None))
-        return _partition_errors(cls, "OffsetCommitResponseTopic",
-                                 "OffsetCommitResponsePartition", errors,
-                                 throttle_time=_NO_THROTTLE)
-
-    async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        require_stable = bool(getattr(req, "require_stable", False))
-        if ctx.api_version < 8:
-            error, topics = _fetch_group(cls, "OffsetFetchResponseTopic",
-                                         "OffsetFetchResponsePartition", req.group_id,
-                                         req.topics, require_stable)
-            return make(cls, throttle_time=_NO_THROTTLE, topics=topics, error_code=error)
-        group_t = nested(cls, "OffsetFetchResponseGroup")
-        out = []
-        for g in req.groups:
-            error, topics = _fetch_group(cls, "OffsetFetchResponseTopics",
-                                         "OffsetFetchResponsePartitions", g.group_id,
-                                         g.topics, require_stable)
-            out.append(make(group_t, group_id=g.group_id, topics=topics, error_code=error))
-        return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(out))
-
-    def _fetch_group(cls: type[Any], topic_name: str, part_name: str, group_id: str,
-                     topics: Any, require_stable: bool) -> tuple[ErrorCode, tuple[Any, ...]]:
-        wanted = (None if topics is None else
-                  [(t.name, int(p)) for t in topics for p in t.partition_indexes])
-        error, offsets = groups.fetch_offsets(group_id, wanted, require_stable)
-        topic_t, part_t = nested(cls, topic_name), nested(cls, part_name)
-        return error, by_topic(topic_t, "name", (
-            (topic, make(part_t, partition_index=partition,
-                         committed_offset=-1 if value is None else value.offset,
-                         committed_leader_epoch=-1 if value is None else value.leader_epoch,
-                         metadata="" if value is None else value.metadata, error_code=perr))
-            for (topic, partition), (value, perr) in offsets.items()))
-
-    async def list_groups(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
-        listed_t = nested(cls, "ListedGroup")
-        error = ErrorCode.none if groups.loaded else ErrorCode.coordinator_load_in_progress
-        listed = tuple(make(listed_t, group_id=g.group_id,
-                            protocol_type=g.protocol_type or "", group_state=g.state.value)
-                       for g in groups.groups.values()
-                       if not states or g.state.value.lower() in states)
-        return make(cls, throttle_time=_NO_THROTTLE, error_code=error, groups=listed)
-
-    async def describe_groups(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        group_t, member_t = nested(cls, "DescribedGroup"), nested(cls, "DescribedGroupMember")
-        out = []
-        for group_id in req.groups:
-            group = groups.groups.get(group_id)
-            if not groups.loaded:
-                out.append(make(group_t, error_code=ErrorCode.coordinator_load_in_progress,
-                                group_id=group_id, group_state="", protocol_type="",
-                                protocol_data="", members=(),
-                                authorized_operations=-2147483648))
-                continue
-            if group is None:
-                out.append(make(group_t, error_code=ErrorCode.none, group_id=group_id,
-                                group_state=GroupState.DEAD.value, protocol_type="",
-                                protocol_data="", members=(),
-                                authorized_operations=-2147483648))
-                continue
-            stable = group.state is GroupState.STABLE
-            members = tuple(make(
-                member_t, member_id=m.member_id, group_instance_id=m.instance_id,
-                client_id=m.client_id, client_host=m.client_host,
-                member_metadata=m.metadata(group.protocol_name) if stable else b"",
-                member_assignment=m.assignment if stable else b"")
-                for m in group.members.values())
-            out.append(make(group_t, error_code=ErrorCode.none, group_id=group_id,
-                            group_state=group.state.value,
-                            protocol_type=group.protocol_type or "",
-                            protocol_data=(group.protocol_name or "") if stable else "",
-                            members=members, authorized_operations=-2147483648))
-        return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(out))
-
-    async def delete_groups(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        result_t = nested(cls, "DeletableGroupResult")
-        results = []
-        for group_id in req.groups_names:
-            error = await groups.delete_group(group_id)
-            results.append(make(result_t, group_id=group_id, error_code=error))
-        return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
-
-    async def offset_delete(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        wanted = [(t.name, int(p.partition_index)) for t in req.topics for p in t.partitions]
-        error, errors = await groups.delete_offsets(req.group_id, wanted, subscribed_topics)
-        return _partition_errors(cls, "OffsetDeleteResponseTopic",
-                                 "OffsetDeleteResponsePartition", errors,
-                                 throttle_time=_NO_THROTTLE, error_code=error)
-
-    for key, handler in ((11, join_group), (14, sync_group), (12, heartbeat),
-                         (13, leave_group), (8, offset_commit), (9, offset_fetch),
-                         (16, list_groups), (15, describe_groups), (42, delete_groups),
-                         (47, offset_delete)):
-        low, high = VERSIONS[key]
-        registry.add(key, handler, min_version=low, max_version=high)
+def join_timeouts(request: JoinGroupRequest) -> tuple[int, int, str | None]:
+    """The version-dependent fields of a JoinGroupRequest: (session timeout, rebalance
+    timeout, group instance id); v0 has no rebalance timeout (the session timeout serves),
+    v5 added the instance id (KIP-345)."""
+    session = duration_ms(request.session_timeout)
+    if isinstance(request, kio.schema.join_group.v0.JoinGroupRequest):
+        return session, session, None
+    rebalance = duration_ms(request.rebalance_timeout)
+    if isinstance(request, _JOIN_BEFORE_V5):
+        return session, rebalance, None
+    return session, rebalance, request.group_instance_id
 
 
-def _partition_errors(cls: type[Any], topic_name: str, part_name: str,
-                      errors: dict[tuple[str, int], ErrorCode], **fields: Any) -> Any:
+async def join_group(groups: GroupCoordinator, ctx: RequestContext,
+                     request: JoinGroupRequest) -> JoinGroupResponse:
+    """Join (or rejoin) a group; answered when its rebalance completes."""
+    cls: type[JoinGroupResponse] = ctx.response_type
+    session, rebalance, instance_id = join_timeouts(request)
+    result = await groups.join(
+        request.group_id, request.member_id, instance_id, request.protocol_type,
+        [(p.name, p.metadata) for p in request.protocols], session, rebalance,
+        ctx.client_id or "", ctx.client_host, require_known_member_id=ctx.api_version >= 4)
+    member_t = nested(cls, "JoinGroupResponseMember")
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=result.error,
+                generation_id=result.generation_id, protocol_type=result.protocol_type,
+                # protocol_name is nullable from v7 on
+                protocol_name=(result.protocol_name or "") if ctx.api_version < 7
+                else result.protocol_name,
+                leader=result.leader_id, skip_assignment=result.skip_assignment,
+                member_id=result.member_id,
+                members=tuple(make(member_t, member_id=m, group_instance_id=i, metadata=d)
+                              for m, i, d in result.members))
+
+
+def sync_protocol(request: SyncGroupRequest) -> tuple[str | None, str | None, str | None]:
+    """The version-dependent fields of a SyncGroupRequest: (group instance id, v3+; protocol
+    type and name, v5+)."""
+    if isinstance(request, _SYNC_BEFORE_V3):
+        return None, None, None
+    if isinstance(request, kio.schema.sync_group.v5.SyncGroupRequest):
+        return request.group_instance_id, request.protocol_type, request.protocol_name
+    return request.group_instance_id, None, None
+
+
+async def sync_group(groups: GroupCoordinator, ctx: RequestContext,
+                     request: SyncGroupRequest) -> SyncGroupResponse:
+    """The leader hands out the assignment; every member gets its own."""
+    instance_id, protocol_type, protocol_name = sync_protocol(request)
+    result = await groups.sync(
+        request.group_id, request.generation_id, request.member_id, protocol_type,
+        protocol_name, {a.member_id: a.assignment for a in request.assignments}, instance_id)
+    cls: type[SyncGroupResponse] = ctx.response_type
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=result.error,
+                protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+                assignment=result.assignment)
+
+
+async def heartbeat(groups: GroupCoordinator, ctx: RequestContext,
+                    request: HeartbeatRequest) -> HeartbeatResponse:
+    """Keep a member's session (the error tells it to rejoin)."""
+    instance_id = (None if isinstance(request, _HEARTBEAT_BEFORE_V3)
+                   else request.group_instance_id)  # KIP-345: v3+
+    error = groups.heartbeat(request.group_id, request.generation_id, request.member_id,
+                             instance_id)
+    cls: type[HeartbeatResponse] = ctx.response_type
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=error)
+
+
+async def leave_group(groups: GroupCoordinator, ctx: RequestContext,
+                      request: LeaveGroupRequest) -> LeaveGroupResponse:
+    """Members leave: one (v0-2) or a batch with per-member errors (v3+, KIP-345)."""
+    cls: type[LeaveGroupResponse] = ctx.response_type
+    if isinstance(request, _LEAVE_ONE):
+        error, results = groups.leave(request.group_id, [(request.member_id, None)])
+        if error is ErrorCode.none and results:
+            error = results[0][2]
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=error)
+    error, results = groups.leave(
+        request.group_id, [(m.member_id, m.group_instance_id) for m in request.members])
+    member_t = nested(cls, "MemberResponse")
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=error,
+                members=tuple(make(member_t, member_id=m, group_instance_id=i, error_code=e)
+                              for m, i, e in results))
+
+
+# -- offsets ---------------------------------------------------------------------------
+
+def committed_offsets(request: OffsetCommitRequest,
+                      now_ms: int) -> dict[tuple[str, int], rec.OffsetValue]:
+    """The version-dependent fields of an OffsetCommitRequest's partitions: the committed
+    leader epoch came with v6 (-1 before)."""
+    if isinstance(request, _COMMIT_WITHOUT_EPOCH):
+        return {(t.name, int(p.partition_index)): rec.OffsetValue(
+            p.committed_offset, p.committed_metadata or "", now_ms, -1)
+            for t in request.topics for p in t.partitions}
+    return {(t.name, int(p.partition_index)): rec.OffsetValue(
+        p.committed_offset, p.committed_metadata or "", now_ms, p.committed_leader_epoch)
+        for t in request.topics for p in t.partitions}
+
+
+async def offset_commit(groups: GroupCoordinator, ctx: RequestContext,
+                        request: OffsetCommitRequest) -> OffsetCommitResponse:
+    """Commit a group member's offsets."""
+    offsets = committed_offsets(request, groups.services.time_ms())
+    instance_id = (request.group_instance_id
+                   if isinstance(request, _COMMIT_WITH_INSTANCE) else None)  # KIP-345: v7+
+    errors = await groups.commit_offsets(request.group_id, request.generation_id_or_member_epoch,
+                                         request.member_id, offsets, instance_id=instance_id)
+    cls: type[OffsetCommitResponse] = ctx.response_type
+    return _partition_errors(cls, "OffsetCommitResponseTopic",
+                             "OffsetCommitResponsePartition", errors, throttle_time=_NO_THROTTLE)
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupOffsets:
+    """One group's part of an OffsetFetch: the partitions asked (None: all)."""
+
+    group_id: str
+    partitions: list[tuple[str, int]] | None
+
+
+def fetched_groups(request: OffsetFetchRequest) -> tuple[list[_GroupOffsets], bool]:
+    """The version-dependent fields of an OffsetFetchRequest: (the groups asked, whether
+    only stable offsets may be returned); v8 asks for many groups, before one; v7 added
+    require_stable."""
+    if isinstance(request, kio.schema.offset_fetch.v8.OffsetFetchRequest):
+        return [_GroupOffsets(g.group_id, None if g.topics is None else
+                              [(t.name, int(p)) for t in g.topics for p in t.partition_indexes])
+                for g in request.groups], request.require_stable
+    one = _GroupOffsets(request.group_id, None if request.topics is None else
+                        [(t.name, int(p)) for t in request.topics for p in t.partition_indexes])
+    stable = (request.require_stable
+              if isinstance(request, kio.schema.offset_fetch.v7.OffsetFetchRequest) else False)
+    return [one], stable
+
+
+async def offset_fetch(groups: GroupCoordinator, ctx: RequestContext,
+                       request: OffsetFetchRequest) -> OffsetFetchResponse:
+    """The committed offsets of one group (v1-7) or several (v8)."""
+    cls: type[OffsetFetchResponse] = ctx.response_type
+    asked, require_stable = fetched_groups(request)
+    if ctx.api_version < 8:
+        error, topics = _fetch_group(groups, cls, "OffsetFetchResponseTopic",
+                                     "OffsetFetchResponsePartition", asked[0], require_stable)
+        return make(cls, throttle_time=_NO_THROTTLE, topics=topics, error_code=error)
+    group_t = nested(cls, "OffsetFetchResponseGroup")
+    out = []
+    for group in asked:
+        error, topics = _fetch_group(groups, cls, "OffsetFetchResponseTopics",
+                                     "OffsetFetchResponsePartitions", group, require_stable)
+        out.append(make(group_t, group_id=group.group_id, topics=topics, error_code=error))
+    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(out))
+
+
+def _fetch_group(groups: GroupCoordinator, cls: type[object], topic_name: str, part_name: str,
+                 asked: _GroupOffsets,
+                 require_stable: bool) -> tuple[ErrorCode, tuple[object, ...]]:
+    error, offsets = groups.fetch_offsets(asked.group_id, asked.partitions, require_stable)
+    topic_t, part_t = nested(cls, topic_name), nested(cls, part_name)
+    return error, by_topic(topic_t, "name", (
+        (topic, make(part_t, partition_index=partition,
+                     committed_offset=-1 if value is None else value.offset,
+                     committed_leader_epoch=-1 if value is None else value.leader_epoch,
+                     metadata="" if value is None else value.metadata, error_code=perr))
+        for (topic, partition), (value, perr) in offsets.items()))
+
+
+async def offset_delete(groups: GroupCoordinator, ctx: RequestContext,
+                        request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    """Delete a group's offsets of topics no member subscribes to."""
+    wanted = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
+    error, errors = await groups.delete_offsets(request.group_id, wanted, subscribed_topics)
+    cls: type[OffsetDeleteResponse] = ctx.response_type
+    return _partition_errors(cls, "OffsetDeleteResponseTopic",
+                             "OffsetDeleteResponsePartition", errors,
+                             throttle_time=_NO_THROTTLE, error_code=error)
+
+
+# -- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------
+
+async def list_groups(groups: GroupCoordinator, ctx: RequestContext,
+                      request: ListGroupsRequest) -> ListGroupsResponse:
+    """Every group, or those in the states asked (v4+)."""
+    cls: type[ListGroupsResponse] = ctx.response_type
+    states = ({s.lower() for s in request.states_filter}
+              if isinstance(request, kio.schema.list_groups.v4.ListGroupsRequest) else set())
+    listed_t = nested(cls, "ListedGroup")
+    error = ErrorCode.none if groups.loaded else ErrorCode.coordinator_load_in_progress
+    listed = tuple(make(listed_t, group_id=g.group_id,
+                        protocol_type=g.protocol_type or "", group_state=g.state.value)
+                   for g in groups.groups.values()
+                   if not states or g.state.value.lower() in states)
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=error, groups=listed)
+
+
+def _described(groups: GroupCoordinator, group_t: type[object], member_t: type[object],
+               group_id: str) -> object:
+    """One DescribedGroup."""
+    if not groups.loaded:
+        return make(group_t, error_code=ErrorCode.coordinator_load_in_progress,
+                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                    members=(), authorized_operations=_UNKNOWN_OPERATIONS)
+    group = groups.groups.get(group_id)
+    if group is None:
+        return make(group_t, error_code=ErrorCode.none, group_id=group_id,
+                    group_state=GroupState.DEAD.value, protocol_type="", protocol_data="",
+                    members=(), authorized_operations=_UNKNOWN_OPERATIONS)
+    stable = group.state is GroupState.STABLE
+    members = tuple(make(
+        member_t, member_id=m.member_id, group_instance_id=m.instance_id,
+        client_id=m.client_id, client_host=m.client_host,
+        member_metadata=m.metadata(group.protocol_name) if stable else b"",
+        member_assignment=m.assignment if stable else b"")
+        for m in group.members.values())
+    return make(group_t, error_code=ErrorCode.none, group_id=group_id,
+                group_state=group.state.value, protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members, authorized_operations=_UNKNOWN_OPERATIONS)
+
+
+async def describe_groups(groups: GroupCoordinator, ctx: RequestContext,
+                          request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    """Each group's state, protocol and members."""
+    cls: type[DescribeGroupsResponse] = ctx.response_type
+    group_t, member_t = nested(cls, "DescribedGroup"), nested(cls, "DescribedGroupMember")
+    return make(cls, throttle_time=_NO_THROTTLE, groups=tuple(
+        _described(groups, group_t, member_t, group_id) for group_id in request.groups))
+
+
+async def delete_groups(groups: GroupCoordinator, ctx: RequestContext,
+                        request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    """Delete each empty group."""
+    cls: type[DeleteGroupsResponse] = ctx.response_type
+    result_t = nested(cls, "DeletableGroupResult")
+    results = []
+    for group_id in request.groups_names:
+        error = await groups.delete_group(group_id)
+        results.append(make(result_t, group_id=group_id, error_code=error))
+    return make(cls, throttle_time=_NO_THROTTLE, results=tuple(results))
+
+
+def _partition_errors(cls: type[_R], topic_name: str, part_name: str,
+                      errors: dict[tuple[str, int], ErrorCode], **fields: object) -> _R:
     """A response of per-partition error codes grouped by topic."""
     topic_t, part_t = nested(cls, topic_name), nested(cls, part_name)
     return make(cls, topics=by_topic(topic_t, "name", (
         (topic, make(part_t, partition_index=partition, error_code=error))
         for (topic, partition), error in errors.items())), **fields)
+
+
+ENDPOINTS = (
+    Endpoint(11, join_group, 0, 9),
+    Endpoint(14, sync_group, 0, 5),
+    Endpoint(12, heartbeat, 0, 4),
+    Endpoint(13, leave_group, 0, 5),
+    Endpoint(8, offset_commit, 2, 8),
+    Endpoint(9, offset_fetch, 1, 8),
+    Endpoint(16, list_groups, 0, 4),
+    Endpoint(15, describe_groups, 0, 5),
+    Endpoint(42, delete_groups, 0, 2),
+    Endpoint(47, offset_delete, 0, 0),
+)
+
+
+def install(registry: HandlerRegistry, groups: GroupCoordinator) -> None:
+    """Register the group APIs' handlers over ``groups``."""
+    register(registry, groups, ENDPOINTS)

@@ -10,8 +10,15 @@ INVALID_PRODUCER_EPOCH before them.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+import kio.schema.init_producer_id.v0
+import kio.schema.init_producer_id.v1
+import kio.schema.init_producer_id.v2
+import kio.schema.txn_offset_commit.v0
+import kio.schema.txn_offset_commit.v1
+import kio.schema.txn_offset_commit.v2
 from kio.schema.errors import ErrorCode
 
 from tierlog.server.context import HandlerRegistry, RequestContext
@@ -20,90 +27,166 @@ from tierlog.server.coordinator.group.groups import GroupCoordinator
 from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS
 from tierlog.server.coordinator.txn.txn import TxnCoordinator
 from tierlog.server.framing import by_topic, duration_ms, make, nested
+from tierlog.server.registry import Endpoint, register
+
+if TYPE_CHECKING:
+    from tierlog.server.api.messages import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+    )
+
+# The versions before a field came (read in one function per API, narrowed by these).
+_INIT_WITHOUT_CURRENT = (kio.schema.init_producer_id.v0.InitProducerIdRequest,
+                         kio.schema.init_producer_id.v1.InitProducerIdRequest,
+                         kio.schema.init_producer_id.v2.InitProducerIdRequest)
+_TXN_COMMIT_WITHOUT_EPOCH = (kio.schema.txn_offset_commit.v0.TxnOffsetCommitRequest,
+                             kio.schema.txn_offset_commit.v1.TxnOffsetCommitRequest)
 
 _NO_THROTTLE = datetime.timedelta(0)
 
-#: API key -> (min version, max version, first version with PRODUCER_FENCED).
-VERSIONS = {
-    22: (0, 4, 4),  # InitProducerId
-    24: (0, 3, 2),  # AddPartitionsToTxn
-    25: (0, 3, 2),  # AddOffsetsToTxn
-    26: (0, 3, 2),  # EndTxn
-    28: (0, 3, 3),  # TxnOffsetCommit
+#: API key -> the first version that knows PRODUCER_FENCED (KIP-588).
+FIRST_FENCED_VERSION = {
+    22: 4,  # InitProducerId
+    24: 2,  # AddPartitionsToTxn
+    25: 2,  # AddOffsetsToTxn
+    26: 2,  # EndTxn
+    28: 3,  # TxnOffsetCommit
 }
 
 
 def for_version(error: ErrorCode, ctx: RequestContext) -> ErrorCode:
     """PRODUCER_FENCED as the request's version knows it (KIP-588)."""
-    if error is ErrorCode.producer_fenced and ctx.api_version < VERSIONS[ctx.api_key][2]:
+    if error is ErrorCode.producer_fenced and ctx.api_version < FIRST_FENCED_VERSION[ctx.api_key]:
         return ErrorCode.invalid_producer_epoch
     return error
 
 
+@dataclass(frozen=True, slots=True)
+class TxnApis:
+    """What the transaction APIs serve from: the transaction coordinator, and the group
+    coordinator that AddOffsetsToTxn and TxnOffsetCommit name."""
+
+    txns: TxnCoordinator
+    groups: GroupCoordinator
+
+
+async def init_producer_id(apis: TxnApis, ctx: RequestContext,
+                           request: InitProducerIdRequest) -> InitProducerIdResponse:
+    """A producer id and epoch (a transactional producer's is bumped, fencing the old one);
+    v3+ names the producer's current id and epoch (KIP-360), before it is -1, -1."""
+    current = ((-1, -1) if isinstance(request, _INIT_WITHOUT_CURRENT)
+               else (int(request.producer_id), int(request.producer_epoch)))
+    error, pid, epoch = await apis.txns.init_producer_id(
+        request.transactional_id, duration_ms(request.transaction_timeout), *current)
+    cls: type[InitProducerIdResponse] = ctx.response_type
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=for_version(error, ctx),
+                producer_id=pid, producer_epoch=epoch)
+
+
+async def add_partitions_to_txn(
+        apis: TxnApis, ctx: RequestContext,
+        request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    """Add partitions to the producer's transaction."""
+    cls: type[AddPartitionsToTxnResponse] = ctx.response_type
+    wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
+    errors = await apis.txns.add_partitions(
+        request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch, wanted)
+    topic_t = nested(cls, "AddPartitionsToTxnTopicResult")
+    part_t = nested(cls, "AddPartitionsToTxnPartitionResult")
+    return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=by_topic(
+        topic_t, "name", ((topic, make(part_t, partition_index=partition,
+                                       partition_error_code=for_version(error, ctx)))
+                          for (topic, partition), error in errors.items()),
+        "results_by_partition"))
+
+
+async def add_offsets_to_txn(apis: TxnApis, ctx: RequestContext,
+                             request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    """Add the group's ``__consumer_offsets`` partition to the transaction."""
+    partition = apis.groups.store.partition_of(request.group_id)
+    errors = await apis.txns.add_partitions(request.transactional_id, request.producer_id,
+                                            request.producer_epoch,
+                                            [(CONSUMER_OFFSETS, partition)])
+    error = next(iter(errors.values()))
+    cls: type[AddOffsetsToTxnResponse] = ctx.response_type
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=for_version(error, ctx))
+
+
+async def end_txn(apis: TxnApis, ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    """Commit or abort the producer's transaction."""
+    error = await apis.txns.end_txn(request.transactional_id, request.producer_id,
+                                    request.producer_epoch, bool(request.committed))
+    cls: type[EndTxnResponse] = ctx.response_type
+    return make(cls, throttle_time=_NO_THROTTLE, error_code=for_version(error, ctx))
+
+
+@dataclass(frozen=True, slots=True)
+class _TxnCommit:
+    """What a TxnOffsetCommitRequest asks, whatever its version."""
+
+    offsets: dict[tuple[str, int], rec.OffsetValue]
+    generation_id: int
+    member_id: str
+    instance_id: str | None
+
+
+def txn_commit(request: TxnOffsetCommitRequest, now_ms: int) -> _TxnCommit:
+    """The version-dependent fields of a TxnOffsetCommitRequest, read in one place: the
+    committed leader epoch came with v2, the member's generation, id and instance id with v3
+    (KIP-447)."""
+    offsets: dict[tuple[str, int], rec.OffsetValue]
+    if isinstance(request, _TXN_COMMIT_WITHOUT_EPOCH):
+        offsets = {(t.name, int(p.partition_index)): rec.OffsetValue(
+            p.committed_offset, p.committed_metadata or "", now_ms, -1)
+            for t in request.topics for p in t.partitions}
+        return _TxnCommit(offsets, -1, "", None)
+    offsets = {(t.name, int(p.partition_index)): rec.OffsetValue(
+        p.committed_offset, p.committed_metadata or "", now_ms, p.committed_leader_epoch)
+        for t in request.topics for p in t.partitions}
+    if isinstance(request, kio.schema.txn_offset_commit.v2.TxnOffsetCommitRequest):
+        return _TxnCommit(offsets, -1, "", None)
+    return _TxnCommit(offsets, int(request.generation_id), request.member_id,
+                      request.group_instance_id)
+
+
+async def txn_offset_commit(apis: TxnApis, ctx: RequestContext,
+                            request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    """Offsets committed with the transaction (visible when it commits)."""
+    cls: type[TxnOffsetCommitResponse] = ctx.response_type
+    asked = txn_commit(request, apis.groups.services.time_ms())
+    error = apis.txns.check_producer(request.transactional_id, request.producer_id,
+                                     request.producer_epoch)
+    if error is ErrorCode.none:
+        errors = await apis.groups.commit_txn_offsets(
+            request.group_id, request.producer_id, request.producer_epoch,
+            asked.generation_id, asked.member_id, asked.offsets, instance_id=asked.instance_id)
+    else:
+        errors = dict.fromkeys(asked.offsets, error)
+    topic_t = nested(cls, "TxnOffsetCommitResponseTopic")
+    part_t = nested(cls, "TxnOffsetCommitResponsePartition")
+    return make(cls, throttle_time=_NO_THROTTLE, topics=by_topic(topic_t, "name", (
+        (topic, make(part_t, partition_index=partition, error_code=for_version(perr, ctx)))
+        for (topic, partition), perr in errors.items())))
+
+
+ENDPOINTS = (
+    Endpoint(22, init_producer_id, 0, 4),
+    Endpoint(24, add_partitions_to_txn, 0, 3),
+    Endpoint(25, add_offsets_to_txn, 0, 3),
+    Endpoint(26, end_txn, 0, 3),
+    Endpoint(28, txn_offset_commit, 0, 3),
+)
+
+
 def install(registry: HandlerRegistry, txns: TxnCoordinator, groups: GroupCoordinator) -> None:
     """Register the transaction APIs' handlers."""
-
-    async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
-        error, pid, epoch = await txns.init_producer_id(
-            req.transactional_id, duration_ms(req.transaction_timeout),
-            int(getattr(req, "producer_id", -1)), int(getattr(req, "producer_epoch", -1)))
-        return make(ctx.response_type, throttle_time=_NO_THROTTLE,
-                    error_code=for_version(error, ctx), producer_id=pid, producer_epoch=epoch)
-
-    async def add_partitions(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        tid, pid, epoch, topics = (req.v3_and_below_transactional_id,
-                                   req.v3_and_below_producer_id,
-                                   req.v3_and_below_producer_epoch, req.v3_and_below_topics)
-        wanted = [(t.name, int(p)) for t in topics for p in t.partitions]
-        errors = await txns.add_partitions(tid, pid, epoch, wanted)
-        topic_t = nested(cls, "AddPartitionsToTxnTopicResult")
-        part_t = nested(cls, "AddPartitionsToTxnPartitionResult")
-        return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=by_topic(
-            topic_t, "name", ((topic, make(part_t, partition_index=partition,
-                                           partition_error_code=for_version(error, ctx)))
-                              for (topic, partition), error in errors.items()),
-            "results_by_partition"))
-
-    async def add_offsets(ctx: RequestContext, req: Any) -> Any:
-        partition = groups.store.partition_of(req.group_id)
-        errors = await txns.add_partitions(req.transactional_id, req.producer_id,
-                                           req.producer_epoch, [(CONSUMER_OFFSETS, partition)])
-        error = next(iter(errors.values()))
-        return make(ctx.response_type, throttle_time=_NO_THROTTLE,
-                    error_code=for_version(error, ctx))
-
-    async def end_txn(ctx: RequestContext, req: Any) -> Any:
-        error = await txns.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                   bool(req.committed))
-        return make(ctx.response_type, throttle_time=_NO_THROTTLE,
-                    error_code=for_version(error, ctx))
-
-    async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        now = groups.services.time_ms()
-        offsets = {(t.name, int(p.partition_index)): rec.OffsetValue(
-            p.committed_offset, p.committed_metadata or "", now,
-            getattr(p, "committed_leader_epoch", -1))
-            for t in req.topics for p in t.partitions}
-        error = txns.check_producer(req.transactional_id, req.producer_id, req.producer_epoch)
-        if error is ErrorCode.none:
-            errors = await groups.commit_txn_offsets(
-                req.group_id, req.producer_id, req.producer_epoch,
-                int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
-                offsets, instance_id=getattr(req, "group_instance_id", None))
-        else:
-            errors = dict.fromkeys(offsets, error)
-        topic_t = nested(cls, "TxnOffsetCommitResponseTopic")
-        part_t = nested(cls, "TxnOffsetCommitResponsePartition")
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, partition), perr in errors.items():
-            by_topic.setdefault(topic, []).append(make(
-                part_t, partition_index=partition, error_code=for_version(perr, ctx)))
-        return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(
-            make(topic_t, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
-
-    for key, handler in ((22, init_producer_id), (24, add_partitions), (25, add_offsets),
-                         (26, end_txn), (28, txn_offset_commit)):
-        low, high, _ = VERSIONS[key]
-        registry.add(key, handler, min_version=low, max_version=high)
+    register(registry, TxnApis(txns, groups), ENDPOINTS)

@@ -27,14 +27,14 @@ class Timers(Protocol):
     """Schedules ``callback(*args)`` after ``delay_s`` seconds."""
 
     def call_later(self, delay_s: float, callback: Callable[..., object],
-                   *args: Any) -> TimerHandle: ...
+                   *args: object) -> TimerHandle: ...
 
 
 class LoopTimers:
     """The running asyncio loop's timers (the server's)."""
 
     def call_later(self, delay_s: float, callback: Callable[..., object],
-                   *args: Any) -> TimerHandle:
+                   *args: object) -> TimerHandle:
         return asyncio.get_running_loop().call_later(delay_s, callback, *args)
 
 
@@ -59,7 +59,7 @@ class ManualTimers:
         self._seq = itertools.count()
 
     def call_later(self, delay_s: float, callback: Callable[..., object],
-                   *args: Any) -> TimerHandle:
+                   *args: object) -> TimerHandle:
         if delay_s < 0:
             raise ValueError(f"a timer's delay must not be negative, got {delay_s}")
         handle = _ManualHandle()

@@ -1,6 +1,7 @@
 """The coordinators of a single-node broker: consumer groups and transactions.
 
-:func:`install` registers their request handlers (FindCoordinator, the group APIs of
+:func:`install` registers their request handlers (FindCoordinator of
+:mod:`tierlog.server.api.find_coordinator`, the group APIs of
 :mod:`tierlog.server.api.groups_api`, the transaction APIs of :mod:`tierlog.server.api.txn_api`)
 with the server's registry and returns a :class:`Coordinators`; the server awaits ``start()``,
 which creates and loads ``__consumer_offsets`` and ``__transaction_state``, and ``close()`` at
@@ -17,16 +18,13 @@ Settings, in Kafka's names (``tierlog serve --set``): ``offsets.topic.num.partit
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Mapping
-from typing import Any
-
-from kio.schema.errors import ErrorCode
 
 from tierlog.errors import ConfigError
-from tierlog.server.api import groups_api, txn_api
-from tierlog.server.context import BrokerServices, HandlerRegistry, RequestContext
+from tierlog.manager.log_manager import LogManager
+from tierlog.server.api import find_coordinator, groups_api, txn_api
+from tierlog.server.context import BrokerServices, HandlerRegistry
 from tierlog.server.coordinator.coordinator_config import COORDINATOR_KEYS, setting_int
 from tierlog.server.coordinator.coordinator_timers import Timers
 from tierlog.server.coordinator.group.group_model import GroupSettings
@@ -37,20 +35,15 @@ from tierlog.server.coordinator.txn.txn import TxnCoordinator, TxnSettings
 from tierlog.server.coordinator.txn.txn_producer_ids import BLOCK_FILE, ProducerIdBlocks
 from tierlog.server.coordinator.txn.txn_state_topic import DEFAULT_PARTITIONS as TXN_PARTITIONS
 from tierlog.server.coordinator.txn.txn_state_topic import TxnStateTopic
-from tierlog.server.framing import make, nested
+from tierlog.server.registry import register
 
 log = logging.getLogger(__name__)
-
-
-FIND_COORDINATOR = 10
-FIND_COORDINATOR_VERSIONS = (0, 4)
-_KEY_TYPES = (0, 1)  # group, transaction
 
 
 class Coordinators:
     """The group and transaction coordinators of one server."""
 
-    def __init__(self, services: BrokerServices, settings: Mapping[str, Any],
+    def __init__(self, services: BrokerServices, settings: Mapping[str, object],
                  timers: Timers | None = None) -> None:
         self.services = services
         manager = services.manager
@@ -79,7 +72,7 @@ class Coordinators:
         await self.txns.close()
 
 
-def _highest_producer_id(manager: Any) -> int:
+def _highest_producer_id(manager: LogManager) -> int:
     """The highest producer id any log knows (ids below it may be in use)."""
     highest = -1
     for log_ in manager.logs().values():
@@ -89,35 +82,18 @@ def _highest_producer_id(manager: Any) -> int:
     return highest
 
 
-def settings_of(services: BrokerServices) -> Mapping[str, Any]:
+def settings_of(services: BrokerServices) -> Mapping[str, object]:
     """The coordinator settings the server was given (none: Kafka's defaults)."""
     config = getattr(services, "config", None)
     return dict(getattr(config, "coordinator", None) or {})
 
 
 def install(registry: HandlerRegistry, services: BrokerServices,
-            settings: Mapping[str, Any] | None = None) -> Coordinators:
+            settings: Mapping[str, object] | None = None) -> Coordinators:
     """Register the coordinators' handlers; the caller awaits ``start()`` before serving."""
     coordinators = Coordinators(services, settings_of(services) if settings is None
                                 else settings)
-
-    async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
-        cls = ctx.response_type
-        key_type = int(getattr(req, "key_type", 0))
-        error = ErrorCode.none if key_type in _KEY_TYPES else ErrorCode.invalid_request
-        message = None if error is ErrorCode.none else f"unknown key type {key_type}"
-        node, host, port = (services.node_id, services.host, services.port) \
-            if error is ErrorCode.none else (-1, "", -1)
-        if ctx.api_version < 4:
-            return make(cls, throttle_time=datetime.timedelta(0), error_code=error,
-                        error_message=message, node_id=node, host=host, port=port)
-        coordinator_t = nested(cls, "Coordinator")
-        return make(cls, throttle_time=datetime.timedelta(0), coordinators=tuple(
-            make(coordinator_t, key=key, node_id=node, host=host, port=port, error_code=error,
-                 error_message=message) for key in req.coordinator_keys))
-
-    low, high = FIND_COORDINATOR_VERSIONS
-    registry.add(FIND_COORDINATOR, find_coordinator, min_version=low, max_version=high)
+    register(registry, services, find_coordinator.ENDPOINTS)
     groups_api.install(registry, coordinators.groups)
     txn_api.install(registry, coordinators.txns, coordinators.groups)
     return coordinators

@@ -22,9 +22,10 @@ handlers of :mod:`tierlog.server.api.groups_api` turn requests and responses int
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -125,8 +126,6 @@ class GroupCoordinator:
         s = self.settings
         if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
-        if rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -136,45 +135,56 @@ class GroupCoordinator:
             return JoinResult(ErrorCode.coordinator_not_available, member_id)
         if not group.supports(protocol_type, protocols):
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-        protocols = [(n, bytes(m)) for n, m in protocols]
         if member_id and group.fenced(member_id, instance_id):
             return JoinResult(ErrorCode.fenced_instance_id, member_id)
+        joining = Member(member_id, instance_id, client_id, client_host, session_timeout_ms,
+                         rebalance_timeout_ms if rebalance_timeout_ms >= 0
+                         else session_timeout_ms, protocol_type,
+                         [(n, bytes(m)) for n, m in protocols])
         if not member_id:
-            new_id = f"{instance_id or client_id or 'member'}-{uuid.uuid4()}"
-            old = group.static_member(instance_id)
-            if old is not None:
-                member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
-                                rebalance_timeout_ms, protocol_type, protocols, old.assignment)
-                return await self._replace_static(group, old, member)
-            if require_known_member_id and instance_id is None:
-                group.pending[new_id] = self.timers.call_later(
-                    session_timeout_ms / 1000, self._expire_pending, group, new_id)
-                return JoinResult(ErrorCode.member_id_required, new_id)
-            member = Member(new_id, instance_id, client_id, client_host, session_timeout_ms,
-                            rebalance_timeout_ms, protocol_type, protocols)
-            return await self._add_and_rebalance(group, member)
+            return await self._join_new(group, joining, client_id, require_known_member_id)
         if member_id in group.pending:
             group.pending.pop(member_id).cancel()
-            member = Member(member_id, instance_id, client_id, client_host,
-                            session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
-            return await self._add_and_rebalance(group, member)
+            return await self._add_and_rebalance(group, joining)
         known = group.members.get(member_id)
         if known is None:
             return JoinResult(ErrorCode.unknown_member_id, member_id)
-        member = known
-        same = member.protocols == protocols
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
+        return await self._rejoin(group, known, joining)
+
+    async def _join_new(self, group: Group, joining: Member, client_id: str,
+                        require_known_member_id: bool) -> JoinResult:
+        """A JoinGroup without a member id: a static member replacing its old self, a new
+        member told its id first (KIP-394, v4+), or a new member joining at once."""
+        instance_id = joining.instance_id
+        new_id = f"{instance_id or client_id or 'member'}-{uuid.uuid4()}"
+        member = dataclasses.replace(joining, member_id=new_id)
+        old = group.static_member(instance_id)
+        if old is not None:
+            member.assignment = old.assignment
+            return await self._replace_static(group, old, member)
+        if require_known_member_id and instance_id is None:
+            group.pending[new_id] = self.timers.call_later(
+                joining.session_timeout_ms / 1000, self._expire_pending, group, new_id)
+            return JoinResult(ErrorCode.member_id_required, new_id)
+        return await self._add_and_rebalance(group, member)
+
+    async def _rejoin(self, group: Group, member: Member, joining: Member) -> JoinResult:
+        """A known member joined again: answered at once when nothing changed, otherwise a
+        rebalance it waits for."""
+        same = member.protocols == joining.protocols
+        member.session_timeout_ms = joining.session_timeout_ms
+        member.rebalance_timeout_ms = joining.rebalance_timeout_ms
         if group.state is GroupState.COMPLETING_REBALANCE and same:
             self._schedule_session(group, member)
             return self._join_result(group, member)
-        if group.state is GroupState.STABLE and same and member_id != group.leader_id:
+        if (group.state is GroupState.STABLE and same
+                and member.member_id != group.leader_id):
             self._schedule_session(group, member)
             return self._join_result(group, member)
-        member.protocols = protocols
+        member.protocols = joining.protocols
         future = self._await_join(member)
         if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group, f"member {member_id} rejoined")
+            self._prepare_rebalance(group, f"member {member.member_id} rejoined")
         else:
             self._try_complete_join(group)
         return await future
@@ -495,7 +505,7 @@ class GroupCoordinator:
                 return ErrorCode.coordinator_not_available
         return ErrorCode.none
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         _BACKGROUND.add(task)
         task.add_done_callback(_BACKGROUND.discard)
