@@ -69,7 +69,7 @@ def parse_listener(key: str, text: str) -> Listener:
     return Listener(name.upper(), host, port)
 
 
-def _parse_bool(key: str, raw: Any) -> bool:
+def _parse_bool(key: str, raw: object) -> bool:
     if isinstance(raw, bool):
         return raw
     text = str(raw).strip().lower()
@@ -78,7 +78,7 @@ def _parse_bool(key: str, raw: Any) -> bool:
     raise ConfigError(key, f"expects true or false, got {raw!r}")
 
 
-def _parse_int(key: str, raw: Any, minimum: int) -> int:
+def _parse_int(key: str, raw: object, minimum: int) -> int:
     try:
         value = int(str(raw).strip())
     except ValueError:
@@ -88,7 +88,7 @@ def _parse_int(key: str, raw: Any, minimum: int) -> int:
     return value
 
 
-def _parse_limit(key: str, raw: Any) -> int:
+def _parse_limit(key: str, raw: object) -> int:
     """A positive bound, or -1 for none (Kafka's convention)."""
     value = _parse_int(key, raw, -1)
     if value == 0:

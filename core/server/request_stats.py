@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from tierlog.common.stats import Histogram, perf_ns
+
+if TYPE_CHECKING:
+    from tierlog.server.api.fetch import PartitionRead
+    from tierlog.server.api.produce_wire import Outcome
 
 __all__ = ["RequestStats", "TopicCounts", "request_name"]
 
@@ -81,7 +85,7 @@ class RequestStats:
 
     # -- the server's calls (on its event loop) ------------------------------------------
 
-    def track_connection(self, task: asyncio.Task[Any]) -> None:
+    def track_connection(self, task: asyncio.Task[None]) -> None:
         """A connection opened; it closes when ``task`` (the one serving it) ends."""
         self.connections += 1
         task.add_done_callback(self._closed)
@@ -105,7 +109,7 @@ class RequestStats:
             counts = self._topics[topic] = TopicCounts()
         return counts
 
-    def produced(self, outcomes: Iterable[tuple[str, int, Any, Any]]) -> None:
+    def produced(self, outcomes: Iterable[Outcome]) -> None:
         """A Produce request's outcome per partition: (topic, partition, the append's info
         or an ErrorCode, message)."""
         every = self.all_topics
@@ -117,8 +121,8 @@ class RequestStats:
                 counts.failed_produce += 1
                 every.failed_produce += 1
 
-    def fetched(self, reads: Iterable[Any]) -> None:
-        """A Fetch response's reads (``PartitionRead``: ``tp``, ``error``, ``size``)."""
+    def fetched(self, reads: Iterable[PartitionRead]) -> None:
+        """A Fetch response's reads."""
         every = self.all_topics
         for read in reads:
             counts = self._topic(read.tp[0])

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -24,10 +23,20 @@ from tierlog.common.stats import perf_ns
 from tierlog.errors import BadRequestError
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
-from tierlog.server.api import api_versions
+from tierlog.server.api import (
+    admin_configs,
+    admin_topics,
+    api_versions,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+)
 from tierlog.server.config import ServerConfig
 from tierlog.server.connection import FramedConnection
-from tierlog.server.context import RequestContext
+from tierlog.server.context import request_context
+from tierlog.server.coordinator import coordinators
+from tierlog.server.coordinator.coordinators import Coordinators
 from tierlog.server.framing import (
     SplicedResponse,
     decode_header_v1,
@@ -35,9 +44,8 @@ from tierlog.server.framing import (
     encode_response,
     encode_spliced,
     peek_key_version,
-    response_class,
 )
-from tierlog.server.registry import Registry
+from tierlog.server.registry import Registry, register
 from tierlog.server.request_memory import RequestMemory
 from tierlog.server.services import Services
 
@@ -62,24 +70,16 @@ class _FileView:
         return offset
 
 
-def install_handlers(registry: Registry, services: Services) -> Any:
+#: The API modules whose handlers serve from the Services (ApiVersions serves from the
+#: registry, the group and transaction APIs from their coordinators).
+SERVICE_APIS = (metadata, produce, fetch, list_offsets, admin_topics, admin_configs)
+
+
+def install_handlers(registry: Registry, services: Services) -> Coordinators:
     """Register every API this server answers: its own and the coordinators' (returned, to
     be started and closed by the server)."""
-    from tierlog.server.api import (
-        admin_configs,
-        admin_topics,
-        fetch,
-        list_offsets,
-        metadata,
-        produce,
-    )
-    metadata.install(registry, services)
-    produce.install(registry, services)
-    fetch.install(registry, services)
-    list_offsets.install(registry, services)
-    admin_topics.install(registry, services)
-    admin_configs.install(registry, services)
-    from tierlog.server.coordinator import coordinators
+    for api in SERVICE_APIS:
+        register(registry, services, api.ENDPOINTS)
     return coordinators.install(registry, services)
 
 
@@ -99,14 +99,15 @@ class Server:
         #: Each open connection, for the idle reaper (connections.max.idle.ms).
         self._open: dict[FramedConnection, str] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._coordinators: Coordinators | None = None
         self._ids = itertools.count(1)
         self.host = config.listener.host
         self.port = config.listener.port
 
     @property
-    def coordinators(self) -> Any:
+    def coordinators(self) -> Coordinators | None:
         """The group and transaction coordinators once started (None before)."""
-        return getattr(self, "_coordinators", None)
+        return self._coordinators
 
     async def start(self) -> None:
         """Bind the listener (port 0: an ephemeral port, then advertised) and register the
@@ -119,8 +120,7 @@ class Server:
         if self.config.advertised is None or self.config.advertised.port == 0:
             self.services.port = self.port
         self._coordinators = install_handlers(self.registry, self.services)
-        if self._coordinators is not None:
-            await self._coordinators.start()
+        await self._coordinators.start()
         if self.config.connections_max_idle_ms > 0:
             self._reaper = loop.create_task(self._reap_idle_connections())
         log.info("serving Kafka's protocol on %s:%d (advertised %s:%d, node %d)",
@@ -137,7 +137,7 @@ class Server:
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if getattr(self, "_coordinators", None) is not None:
+        if self._coordinators is not None:
             await self._coordinators.close()
         if self._server is not None:
             with contextlib.suppress(Exception):
@@ -227,9 +227,10 @@ class Server:
             raise BadRequestError(f"API key {api_key} version {api_version} is not supported "
                                   f"(versions {entry.min_version}-{entry.max_version})")
         request = decode_request(frame)
-        ctx = RequestContext(api_key, api_version, request.correlation_id, request.client_id,
-                             host, connection_id, response_class(api_key, api_version))
-        response: Any = await entry.handler(ctx, request.body)
+        ctx = request_context(api_key, api_version, correlation_id=request.correlation_id,
+                              client_id=request.client_id, client_host=host,
+                              connection_id=connection_id)
+        response = await entry.handler(ctx, request.body)
         if response is None:
             return None
         if isinstance(response, SplicedResponse):
