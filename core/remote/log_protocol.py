@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from tierlog.config import LogConfig
     from tierlog.log.leader_epoch import LeaderEpochFileCache
     from tierlog.log.segments import LogSegments
+    from tierlog.log.tier_reads import TierReads
     from tierlog.producer.state import ProducerStateManager
-    from tierlog.remote.rlm.remote_reader import RemoteLogReader
 
 __all__ = ["TieredLog"]
 
@@ -90,7 +90,7 @@ class TieredLog(Protocol):
 
     # -- what tiering tells the log ----------------------------------------------------------
 
-    def attach_remote(self, reader: RemoteLogReader, highest_offset_in_remote: int) -> None:
+    def attach_remote(self, reader: TierReads, highest_offset_in_remote: int) -> None:
         """Reads below the local log start offset go to ``reader`` from now on."""
 
     def update_highest_offset_in_remote(self, offset: int) -> None:

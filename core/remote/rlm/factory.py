@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tierlog.errors import ConfigError
 from tierlog.events import EventDelivery
@@ -16,10 +16,22 @@ from tierlog.remote.rlm.index_cache import CACHE_DIR_NAME, RemoteIndexCache
 from tierlog.remote.rlm.rlm import RemoteLimits, RemoteLogManager
 
 if TYPE_CHECKING:
-    from tierlog.manager.manager_config import ManagerConfig
     from tierlog.plugin_manager import Registries
 
-def build_remote_log_manager(config: ManagerConfig, registries: Registries, log_dir: Path,
+
+class RemoteSettings(Protocol):
+    """The broker settings the remote side is built from (the LogManager's ManagerConfig
+    satisfies it), so this room does not import the manager above it."""
+
+    @property
+    def remote_storage_options(self) -> Mapping[str, Any]:
+        """``remote.storage.options.*`` without the prefix, for the storage plugin."""
+
+    def __getitem__(self, name: str) -> Any:  # noqa: ANN401 - a setting's type is its key's
+        """A broker setting by Kafka's name, already parsed to its type."""
+
+
+def build_remote_log_manager(config: RemoteSettings, registries: Registries, log_dir: Path,
                              time_ms: Callable[[], int], events: EventDelivery | None) -> RemoteLogManager:
     """The RemoteStorageManager named by ``remote.storage.manager`` (a plugin) on
     ``remote.storage.url`` with the ``remote.storage.options.*``, the segment metadata store
@@ -59,7 +71,7 @@ def build_remote_log_manager(config: ManagerConfig, registries: Registries, log_
     )
 
 
-def remote_limits(config: ManagerConfig) -> RemoteLimits:
+def remote_limits(config: RemoteSettings) -> RemoteLimits:
     """The RemoteLogManager's quotas, retries and timeouts from the broker settings."""
     prefix = "remote.log.manager."
     return RemoteLimits(

@@ -6,8 +6,8 @@ ranged GET of the ``.log`` object brings the batches back, CRC-checked.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tierlog.errors import (
     CorruptRecordError,
@@ -44,9 +44,13 @@ from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.tier.object_store import cut_short_error
 
 if TYPE_CHECKING:
+    from tierlog.index.index_types import SegmentIndexType
     from tierlog.log.segment import LogSegment
-    from tierlog.remote.rlm.rlm import RemoteLogManager
+    from tierlog.remote.metadata_api import RemoteLogMetadataStore
+    from tierlog.remote.rlm.index_cache import RemoteIndexCache
+    from tierlog.remote.rlm.quota import RateQuota
 
+_T = TypeVar("_T")
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 #: Bytes read per request while scanning a remote segment for a timestamp.
 _TIMESTAMP_SCAN_BYTES = 1 << 20
@@ -57,10 +61,39 @@ def topic_id_partition(log_: TieredLog) -> TopicIdPartition:
     return TopicIdPartition(log_.topic_id, log_.topic, log_.partition)
 
 
+class _ReadLimits(Protocol):
+    @property
+    def list_offsets_timeout_ms(self) -> int: ...
+
+
+class ReadServices(Protocol):
+    """What a reader uses of the RemoteLogManager that builds it (which satisfies this
+    structurally), so the reader does not import the manager: the tier, its metadata and
+    index cache, the fetch quota, and the bounded reader pool."""
+
+    @property
+    def rsm(self) -> RemoteStorageManager: ...
+
+    @property
+    def rlmm(self) -> RemoteLogMetadataStore: ...
+
+    @property
+    def index_cache(self) -> RemoteIndexCache: ...
+
+    @property
+    def fetch_quota(self) -> RateQuota: ...
+
+    @property
+    def limits(self) -> _ReadLimits: ...
+
+    def submit_read(self, fn: Callable[[], _T], what: str = ...,
+                    timeout_ms: int | None = None) -> _T: ...
+
+
 class RemoteLogReader:
     """What a Log calls for offsets below its local log start offset."""
 
-    def __init__(self, rlm: RemoteLogManager, log_: TieredLog) -> None:
+    def __init__(self, rlm: ReadServices, log_: TieredLog) -> None:
 
         self._rlm = rlm
         self._log = log_
@@ -204,14 +237,14 @@ class RemoteLogReader:
             if next_base is None or next_base > end + 1:  # holds offsets after the remote ones
                 yield segment
 
-    def lookup_index(self, index_type: Any, key: Any, below: int) -> Any:
+    def lookup_index(self, index_type: SegmentIndexType, key: object, below: int) -> object:
         """Ask the tier's copies of the plugin index ``index_type`` (one that is
         ``uploaded_to_remote``) of the segments starting below ``below`` (the local log
         start), newest first, for ``key``: the first answer that is not None, or None."""
         return self._rlm.submit_read(lambda: self._lookup_index(index_type, key, below),
                                      f"{self._log.directory.name}: remote index lookup")
 
-    def _lookup_index(self, index_type: Any, key: Any, below: int) -> Any:
+    def _lookup_index(self, index_type: SegmentIndexType, key: object, below: int) -> object:
         cache, config = self._rlm.index_cache, self._log.config
         segments = [m for m in self._rlm.rlmm.list_remote_log_segments(self._tip)
                     if m.state is _FINISHED and m.start_offset < below]
