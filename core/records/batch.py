@@ -102,7 +102,7 @@ LOG_APPEND_TIME = 1
 NO_SEQUENCE = -1
 
 
-def _field(index: int, doc: str) -> Any:
+def _field(index: int, doc: str) -> Any:  # noqa: ANN401 - a property; its attribute is typed
     return property(lambda self: self._header[index], doc=doc)
 
 

@@ -8,7 +8,8 @@ place a batch's records are decompressed, and it is bounded.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import cramjam
 
@@ -180,7 +181,7 @@ def _sized(out: bytearray | None, size: int) -> bytearray:
     return out
 
 
-def _bounded(module: Any, data: Buffer, max_bytes: int, out: bytearray | None,
+def _bounded(module: ModuleType, data: Buffer, max_bytes: int, out: bytearray | None,
              size_hint: int = 0) -> tuple[bytearray, int]:
     """``module.decompress_into`` a buffer grown in steps, up to ``max_bytes``: (buffer, bytes
     written). cramjam stops writing (and decompressing) when the buffer is full, so nothing
