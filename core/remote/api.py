@@ -257,7 +257,7 @@ class RemoteLogSegmentMetadata:
         }
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "remote segment metadata"
+    def from_dict(cls, data: object, source: str = "remote segment metadata"
                   ) -> RemoteLogSegmentMetadata:
         """Inverse of ``to_dict``. CorruptRemoteMetadataError (a RemoteStorageError and a
         ValueError) naming ``source`` and the first missing or malformed field."""
@@ -269,7 +269,7 @@ class RemoteLogSegmentMetadata:
             raise CorruptRemoteMetadataError(f"{source} is malformed: {e}") from e
 
     @classmethod
-    def _from_dict(cls, data: Any) -> RemoteLogSegmentMetadata:
+    def _from_dict(cls, data: object) -> RemoteLogSegmentMetadata:
         if not isinstance(data, Mapping):
             raise TypeError(f"expected a JSON object, got {type(data).__name__}")
         if data["version"] != METADATA_FORMAT_VERSION:
@@ -353,7 +353,7 @@ def _epochs(pairs: object) -> dict[int, int]:
     return epochs
 
 
-def dumps(data: Any) -> str:
+def dumps(data: object) -> str:
     """The JSON spelling every tierlog remote object uses: sorted keys, no spaces."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 

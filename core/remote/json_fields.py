@@ -40,7 +40,7 @@ SEGMENT_METADATA_KINDS: Mapping[str, str] = {
 }
 
 
-def check_json_int(value: Any, kind: str, what: str) -> int:
+def check_json_int(value: object, kind: str, what: str) -> int:
     """``value`` when it is an int (not a bool) inside the range of ``kind``; TypeError or
     ValueError naming ``what`` (the field) otherwise, which the parsers turn into a
     CorruptRemoteMetadataError naming the object."""

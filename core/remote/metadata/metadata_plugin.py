@@ -12,9 +12,11 @@ from typing import Any
 
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
+from tierlog.remote.api import RemoteStorageManager
 from tierlog.remote.metadata.metadata import RemoteLogMetadataManager
 from tierlog.remote.metadata.metadata_logdir import LogDirRemoteLogMetadataManager
 from tierlog.remote.metadata_api import RemoteLogMetadataStore
+from tierlog.remote.tier.ownership import tier_of
 
 IN_TIER = "tier"
 LOG_DIR = "log-dir"
@@ -25,20 +27,20 @@ METADATA_CACHE_DIR_NAME = "remote-log-metadata-cache"
 METADATA_DIR_NAME = "remote-log-metadata"
 
 
-def default_store_name(rsm: Any) -> str:
+def default_store_name(rsm: RemoteStorageManager) -> str:
     """``tier`` for an RSM with a tier of tierlog's (``rsm.tier``), else ``log-dir``."""
-    return IN_TIER if getattr(rsm, "tier", None) is not None else LOG_DIR
+    return IN_TIER if tier_of(rsm) is not None else LOG_DIR
 
 
-def in_tier_store(rsm: Any, log_dir: Path) -> RemoteLogMetadataStore:
-    tier = getattr(rsm, "tier", None)
+def in_tier_store(rsm: RemoteStorageManager, log_dir: Path) -> RemoteLogMetadataStore:
+    tier = tier_of(rsm)
     if tier is None:
         raise ConfigError(SETTING, f"{IN_TIER!r} keeps the metadata in the tier of a "
                                    f"FsspecRemoteStorageManager, and {rsm!r} has none")
     return RemoteLogMetadataManager(tier, cache_dir=log_dir / METADATA_CACHE_DIR_NAME)
 
 
-def log_dir_store(rsm: Any, log_dir: Path) -> RemoteLogMetadataStore:
+def log_dir_store(rsm: RemoteStorageManager, log_dir: Path) -> RemoteLogMetadataStore:
     return LogDirRemoteLogMetadataManager(log_dir / METADATA_DIR_NAME)
 
 

@@ -27,7 +27,7 @@ from tierlog.common.int_bounds import INT32_MAX
 from tierlog.log.segment import AppendedBatch, LogSegment
 from tierlog.records.batch import set_base_offset
 from tierlog.records.builder import build_batch_from_columns
-from tierlog.records.columns import RecordColumns
+from tierlog.records.columns import Buffer, RecordColumns
 from tierlog.remote.api import IndexType, TopicIdPartition
 from tierlog.remote.tier.layout import SEGMENT_SUFFIX, staged_chunk_key
 from tierlog.remote.tier.object_store import RemoteTier
@@ -71,7 +71,7 @@ def batch_ends(rows: pa.Table, limit: int) -> list[int]:
         before = cumulative[i]
 
 
-def _binary_buffers(array: Any) -> tuple[Any, Any, Any, int]:
+def _binary_buffers(array: pa.Array) -> tuple[Buffer, Buffer, Buffer, int]:
     valid, offsets, data = array.buffers()[:3]
     return (valid if array.null_count else None), offsets, data, array.offset
 
@@ -83,7 +83,7 @@ def record_columns(rows: pa.Table) -> RecordColumns:
     stamps = rows.column("timestamp").chunk(0)
     headers = rows.column("headers").chunk(0)
     if key.null_count == len(key):
-        key_parts: tuple[Any, Any, Any, int] = (None, None, None, 0)
+        key_parts: tuple[Buffer, Buffer, Buffer, int] = (None, None, None, 0)
     else:
         key_parts = _binary_buffers(key)
     header_parts: tuple[Any, ...] = (None, None, 0) + (None, None, None, 0) * 2

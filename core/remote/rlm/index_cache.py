@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tierlog.common.atomic import atomic_write_bytes
 from tierlog.common.stats import CacheStats
@@ -30,6 +30,10 @@ from tierlog.remote.api import (
     RemoteStorageManager,
 )
 from tierlog.remote.tier.layout import segment_object_key
+
+if TYPE_CHECKING:
+    from tierlog.config import LogConfig
+    from tierlog.index.index_types import SegmentIndex, SegmentIndexType
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +118,14 @@ def parse_cache_file_name(name: str) -> tuple[int, str, IndexType] | None:
     return parsed[0], parsed[1], kind
 
 
+class _Opened(Protocol):
+    """What the cache does with an index it opened: check it, and close it when evicted."""
+
+    def sanity_check(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(slots=True)
 class _Entry:
     """The cached indexes of one remote segment by suffix (each opened on first use), and
@@ -181,21 +193,22 @@ class RemoteIndexCache:
             return None
         return cast(TransactionIndex, self._get(metadata, IndexType.TRANSACTION))
 
-    def extra_index(self, metadata: RemoteLogSegmentMetadata, index_type: Any,
-                    config: Any) -> Any:
+    def extra_index(self, metadata: RemoteLogSegmentMetadata, index_type: SegmentIndexType,
+                    config: LogConfig) -> SegmentIndex | None:
         """The segment's copy of a plugin index type that is ``uploaded_to_remote``, opened
         with the type's ``open(path, start offset, config)``; None when the tier has none
         (the segment was copied before the type was installed)."""
         index = self._get(metadata, index_type,
                           lambda path: index_type.open(path, metadata.start_offset, config),
                           missing_ok=True)
-        return None if index is _ABSENT else index
+        return None if index is _ABSENT else cast("SegmentIndex", index)
 
     def _path(self, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject) -> Path:
         return self.directory / cache_file_name(metadata.start_offset, metadata.segment_id, kind)
 
     def _get(self, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject,
-             opener: Callable[[Path], Any] | None = None, missing_ok: bool = False) -> Any:
+             opener: Callable[[Path], _Opened] | None = None, missing_ok: bool = False
+             ) -> object:
         uuid, suffix = metadata.segment_id, kind.suffix
         with self._lock:
             entry = self._entries.get(uuid)
@@ -246,9 +259,9 @@ class RemoteIndexCache:
 
     @staticmethod
     def _open(path: Path, metadata: RemoteLogSegmentMetadata, kind: IndexType | IndexObject,
-              opener: Callable[[Path], Any] | None) -> Any:
+              opener: Callable[[Path], _Opened] | None) -> _Opened:
         start = metadata.start_offset
-        index: Any
+        index: _Opened
         if opener is not None:
             index = opener(path)
         elif kind is IndexType.TRANSACTION:

@@ -5,9 +5,14 @@ partition fails its own remote reads and nothing else.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from tierlog.errors import RemoteStorageError
+
+if TYPE_CHECKING:
+    from tierlog.index.index_types import SegmentIndexType
+    from tierlog.log.segment import LogSegment
 
 
 class UnavailableRemote:
@@ -29,16 +34,20 @@ class UnavailableRemote:
     def _fail(self) -> NoReturn:
         raise self.error() from self.cause
 
-    def read(self, *args: Any, **kwargs: Any) -> NoReturn:
+    # The calls of a RemoteLogReader (tierlog.log.tier_reads.TierReads, and segment_for), each
+    # failing with the cause.
+
+    def read(self, offset: int, max_bytes: int, isolation: str, upper: int,
+             min_one_message: bool, local_segments: Sequence[LogSegment] = ()) -> NoReturn:
         self._fail()
 
-    def fetch_offset_by_timestamp(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def fetch_offset_by_timestamp(self, timestamp: int, start_offset: int) -> NoReturn:
         self._fail()
 
-    def segment_for(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def segment_for(self, offset: int) -> NoReturn:
         self._fail()
 
-    def lookup_index(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def lookup_index(self, index_type: SegmentIndexType, key: object, below: int) -> NoReturn:
         self._fail()
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import fsspec
@@ -170,7 +170,7 @@ class RemoteTier:
             self._publish(path, len(data), lambda target: self.fs.pipe_file(
                 target, bytes(data), **self.put_options))
 
-    def _publish(self, path: str, size: int, write: Any) -> None:
+    def _publish(self, path: str, size: int, write: Callable[[str], object]) -> None:
         """``write(target)``, check the stored size, and (renaming) move it to ``path``: the one
         place objects are published."""
         if not self.rename_on_publish:

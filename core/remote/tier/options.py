@@ -11,13 +11,15 @@ kind that says how text is read (``true``/``false``, an integer, a JSON object).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from tierlog.config import parse_float, parse_int
 from tierlog.errors import ConfigError
+
+_T = TypeVar("_T")
 
 OPTIONS_PREFIX = "remote.storage.options."
 #: Kafka's prefix for the RemoteStorageManager's own configs: an alias of OPTIONS_PREFIX.
@@ -50,7 +52,7 @@ def mask_secrets(options: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _masked(k, v) for k, v in options.items()}
 
 
-def _masked(name: str, value: Any) -> Any:
+def _masked(name: str, value: object) -> object:
     if value is None:
         return None
     if is_secret(name):
@@ -76,7 +78,7 @@ class MaskedOptions(Mapping[str, Any]):
     def __init__(self, options: Mapping[str, Any]) -> None:
         self._options = dict(options)
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Any:  # noqa: ANN401 - each backend's own value types
         return self._options[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -109,53 +111,79 @@ class OptionSpec:
     maximum: int | None = None
 
 
-def _value_error(where: str, raw: Any, expected: str) -> ConfigError:
+def _value_error(where: str, raw: object, expected: str) -> ConfigError:
     shown = "" if is_secret(where) else f", got {raw!r}"
     return ConfigError(where, f"must be {expected}{shown}")
 
 
-def _coerce(spec: OptionSpec, where: str, raw: Any) -> Any:
-    kind = spec.kind
-    if kind == "str":
-        if not isinstance(raw, str):
-            raise _value_error(where, raw, "a string")
+def _as_str(spec: OptionSpec, where: str, raw: object) -> str:
+    if not isinstance(raw, str):
+        raise _value_error(where, raw, "a string")
+    return raw
+
+
+def _as_bool(spec: OptionSpec, where: str, raw: object) -> bool:
+    if isinstance(raw, bool):
         return raw
-    if kind in ("bool", "bool_or_str"):
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-            return raw.strip().lower() == "true"
-        if kind == "bool_or_str" and isinstance(raw, str) and raw.strip():
-            return raw.strip()
-        raise _value_error(where, raw, "true or false" if kind == "bool"
-                           else "true, false or a CA bundle path")
-    if kind == "int":
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise _value_error(where, raw, "true or false")
+
+
+def _as_bool_or_str(spec: OptionSpec, where: str, raw: object) -> bool | str:
+    """A bool, its text, or any other text (a CA bundle path)."""
+    if isinstance(raw, str) and raw.strip() and raw.strip().lower() not in ("true", "false"):
+        return raw.strip()
+    try:
+        return _as_bool(spec, where, raw)
+    except ConfigError:
+        raise _value_error(where, raw, "true, false or a CA bundle path") from None
+
+
+def _as_int(spec: OptionSpec, where: str, raw: object) -> int:
+    try:
+        value = parse_int(where, raw)
+    except ConfigError:
+        raise _value_error(where, raw, "an integer") from None
+    if spec.minimum is not None and value < spec.minimum:
+        raise ConfigError(where, f"must be at least {spec.minimum}, got {value}")
+    if spec.maximum is not None and value > spec.maximum:
+        raise ConfigError(where, f"must be at most {spec.maximum}, got {value}")
+    return value
+
+
+def _as_float(spec: OptionSpec, where: str, raw: object) -> float:
+    try:
+        return parse_float(where, raw)
+    except ConfigError:
+        raise _value_error(where, raw, "a number") from None
+
+
+def _as_object(spec: OptionSpec, where: str, raw: object) -> dict[str, object]:
+    value = raw
+    if isinstance(raw, str):
         try:
-            value = parse_int(where, raw)
-        except ConfigError:
-            raise _value_error(where, raw, "an integer") from None
-        if spec.minimum is not None and value < spec.minimum:
-            raise ConfigError(where, f"must be at least {spec.minimum}, got {value}")
-        if spec.maximum is not None and value > spec.maximum:
-            raise ConfigError(where, f"must be at most {spec.maximum}, got {value}")
-        return value
-    if kind == "float":
-        try:
-            return parse_float(where, raw)
-        except ConfigError:
-            raise _value_error(where, raw, "a number") from None
-    if kind == "object":
-        value = raw
-        if isinstance(raw, str):
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as e:  # the text may hold credentials: not echoed
-                raise ConfigError(where, f"must be a JSON object ({e.msg} at character "
-                                         f"{e.pos})") from None
-        if not isinstance(value, Mapping):
-            raise ConfigError(where, f"must be a JSON object, got a {type(value).__name__}")
-        return dict(value)
-    raise AssertionError(f"unknown option kind {kind!r}")
+            value = json.loads(raw)
+        except json.JSONDecodeError as e:  # the text may hold credentials: not echoed
+            raise ConfigError(where, f"must be a JSON object ({e.msg} at character "
+                                     f"{e.pos})") from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(where, f"must be a JSON object, got a {type(value).__name__}")
+    return dict(value)
+
+
+#: How each option kind reads a typed value or its text (ConfigError naming the key).
+_COERCE: Mapping[str, Callable[[OptionSpec, str, object], object]] = {
+    "str": _as_str, "bool": _as_bool, "bool_or_str": _as_bool_or_str, "int": _as_int,
+    "float": _as_float, "object": _as_object,
+}
+
+
+def _coerce(spec: OptionSpec, where: str, raw: object) -> object:
+    coerce = _COERCE.get(spec.kind)
+    if coerce is None:
+        raise AssertionError(f"unknown option kind {spec.kind!r}")
+    return coerce(spec, where, raw)
 
 
 def _specs(*specs: OptionSpec) -> Mapping[str, OptionSpec]:
@@ -255,7 +283,7 @@ def parse_options(backend: str, options: Mapping[str, Any], *,
     return parsed
 
 
-def _decode_text(raw: Any) -> Any:
+def _decode_text(raw: object) -> object:
     if not isinstance(raw, str):
         return raw
     stripped = raw.strip()
@@ -386,19 +414,22 @@ class StorageOptions:
     def __repr__(self) -> str:
         return f"StorageOptions({self._backend!r}, {mask_secrets(self._options)!r})"
 
-    def _get(self, name: str, kind: str, default: Any, **limits: int | None) -> Any:
+    def _get(self, name: str, coerce: Callable[[OptionSpec, str, object], _T], kind: str,
+             **limits: int | None) -> _T | None:
         raw = self._options.get(name)
         if raw is None:
-            return default
-        return _coerce(OptionSpec(name, kind, "", **limits), OPTIONS_PREFIX + name, raw)
+            return None
+        return coerce(OptionSpec(name, kind, "", **limits), OPTIONS_PREFIX + name, raw)
 
     def get_str(self, name: str, default: str | None = None) -> str | None:
-        return self._get(name, "str", default)  # type: ignore[no-any-return]
+        value = self._get(name, _as_str, "str")
+        return default if value is None else value
 
     def get_int(self, name: str, default: int | None = None, *, minimum: int | None = None,
                 maximum: int | None = None) -> int | None:
-        return self._get(name, "int", default, minimum=minimum,  # type: ignore[no-any-return]
-                         maximum=maximum)
+        value = self._get(name, _as_int, "int", minimum=minimum, maximum=maximum)
+        return default if value is None else value
 
     def get_bool(self, name: str, default: bool) -> bool:
-        return self._get(name, "bool", default)  # type: ignore[no-any-return]
+        value = self._get(name, _as_bool, "bool")
+        return default if value is None else value

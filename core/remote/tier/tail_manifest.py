@@ -49,7 +49,7 @@ class TailObject:
                 "lastBatch": list(self.last_batch)}
 
     @classmethod
-    def from_dict(cls, data: Any, source: str) -> TailObject:
+    def from_dict(cls, data: object, source: str) -> TailObject:
         if not isinstance(data, dict):
             raise TypeError(f"a tail object must be an object, got {type(data).__name__}")
         name = data["name"]
