@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
 from tierlog.checkpoint.checkpoint_file import decode_leader_epoch_checkpoint
+from tierlog.common.clock import system_time_ms
 from tierlog.config import TOPIC_CONFIG_KEYS
 from tierlog.errors import (
     CorruptCheckpointError,
@@ -154,7 +154,7 @@ def scrub_tier(
     directory's name as it is scrubbed. Storage failures raise RemoteStorageError."""
     if grace_ms < 0:
         raise ValueError(f"grace_ms must be >= 0, got {grace_ms}")
-    now = (time_ms or (lambda: int(time.time() * 1000)))()
+    now = (time_ms or system_time_ms)()
     if isinstance(tier, str):
         url, storage = tier, open_storage(tier, storage_options)
         remote = storage.tier
