@@ -65,6 +65,11 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("tierlog.plugin_manager", "tierlog.index.index_types"): "registry typed by its contract",
     ("tierlog.plugin_manager", "tierlog.remote.api"): "registry typed by its contract",
     ("tierlog.plugin_manager", "tierlog.remote.metadata_api"): "registry typed by its contract",
+    # Typed against Log (annotations only) but imported at run time; not in a room of mine or
+    # the log helper's: a Protocol of the three offsets and `directory`/`closed` would do.
+    ("tierlog.checkpoint.log_dir_checkpoints", "tierlog.log.log"): "typed against Log",
+    # Being fixed by the log's owner (issue 22 item 2): the Log asks who holds a data dir.
+    ("tierlog.log.log", "tierlog.manager.data_dir_lock"): "Log reads the data dir's owner",
 }
 
 #: Accesses of a Log's private names outside tierlog.log that remain, each with why:
@@ -76,6 +81,13 @@ RING_FREE_ROOMS: dict[str, tuple[str, ...]] = {
     "log": ("tierlog.log", "tierlog.producer", "tierlog.checkpoint", "tierlog.cleaner",
             "tierlog.index", "tierlog.records"),
     "remote": ("tierlog.remote",),
+}
+
+#: Rings that remain, each with why: the sorted members -> reason. The test fails when one is
+#: broken, so this list only shrinks.
+KNOWN_RINGS: dict[tuple[str, ...], str] = {
+    # Being cut by the log's owner: producer state and one append's validation name each other.
+    ("tierlog.producer.append", "tierlog.producer.state"): "producer_append <-> producer_state",
 }
 
 #: Names (or attributes) that hold a Log, and the annotations that type one.
@@ -154,7 +166,8 @@ def _lazy_exports(tree: ast.Module) -> dict[str, str]:
                 and any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets)):
             return {k.value: v.value for k, v in zip(node.value.keys, node.value.values,
                                                     strict=True)
-                    if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    and isinstance(v, ast.Constant) and isinstance(v.value, str)}
     return {}
 
 
@@ -210,7 +223,7 @@ def imports_of(module: ModuleSource, modules: dict[str, ModuleSource]) -> Iterat
             targets = [literal] if literal else []
         for target in targets:
             if target == "tierlog" or target.startswith("tierlog."):
-                yield Import(module.name, target, node.lineno)
+                yield Import(module.name, target, getattr(node, "lineno", 0))
     if module.is_package:
         for target in _lazy_exports(module.tree).values():
             yield Import(module.name, target, 0)
@@ -360,9 +373,11 @@ def _ring_edges(modules: dict[str, ModuleSource], ring: list[str]) -> list[str]:
 def test_every_module_imports() -> None:
     failed = []
     for name in sorted(MODULES):
+        if name.endswith(".__main__"):
+            continue  # `python -m tierlog.cli` runs the command when imported (parsed, not run)
         try:
             importlib.import_module(name)
-        except Exception as exc:  # a module that fails to import fails the test, named
+        except Exception as exc:  # noqa: BLE001 - any failure to import is reported, by module
             failed.append(f"{name}: {type(exc).__name__}: {exc}")
     assert not failed, "modules that do not import:\n" + "\n".join(failed)
 
@@ -395,10 +410,16 @@ def test_no_module_outside_log_touches_a_logs_private_names() -> None:
 
 def test_no_import_ring_in_the_logs_rooms_or_remote() -> None:
     report = []
+    found = set()
     for label, prefixes in RING_FREE_ROOMS.items():
         for ring in import_rings(MODULES, prefixes):
-            report.append(f"{label}: ring of {len(ring)}: " + "; ".join(_ring_edges(MODULES, ring)))
+            found.add(tuple(ring))
+            if tuple(ring) not in KNOWN_RINGS:
+                report.append(f"{label}: ring of {len(ring)}: "
+                              + "; ".join(_ring_edges(MODULES, ring)))
+    gone = [" ".join(ring) for ring in sorted(KNOWN_RINGS) if ring not in found]
     assert not report, "import rings (type-only imports counted):\n" + "\n".join(report)
+    assert not gone, "broken; remove from KNOWN_RINGS:\n" + "\n".join(gone)
 
 
 # -- the checks catch what they are meant to ---------------------------------------------------
