@@ -5,10 +5,14 @@ that decodes record batches straight into ``pyarrow.RecordBatch`` objects of the
 from __future__ import annotations
 
 from array import array
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from tierlog.reader._columnar_codec import ACCELERATED, COLUMNS, OFFSET_COLUMNS, decode_batch
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -80,7 +84,7 @@ class ColumnBuilder:
         used = self.used
         return used[KEY_DATA] + used[VAL_DATA] + used[HK_DATA] + used[HV_DATA]
 
-    def add(self, data: object, position: int, end: int, count: int, base_offset: int,
+    def add(self, data: Buffer, position: int, end: int, count: int, base_offset: int,
             base_timestamp: int, timestamp_type: int, log_append_time: int | None,
             start_offset: int, end_offset: int, min_timestamp: int) -> int:
         """Decode the ``count`` records of one batch's uncompressed records section

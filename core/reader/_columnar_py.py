@@ -9,11 +9,16 @@ this one is the fallback when the C extension is missing or ``TIERLOG_PURE_PYTHO
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tierlog.common.int_bounds import INT32_MAX, INT64_MAX, INT64_MIN
 from tierlog.errors import CorruptRecordError
 from tierlog.records._codec_py import decode_records
+
+if TYPE_CHECKING:
+    from array import array
+
+    from typing_extensions import Buffer
 
 #: Arrow's binary columns hold int32 offsets.
 _MAX_DATA_BYTES = INT32_MAX
@@ -39,7 +44,7 @@ def _put_binary(columns: list[bytearray], valid: int | None, offs: int, data: in
     columns[offs] += struct.pack("=i", len(columns[data]))
 
 
-def decode_batch(columns: list[bytearray], used: Any, data: Any, position: int, end: int,
+def decode_batch(columns: list[bytearray], used: array[int], data: Buffer, position: int, end: int,
                  count: int, base_offset: int, base_timestamp: int, timestamp_type: int,
                  log_append_time: int | None, start_offset: int, end_offset: int,
                  min_timestamp: int, include_headers: bool) -> int:

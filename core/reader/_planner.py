@@ -225,48 +225,80 @@ class PartitionPlanner:
         latest = self.latest(request.isolation_level)
         start = self._resolve_start(request.start, latest)
         end = self._resolve_end(request.end, latest)
-        links = self.chain
         seek: tuple[str, int] | None = None
         stop: tuple[str, int] | None = None
         if request.start_timestamp is not None:
-            i = self._first_link_reaching(request.start_timestamp, links)
-            if i is not None:
-                start, _ = self._timestamp_region(links[i], request.start_timestamp)
-                seek = (links[i].segment.segment_id, request.start_timestamp)
-            else:
-                obj = _first_object_reaching(request.start_timestamp, tail)
-                if obj is None:
-                    return []
-                start = max(obj.first_offset, self.chain_end)
-                seek = (obj.name, request.start_timestamp)
+            reached = self._start_at_timestamp(request.start_timestamp, tail)
+            if reached is None:
+                return []
+            start, seek = reached
         if request.end_timestamp is not None:
-            i = self._first_link_reaching(request.end_timestamp, links)
-            if i is not None:
-                _, reaching = self._timestamp_region(links[i], request.end_timestamp)
-                end = min(end, links[i].last_offset + 1 if reaching is None else reaching + 1)
-                stop = (links[i].segment.segment_id, request.end_timestamp)
-            elif (obj := _first_object_reaching(request.end_timestamp, tail)) is not None:
-                end = min(end, obj.end_offset)
-                stop = (obj.name, request.end_timestamp)
+            end, stop = self._end_at_timestamp(request.end_timestamp, tail, end)
         if request.min_offset is not None:
             start = max(start, request.min_offset)
         if request.max_offset is not None:
             end = min(end, request.max_offset + 1)
         if request.min_timestamp is not None:
-            i = self._first_link_reaching(request.min_timestamp, links)
-            if i is not None:
-                start = max(start, self._timestamp_region(links[i], request.min_timestamp)[0])
-            elif (obj := _first_object_reaching(request.min_timestamp, tail)) is not None:
-                start = max(start, obj.first_offset)
-            else:
+            first = self._first_offset_at_timestamp(request.min_timestamp, tail)
+            if first is None:
                 return []
+            start = max(start, first)
         if start >= end:
             return []
+        return self._splits(request, tail, start, end, seek, stop)
+
+    def _start_at_timestamp(self, timestamp: int, tail: tuple[TailObject, ...]
+                            ) -> tuple[int, tuple[str, int]] | None:
+        """``(start, seek)`` of a read starting at ``timestamp``: the first offset that may
+        hold it and the object where the batches are searched for it (None: no record is
+        stamped that late)."""
+        links = self.chain
+        i = self._first_link_reaching(timestamp, links)
+        if i is not None:
+            start, _ = self._timestamp_region(links[i], timestamp)
+            return start, (links[i].segment.segment_id, timestamp)
+        obj = _first_object_reaching(timestamp, tail)
+        if obj is None:
+            return None
+        return max(obj.first_offset, self.chain_end), (obj.name, timestamp)
+
+    def _end_at_timestamp(self, timestamp: int, tail: tuple[TailObject, ...], end: int
+                          ) -> tuple[int, tuple[str, int] | None]:
+        """``(end, stop)`` of a read ending at ``timestamp``: ``end`` lowered to past the last
+        offset that may be stamped before it, and the object where the batches are searched
+        for it (``end`` and None when no record is stamped that late)."""
+        links = self.chain
+        i = self._first_link_reaching(timestamp, links)
+        if i is not None:
+            _, reaching = self._timestamp_region(links[i], timestamp)
+            end = min(end, links[i].last_offset + 1 if reaching is None else reaching + 1)
+            return end, (links[i].segment.segment_id, timestamp)
+        if (obj := _first_object_reaching(timestamp, tail)) is not None:
+            return min(end, obj.end_offset), (obj.name, timestamp)
+        return end, None
+
+    def _first_offset_at_timestamp(self, timestamp: int, tail: tuple[TailObject, ...]
+                                   ) -> int | None:
+        """Every record before this offset is stamped before ``timestamp`` (None: every
+        record is)."""
+        links = self.chain
+        i = self._first_link_reaching(timestamp, links)
+        if i is not None:
+            return self._timestamp_region(links[i], timestamp)[0]
+        if (obj := _first_object_reaching(timestamp, tail)) is not None:
+            return obj.first_offset
+        return None
+
+    def _splits(self, request: PartitionRequest, tail: tuple[TailObject, ...], start: int,
+                end: int, seek: tuple[str, int] | None, stop: tuple[str, int] | None
+                ) -> list[ReadSplit]:
+        """The splits of the offsets ``[start, end)``: the remote segments' then the tail
+        objects' past the chain."""
         aborted: tuple[tuple[int, int, int], ...] = ()
         if request.isolation_level == READ_COMMITTED:
             aborted = self._aborted_txns(start, end)
         splits: list[ReadSplit] = []
-        for link in links:
+        for link in self.chain:
             lo, hi = max(start, link.first_offset), min(end, link.last_offset + 1)
             if lo < hi:
                 splits += self._link_splits(link, lo, hi, request, aborted, seek, stop)

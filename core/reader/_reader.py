@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pyarrow as pa
 
@@ -44,6 +44,24 @@ _OFFSET_WORDS = {"earliest": EARLIEST, "latest": LATEST}
 #: What a starting timestamp later than every record of a partition means (Spark's
 #: ``startingOffsetsByTimestampStrategy``): ``error``, or ``latest`` (start at the end).
 TIMESTAMP_STRATEGIES = ("error", "latest")
+
+
+class ReadOptions(TypedDict, total=False):
+    """The keyword options of :meth:`RemoteTopicReader.read` (its defaults apply), which
+    ``read_table`` passes on."""
+
+    starting_offsets: str | PerPartition
+    ending_offsets: str | PerPartition
+    starting_timestamp: PerPartition | None
+    ending_timestamp: PerPartition | None
+    min_offset: int | None
+    max_offset: int | None
+    min_timestamp: int | None
+    isolation_level: str
+    batch_rows: int
+    topic_id: str | None
+    timestamp_strategy: str
+    include_headers: bool
 
 
 def _timestamp_for(value: PerPartition | None, partition: int, what: str) -> int | None:
@@ -283,7 +301,7 @@ class RemoteTopicReader:
             yield from read_split(split, stats=self.stats)
 
     def read_table(self, topic: str, partitions: Iterable[int] | None = None,
-                   **options: Any) -> pa.Table:
+                   **options: Unpack[ReadOptions]) -> pa.Table:
         """``read`` gathered into one Table (options as for ``read``)."""
         return pa.Table.from_batches(list(self.read(topic, partitions, **options)),
                                      schema=schema(options.get("include_headers", True)))

@@ -100,19 +100,7 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
     decisions are taken here."""
     if split.byte_end <= split.byte_start or split.end_offset <= split.start_offset:
         return
-    tier = open_tier(split.url, split.storage_options, stats)
-    origin = BatchOrigin(split.log_path, split.byte_start, split.topic, split.partition)
-    fetch_end = max(split.byte_end, split.fetch_end or 0)
-    try:
-        fetched = tier.get_range(split.log_path, split.byte_start, fetch_end,
-                                 split.object_size or fetch_end)
-    except CorruptRecordError as e:  # a cut object: both sizes, the object named here
-        raise origin.locate(e) from e
-    # Damage to a base offset (outside the CRC) would drop or renumber rows silently.
-    check_batch_offsets(fetched, origin, first_offset=split.segment_first_offset,
-                        last_offset=split.segment_last_offset, anchor=split.anchor_offset,
-                        position=split.byte_start)
-    data = memoryview(fetched)[:split.byte_end - split.byte_start]
+    tier, origin, data = _fetch(split, stats)
     builder = ColumnBuilder(split.topic, split.partition, split.include_headers)
     scratch = bytearray()
     tracker: AbortedTracker | None = None
@@ -127,27 +115,20 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
         # from where the planner began the range (the time index says none before is late
         # enough); the offset bounds and row filters apply afterwards. Only the batch holding
         # such a boundary is decoded into Records.
-        if stop is not None and batch.max_timestamp >= stop:
-            found = _first_at_or_after(batch.records(verify_crc=False), stop)
-            if found is not None:
-                end, stop = found, None
-                if batch.base_offset >= end:
-                    break
+        if stop is not None and (found := _reaching(batch, stop)) is not None:
+            end, stop = found, None
+            if batch.base_offset >= end:
+                break
         if seek is not None:
-            if batch.max_timestamp < seek:
-                continue
-            found = _first_at_or_after(batch.records(verify_crc=False), seek)
+            found = _reaching(batch, seek)
             if found is None:
                 continue
             start, seek = max(start, found), None
         if batch.last_offset < start:
             continue
         if split.isolation_level == READ_COMMITTED:
-            if tracker is None:
-                first = max(batch.base_offset, start)
-                # Transactions whose marker precedes the data read were closed before it.
-                tracker = AbortedTracker((txn_first, pid) for pid, txn_first, last
-                                         in split.aborted if last >= first)
+            # Built at the first batch read (an AbortedTracker is never false).
+            tracker = tracker or _aborted_tracker(split, max(batch.base_offset, start))
             if tracker.skip(batch):
                 continue
         if batch.is_control:
@@ -158,6 +139,40 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
             yield builder.build()
     if len(builder):
         yield builder.build()
+
+
+def _fetch(split: ReadSplit, stats: RequestStats | None
+           ) -> tuple[RemoteTier, BatchOrigin, memoryview]:
+    """``(tier, origin, data)``: the split's bytes, with the next batch's header past them
+    fetched and every batch's offsets checked (damage to a base offset, outside the CRC,
+    would drop or renumber rows silently)."""
+    tier = open_tier(split.url, split.storage_options, stats)
+    origin = BatchOrigin(split.log_path, split.byte_start, split.topic, split.partition)
+    fetch_end = max(split.byte_end, split.fetch_end or 0)
+    try:
+        fetched = tier.get_range(split.log_path, split.byte_start, fetch_end,
+                                 split.object_size or fetch_end)
+    except CorruptRecordError as e:  # a cut object: both sizes, the object named here
+        raise origin.locate(e) from e
+    check_batch_offsets(fetched, origin, first_offset=split.segment_first_offset,
+                        last_offset=split.segment_last_offset, anchor=split.anchor_offset,
+                        position=split.byte_start)
+    return tier, origin, memoryview(fetched)[:split.byte_end - split.byte_start]
+
+
+def _reaching(batch: RecordBatch, timestamp: int) -> int | None:
+    """Offset of ``batch``'s first record stamped at or after ``timestamp`` (None: none is,
+    known from its max timestamp without decoding when it is older)."""
+    if batch.max_timestamp < timestamp:
+        return None
+    return _first_at_or_after(batch.records(verify_crc=False), timestamp)
+
+
+def _aborted_tracker(split: ReadSplit, first: int) -> AbortedTracker:
+    """The aborted transactions of a read_committed read whose first batch read starts at
+    ``first``: those whose marker precedes the data read were closed before it."""
+    return AbortedTracker((txn_first, pid) for pid, txn_first, last in split.aborted
+                          if last >= first)
 
 
 def _whole_batches(data: memoryview, origin: BatchOrigin, split: ReadSplit, tier: RemoteTier
