@@ -435,7 +435,7 @@ class AbstractIndex(ABC):
         fence = self._fence
         needed = first_hot // FENCE_STRIDE + 1
         if len(fence) < needed:
-            mm, stride = self._mm, FENCE_STRIDE * self.entry_size
+            mm, stride = self._buffer(), FENCE_STRIDE * self.entry_size
             fence.extend(unpack(mm, i * stride)[0] for i in range(len(fence), needed))
         block = bisect_right(fence, target, 0, needed) - 1
         lo = block * FENCE_STRIDE

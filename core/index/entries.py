@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
 from operator import le, lt
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from tierlog.errors import CorruptIndexError
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
 #: ``unpack_from(buffer, offset) -> (value, ...)``: how a search reads one field of an entry.
-UnpackFrom = Callable[[Any, int], tuple[int, ...]]
+UnpackFrom: TypeAlias = "Callable[[Buffer, int], tuple[int, ...]]"
 
 #: Entries decoded per struct call when a check walks a whole index.
 CHECK_CHUNK_ENTRIES = 4096
@@ -75,7 +78,7 @@ class EntryLayout:
         count = len(fields) // 2
         return _chunk_struct(self.format, count).pack(*fields) if count else b""
 
-    def chunks(self, buf: Any, count: int) -> Iterator[tuple[int, ...]]:
+    def chunks(self, buf: Buffer, count: int) -> Iterator[tuple[int, ...]]:
         """The fields of the first ``count`` entries of ``buf``, flat, a chunk of entries at
         a time: a whole-file check of a 10 MiB index stays fast without decoding it all."""
         if count <= 0:
@@ -108,7 +111,7 @@ TXN_CURRENT_VERSION = 0
 # -- the lookup rule -----------------------------------------------------------------------
 
 
-def largest_lower_bound(buf: Any, unpack: UnpackFrom, size: int, at: int, target: int,
+def largest_lower_bound(buf: Buffer, unpack: UnpackFrom, size: int, at: int, target: int,
                         lo: int, hi: int) -> int:
     """Kafka's largest-lower-bound search: the slot of the last entry in ``[lo, hi)`` whose
     field (read with ``unpack`` at byte ``at`` of the ``size``-byte entry) is <= ``target``;
@@ -126,19 +129,20 @@ def largest_lower_bound(buf: Any, unpack: UnpackFrom, size: int, at: int, target
     return lo - 1
 
 
-def upper_from_lower(buf: Any, unpack: UnpackFrom, size: int, at: int, target: int,
+def upper_from_lower(buf: Buffer | None, unpack: UnpackFrom, size: int, at: int, target: int,
                      count: int, lower: int) -> int:
     """Kafka's smallest upper bound from the largest lower bound ``lower`` of ``target``
     among ``count`` entries: ``lower`` when its field equals ``target``, else the next slot;
-    -1 when there is none."""
+    -1 when there is none. ``buf`` is None for an index without entries (then unread)."""
     if lower < 0:
         return 0 if count else -1
+    assert buf is not None  # ``lower`` is an entry
     if unpack(buf, lower * size + at)[0] == target:
         return lower
     return lower + 1 if lower + 1 < count else -1
 
 
-def smallest_upper_bound(buf: Any, unpack: UnpackFrom, size: int, at: int, target: int,
+def smallest_upper_bound(buf: Buffer, unpack: UnpackFrom, size: int, at: int, target: int,
                          count: int) -> int:
     """The slot of the first entry (of ``count``) whose field is >= ``target`` (for a field
     that strictly increases; Kafka's rule on a repeated one), or -1 when there is none."""
@@ -149,7 +153,7 @@ def smallest_upper_bound(buf: Any, unpack: UnpackFrom, size: int, at: int, targe
 # -- the sanity rules ----------------------------------------------------------------------
 
 
-def check_offset_entries(buf: Any, count: int, base_offset: int, source: object) -> None:
+def check_offset_entries(buf: Buffer, count: int, base_offset: int, source: object) -> None:
     """CorruptIndexError (naming ``source`` and the entry) unless the first ``count`` offset
     index entries of ``buf`` have offsets >= ``base_offset`` and strictly increasing, and
     positions that never decrease: an untrimmed (zero-tailed) or non-monotonic index fails.
@@ -188,7 +192,7 @@ def _raise_offset_disorder(source: object, count: int, base: int, start: int,
                                 f"{count}: {problem}")
 
 
-def check_time_entries(buf: Any, count: int, base_offset: int, source: object) -> None:
+def check_time_entries(buf: Buffer, count: int, base_offset: int, source: object) -> None:
     """CorruptIndexError (naming ``source`` and the entry) unless the first ``count`` time
     index entries of ``buf`` have timestamps strictly increasing from >= 0, and offsets from
     ``base_offset`` on that never decrease: an untrimmed or non-monotonic index fails."""

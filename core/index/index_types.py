@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, overload, runtime_checkable
 
 from tierlog.common import filenames
 from tierlog.errors import PluginError
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 from tierlog.index.offset_index import OffsetIndex
 from tierlog.index.time_index import TimeIndex
 from tierlog.index.transaction_index import TransactionIndex
+
+#: The index of one of a segment's three roles: the built-in's class (or a subclass of it).
+RoleIndex: TypeAlias = OffsetIndex | TimeIndex | TransactionIndex
 
 
 @runtime_checkable
@@ -41,7 +44,7 @@ class SegmentIndex(Protocol):
     def reset(self) -> None:
         """Forget every entry: recovery is about to feed every batch again."""
 
-    def lookup(self, key: Any) -> Any:
+    def lookup(self, key: Any) -> Any:  # noqa: ANN401 - each index type has its own
         """Answer a query; what ``key`` and the answer are is up to the index type."""
 
     def truncate_to(self, offset: int) -> None:
@@ -94,7 +97,7 @@ class BuiltinIndexType:
 
     name: str
     suffix: str
-    index_class: type
+    index_class: type[RoleIndex]
     uploaded_to_remote: bool = True
     builtin: bool = True
 
@@ -102,10 +105,12 @@ class BuiltinIndexType:
         return True
 
     def open(self, path: Path, base_offset: int, config: LogConfig, *,
-             max_index_size: int | None = None) -> Any:
-        """The segment's index of this role; ``max_index_size`` defaults to the log's
-        ``segment.index.bytes``."""
-        if self.index_class is TransactionIndex:
+             max_index_size: int | None = None) -> Any:  # noqa: ANN401 - see the docstring
+        """The segment's index of this role (a ``RoleIndex``); ``max_index_size`` defaults
+        to the log's ``segment.index.bytes``. Typed Any: a built-in index is fed by its
+        segment, not through ``on_append``, so it is not the ``SegmentIndex`` this type's
+        protocol (``SegmentIndexType``) promises."""
+        if issubclass(self.index_class, TransactionIndex):
             return TransactionIndex(path, base_offset)
         if max_index_size is None:
             max_index_size = config["segment.index.bytes"]
@@ -146,14 +151,28 @@ class SegmentIndexTypes:
         """Every type, roles first: the files a segment has besides its ``.log``."""
         return (self.offset, self.time, self.transaction, *self.extras)
 
+    @overload
+    def open_role(self, name: Literal["offset"], path: Path, base_offset: int,
+                  config: LogConfig, max_index_size: int) -> OffsetIndex: ...
+
+    @overload
+    def open_role(self, name: Literal["time"], path: Path, base_offset: int,
+                  config: LogConfig, max_index_size: int) -> TimeIndex: ...
+
+    @overload
+    def open_role(self, name: Literal["transaction"], path: Path, base_offset: int,
+                  config: LogConfig, max_index_size: int) -> TransactionIndex: ...
+
     def open_role(self, name: str, path: Path, base_offset: int, config: LogConfig,
-                  max_index_size: int) -> Any:
+                  max_index_size: int) -> RoleIndex:
         """Open the index of role ``name`` and check it can serve that role: an instance of
         the built-in's class (PluginError naming the type otherwise)."""
         index_type = getattr(self, name)
         builtin = BUILTIN_INDEX_TYPES[name]
         if index_type is builtin:
-            return builtin.open(path, base_offset, config, max_index_size=max_index_size)
+            opened: RoleIndex = builtin.open(path, base_offset, config,
+                                             max_index_size=max_index_size)
+            return opened
         index = index_type.open(path, base_offset, config, max_index_size=max_index_size)
         if not isinstance(index, builtin.index_class):
             with contextlib.suppress(Exception):

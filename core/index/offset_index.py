@@ -110,7 +110,7 @@ class OffsetIndex(AbstractIndex):
         slot = self._largest_lower_bound_slot(relative, _INT32, _OFFSET_FIELD)
         if slot < 0:
             new_entries = 0
-        elif _INT32(self._mm, slot * _SIZE)[0] == relative:
+        elif _INT32(self._buffer(), slot * _SIZE)[0] == relative:
             new_entries = slot
         else:
             new_entries = slot + 1
@@ -121,5 +121,5 @@ class OffsetIndex(AbstractIndex):
         strictly above the previous one and positions never decrease: an untrimmed
         (zero-tailed) or non-monotonic file fails."""
         OFFSET_ENTRY.check_length(self._length, self._path)
-        buf = self._buffer() if self.entries else None
+        buf = self._buffer() if self.entries else b""  # an empty file has no mapping
         check_offset_entries(buf, self.entries, self._base_offset, self._path)

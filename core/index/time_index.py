@@ -107,9 +107,9 @@ class TimeIndex(AbstractIndex):
         """Remove every entry whose offset is >= ``offset``."""
         relative = offset - self._base_offset
         slot = self._largest_lower_bound_slot(relative, _INT32, _OFFSET_FIELD)
-        if slot >= 0 and _INT32(self._mm, slot * _SIZE + _OFFSET_FIELD)[0] == relative:
+        if slot >= 0 and _INT32(self._buffer(), slot * _SIZE + _OFFSET_FIELD)[0] == relative:
             # Offsets may repeat: drop the whole run equal to `offset`.
-            while slot > 0 and _INT32(self._mm, (slot - 1) * _SIZE + _OFFSET_FIELD)[0] == relative:
+            while slot > 0 and _INT32(self._buffer(), (slot - 1) * _SIZE + _OFFSET_FIELD)[0] == relative:
                 slot -= 1
             new_entries = slot
         else:
@@ -121,5 +121,5 @@ class TimeIndex(AbstractIndex):
         start at or above the base offset and never decrease: an untrimmed (zero-tailed)
         or non-monotonic file fails."""
         TIME_ENTRY.check_length(self._length, self._path)
-        buf = self._buffer() if self.entries else None
+        buf = self._buffer() if self.entries else b""  # an empty file has no mapping
         check_time_entries(buf, self.entries, self._base_offset, self._path)
