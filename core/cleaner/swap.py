@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tierlog.common import filenames
-from tierlog.common.atomic import fsync_dir
 from tierlog.errors import LogCleaningAbortedError
 
 if TYPE_CHECKING:
@@ -90,17 +89,10 @@ def replace_segments(
                 f"{[s.base_offset for s in old_segments]} abandoned: {reason}"
             )
         report(CLEANED_WRITTEN, cleaned.path.name)
-        cleaned.change_file_suffixes(filenames.CLEANED_SUFFIX, filenames.SWAP_SUFFIX,
-                                     _reporting(RENAMED_TO_SWAP, report))
-        fsync_dir(target.directory)
-        target.segments.add(cleaned)
-        for segment in sorted(old_segments, key=lambda s: s.base_offset):
-            if segment.base_offset != cleaned.base_offset:
-                target.segments.remove(segment.base_offset)
-            segment.change_file_suffixes("", filenames.DELETED_SUFFIX,
-                                         _reporting(RENAMED_TO_DELETED, report))
-        cleaned.change_file_suffixes(filenames.SWAP_SUFFIX, "", _reporting(SWAP_RENAMED, report))
-        fsync_dir(target.directory)
+        target.local.replace_segments(cleaned, old_segments,
+                                      _reporting(RENAMED_TO_SWAP, report),
+                                      _reporting(RENAMED_TO_DELETED, report),
+                                      _reporting(SWAP_RENAMED, report))
     log.info("%s: swapped in cleaned segment %d for segments %s", target.directory.name,
              cleaned.base_offset, [s.base_offset for s in old_segments])
     # Readers may hold slices of the old files: Kafka deletes them after file.delete.delay.ms.

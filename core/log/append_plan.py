@@ -82,41 +82,14 @@ def plan_append(
     after_max = config["message.timestamp.after.max.ms"]
     client = origin == "client"
     plan = AppendPlan()
-    pieces = plan.pieces
     offset = next_offset
     previous_last = next_offset - 1
     position = 0
     while position < total:
-        if total - position < HEADER_SIZE:
-            raise TruncatedBatchError(
-                f"{total - position} trailing bytes at position {position} are not a whole "
-                f"batch header ({HEADER_SIZE} bytes)"
-            )
-        batch = RecordBatch(view, position)
+        batch = _read_batch(view, position, total, max_message)
         size = batch.size_in_bytes
-        if size > max_message:
-            raise RecordBatchTooLargeError(
-                f"batch at position {position} is {size} bytes, larger than max.message.bytes "
-                f"({max_message})"
-            )
-        batch.ensure_valid()
-        count = batch.record_count
-        delta = batch.last_offset_delta
         if origin != "replication":
-            if count < 1:
-                raise InvalidRecordError(f"batch at position {position} has no records")
-            if delta != count - 1:
-                raise CorruptRecordError(
-                    f"batch at position {position}: lastOffsetDelta {delta} disagrees with its "
-                    f"record count {count}"
-                )
-            if client and batch.is_control:
-                raise InvalidRecordError(
-                    f"batch at position {position} is a control batch; only the transaction "
-                    f"coordinator may append control records"
-                )
-            if check_records:
-                batch.check_records(max_decompressed_bytes(max_message))
+            _check_produced(batch, position, client, check_records, max_message)
         if not batch.is_control and not log_append and batch.timestamp_type == 0:
             _check_timestamp(batch, position, now_ms, before_max, after_max)
         if assign_offsets:
@@ -128,40 +101,94 @@ def plan_append(
                     f"batch at position {position} starts at offset {base}, not after the "
                     f"previous offset {previous_last} (the log end offset is {next_offset})"
                 )
-        last = base + delta
+        last = base + batch.last_offset_delta
         epoch = batch.partition_leader_epoch if leader_epoch is None else leader_epoch
         if log_append:
             copy = bytearray(view[position:position + size])
             _OFFSET_LENGTH_EPOCH.pack_into(copy, 0, base, batch.batch_length, epoch)
             set_log_append_time(copy, 0, now_ms)
-            pieces.append(copy)
-            max_ts = now_ms
-            plan.log_append_time = now_ms
+            plan.pieces.append(copy)
+            max_ts = plan.log_append_time = now_ms
         else:
-            if leader_epoch is None:
-                pieces.append(_BASE_OFFSET.pack(base))
-                pieces.append(view[position + 8:position + size])
-            else:
-                pieces.append(_OFFSET_LENGTH_EPOCH.pack(base, batch.batch_length, epoch))
-                pieces.append(view[position + 16:position + size])
+            _add_patched(plan.pieces, view, batch, base, leader_epoch)
             max_ts = batch.max_timestamp
-        if plan.first_offset < 0:
-            plan.first_offset = base
-        if max_ts > plan.max_timestamp:
-            plan.max_timestamp = max_ts
-            plan.offset_of_max_timestamp = last
-        if epoch >= 0 and (not plan.epoch_starts or epoch > plan.epoch_starts[-1][0]):
-            plan.epoch_starts.append((epoch, base))
-        plan.batches.append(AppendedBatch(last, max_ts, size))
-        plan.views.append(batch)
-        plan.base_offsets[position] = base
-        plan.record_count += count
+        _add_batch(plan, batch, base, last, max_ts, epoch)
         previous_last = last
         offset = last + 1
         position += size
     plan.last_offset = previous_last
     plan.size = total
     return plan
+
+
+def _read_batch(view: memoryview, position: int, total: int, max_message: int) -> RecordBatch:
+    """The batch at ``position``: a whole header, within max.message.bytes, intact (CRC)."""
+    if total - position < HEADER_SIZE:
+        raise TruncatedBatchError(
+            f"{total - position} trailing bytes at position {position} are not a whole "
+            f"batch header ({HEADER_SIZE} bytes)"
+        )
+    batch = RecordBatch(view, position)
+    size = batch.size_in_bytes
+    if size > max_message:
+        raise RecordBatchTooLargeError(
+            f"batch at position {position} is {size} bytes, larger than max.message.bytes "
+            f"({max_message})"
+        )
+    batch.ensure_valid()
+    return batch
+
+
+def _check_produced(batch: RecordBatch, position: int, client: bool, check_records: bool,
+                    max_message: int) -> None:
+    """What a batch that is not a copy of another log must be: records whose count agrees with
+    its last offset delta, a control batch only from the coordinator, and (with
+    ``check_records``) every record well framed."""
+    count = batch.record_count
+    delta = batch.last_offset_delta
+    if count < 1:
+        raise InvalidRecordError(f"batch at position {position} has no records")
+    if delta != count - 1:
+        raise CorruptRecordError(
+            f"batch at position {position}: lastOffsetDelta {delta} disagrees with its "
+            f"record count {count}"
+        )
+    if client and batch.is_control:
+        raise InvalidRecordError(
+            f"batch at position {position} is a control batch; only the transaction "
+            f"coordinator may append control records"
+        )
+    if check_records:
+        batch.check_records(max_decompressed_bytes(max_message))
+
+
+def _add_patched(pieces: list[bytes | bytearray | memoryview], view: memoryview,
+                 batch: RecordBatch, base: int, leader_epoch: int | None) -> None:
+    """The batch as write pieces, its base offset (and a leader's epoch) patched in front of
+    the caller's bytes, which are not copied."""
+    position, size = batch.position, batch.size_in_bytes
+    if leader_epoch is None:
+        pieces.append(_BASE_OFFSET.pack(base))
+        pieces.append(view[position + 8:position + size])
+    else:
+        pieces.append(_OFFSET_LENGTH_EPOCH.pack(base, batch.batch_length, leader_epoch))
+        pieces.append(view[position + 16:position + size])
+
+
+def _add_batch(plan: AppendPlan, batch: RecordBatch, base: int, last: int, max_ts: int,
+               epoch: int) -> None:
+    """Count a planned batch: its offsets, max timestamp, leader epoch and records."""
+    if plan.first_offset < 0:
+        plan.first_offset = base
+    if max_ts > plan.max_timestamp:
+        plan.max_timestamp = max_ts
+        plan.offset_of_max_timestamp = last
+    if epoch >= 0 and (not plan.epoch_starts or epoch > plan.epoch_starts[-1][0]):
+        plan.epoch_starts.append((epoch, base))
+    plan.batches.append(AppendedBatch(last, max_ts, batch.size_in_bytes))
+    plan.views.append(batch)
+    plan.base_offsets[batch.position] = base
+    plan.record_count += batch.record_count
 
 
 def _check_timestamp(batch: RecordBatch, position: int, now_ms: int, before_max: int,

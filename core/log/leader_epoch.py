@@ -64,12 +64,16 @@ class LeaderEpochFileCache:
         self.checkpoint = checkpoint
         self._lock = threading.RLock()
         self._entries: list[EpochEntry] = []
+        #: The newest cached epoch (-1: none), read without the lock by the append hot path
+        #: (:meth:`is_news`'s rule inline); only this cache writes it, on every change.
+        self.newest_epoch = -1
         if checkpoint is not None:
             for entry in checkpoint.read():
                 try:
                     self._assign(entry)
                 except ValueError as e:
                     raise CorruptCheckpointError(f"{checkpoint.path}: {e}") from None
+            self._entries_changed()
 
     # -- updates -------------------------------------------------------------------------
 
@@ -83,14 +87,17 @@ class LeaderEpochFileCache:
             if self._assign(EpochEntry(epoch, start_offset)):
                 self.flush()
 
+    def is_news(self, epoch: int) -> bool:
+        """The epoch rule of an append, and of recovery replaying one: a batch's epoch is
+        recorded only if it is newer than every cached epoch. A batch of an older epoch
+        (written by an older leader) is no news and must not truncate newer entries, as
+        :meth:`assign` would; -1 (no epoch) never is."""
+        return epoch > self.newest_epoch
+
     def assign_if_newer(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` only if it is newer than the latest
-        cached epoch: the rule of an append, and of recovery replaying one. A batch of an older
-        epoch (written by an older leader) is no news and must not truncate newer entries, as
-        :meth:`assign` would."""
+        """Record that ``epoch`` starts at ``start_offset`` if it is news (:meth:`is_news`)."""
         with self._lock:
-            latest = self.latest_epoch
-            if latest is None or epoch > latest:
+            if self.is_news(epoch):
                 self.assign(epoch, start_offset)
 
     def _assign(self, entry: EpochEntry) -> bool:
@@ -141,9 +148,14 @@ class LeaderEpochFileCache:
             self._entries.clear()
             self.flush()
 
+    def _entries_changed(self) -> None:
+        self.newest_epoch = self._entries[-1].epoch if self._entries else -1
+
     def flush(self) -> None:
-        """Write the entries to the checkpoint atomically (a no-op without a checkpoint)."""
+        """Write the entries to the checkpoint atomically (a no-op without a checkpoint).
+        Every change of the entries ends here."""
         with self._lock:
+            self._entries_changed()
             if self.checkpoint is not None:
                 self.checkpoint.write(self._entries)
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tierlog.common import filenames
+from tierlog.common.clock import system_time_ms
 from tierlog.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -140,7 +140,7 @@ class LogLoader:
         #: Offsets below the local segments may live in a remote tier (remote.storage.enable).
         self.tiered = tiered
         self.remote_snapshot = remote_snapshot
-        self._time_ms = time_ms or (lambda: time.time_ns() // 1_000_000)
+        self._time_ms = time_ms or system_time_ms
         self.producer_state = producer_state or ProducerStateManager(directory,
                                                                      time_ms=self._time_ms)
         self.leader_epoch_cache = leader_epoch_cache
@@ -442,17 +442,12 @@ class LogLoader:
         )
         rebuild_producer_state(psm, segments, self.log_start_offset, segment.base_offset,
                                self._time_ms(), snapshot=False)
-        result = segment.rebuild_indexes(_ProducerStateRecovery(psm, segment), self._assign_epoch)
+        cache = self.leader_epoch_cache
+        result = segment.rebuild_indexes(_ProducerStateRecovery(psm, segment),
+                                         None if cache is None else cache.assign_if_newer)
         psm.update_map_end_offset(result.next_offset)
         psm.take_snapshot()
         return result
-
-    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
-        cache = self.leader_epoch_cache
-        if cache is not None:
-            latest = cache.latest_epoch
-            if latest is None or epoch > latest:
-                cache.assign(epoch, start_offset)
 
     def _recover(self, segments: LogSegments) -> None:
         """Re-validate every segment from the one holding the recovery point; after the first

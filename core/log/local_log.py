@@ -1,9 +1,10 @@
 """LocalLog: the local segments of one partition directory (Kafka's ``LocalLog``).
 
 What it owns: the directory, the :class:`~tierlog.log.segments.LogSegments`, the log end offset
-(``next_offset``), the recovery point and the last flush time; it opens, rolls, reads,
-flushes, truncates and removes segments, deletes removed ones later through the scheduler,
-and closes them. What it does not own: the log start offset, high watermark, producer state,
+(``next_offset``, moved only here), the recovery point, the last flush time and the active
+segment's armed hot-path appender; it opens, appends to, rolls, reads, flushes, truncates,
+replaces (the cleaner's swap) and removes segments, deletes removed ones later through the
+scheduler, and closes them. What it does not own: the log start offset, high watermark, producer state,
 leader epochs, the remote tier and lifecycle events; those are the owning
 :class:`tierlog.log.log.Log`'s, which passes hooks (``before_add``, ``on_removed``) where its
 state must change between two local steps.
@@ -30,8 +31,10 @@ from tierlog.index.aborted_txns import collect_aborted_txns
 from tierlog.index.index_types import DEFAULT_INDEX_TYPES, SegmentIndexTypes
 from tierlog.log import segment_read_only
 from tierlog.log.fetch_info import FetchDataInfo
-from tierlog.log.segment import LogSegment
+from tierlog.log.segment import AppendedBatch, LogSegment
+from tierlog.log.segment_appender import PlainAppenderType, Written
 from tierlog.log.segments import LogSegments
+from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import TimestampAndOffset
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,7 @@ class LocalLog:
         "last_flush_ms",
         "next_offset",
         "pending_deletes",
+        "plain_appender",
         "read_only",
         "recovery_point",
         "segments",
@@ -75,6 +79,9 @@ class LocalLog:
         self.last_flush_ms = time_ms()
         #: Segments renamed ``.deleted`` whose scheduled delete has not run yet.
         self.pending_deletes: list[LogSegment] = []
+        #: The active segment's hot-path appender, armed after a general append (may since
+        #: have been disarmed by the segment: it then writes nothing and returns None).
+        self.plain_appender: PlainAppenderType | None = None
         self._time_ms = time_ms
         self._rng = rng
         self._scheduler = scheduler
@@ -122,6 +129,35 @@ class LocalLog:
             index_types=self._index_types,
             config=config,
         )
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append(self, pieces: Sequence[bytes | bytearray | memoryview],
+               batches: Sequence[AppendedBatch], views: Sequence[RecordBatch],
+               next_offset: int) -> None:
+        """Write planned batches (offsets assigned, above the log end) to the active segment
+        in one vectored write; the log end offset becomes ``next_offset``."""
+        self.segments.active.append(pieces, batches, views)
+        self.next_offset = next_offset
+
+    def append_plain(self, data: bytes | bytearray | memoryview,
+                     leader_epoch: int | None) -> Written | None:
+        """The producer hot path: one plain batch through the armed appender at the log end
+        (None when none is armed or the batch is not plain: nothing was written). Returns
+        (size, last offset, max timestamp, record count, leader epoch) and moves the end."""
+        appender = self.plain_appender
+        if appender is None:
+            return None
+        written = appender.append(data, self.next_offset, leader_epoch)
+        if written is not None:
+            self.next_offset = written[1] + 1
+        return written
+
+    def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
+                          max_batch_bytes: int, check_records: bool) -> None:
+        """Arm the active segment's hot-path appender (see ``LogSegment.arm_plain_appends``)."""
+        self.plain_appender = self.segments.active.arm_plain_appends(
+            max_segment_bytes, max_segment_ms, max_batch_bytes, check_records)
 
     # -- rolling and flushing ------------------------------------------------------------
 
@@ -267,7 +303,7 @@ class LocalLog:
         watermark and, when ``highest_offset_in_remote`` is given (a tiered log), at or below
         it; an empty active segment never. Stops at the first that does not qualify.
         A tiered log passes the last offset it no longer needs locally
-        (``log_removals.last_offset_off_local``: the tier's end, or below the log start)."""
+        (``offsets.last_offset_off_local``: the tier's end, or below the log start)."""
         segments = self.segments.values()
         deletable: list[LogSegment] = []
         for i, segment in enumerate(segments):
@@ -302,6 +338,26 @@ class LocalLog:
         if on_removed is not None:
             on_removed(doomed, reason)
         self.delete_segments_later(doomed)
+
+    def replace_segments(self, cleaned: LogSegment, old_segments: Sequence[LogSegment],
+                         on_swap: Callable[[Path], None] | None = None,
+                         on_deleted: Callable[[Path], None] | None = None,
+                         on_final: Callable[[Path], None] | None = None) -> None:
+        """Steps 1-3 of the cleaner's crash-safe swap (:func:`tierlog.cleaner.swap.
+        replace_segments`, which checks first and deletes the old files after): the flushed
+        ``.cleaned`` segment's files become ``.swap`` (``on_swap(path)`` after each rename),
+        it joins the segment list in place of ``old_segments``, whose files become
+        ``.deleted`` in offset order (``on_deleted``), and its ``.swap`` files get their final
+        names (``on_final``); the directory is fsynced after the first and the last step."""
+        cleaned.change_file_suffixes(filenames.CLEANED_SUFFIX, filenames.SWAP_SUFFIX, on_swap)
+        fsync_dir(self.directory)
+        self.segments.add(cleaned)
+        for segment in sorted(old_segments, key=lambda s: s.base_offset):
+            if segment.base_offset != cleaned.base_offset:
+                self.segments.remove(segment.base_offset)
+            segment.change_file_suffixes("", filenames.DELETED_SUFFIX, on_deleted)
+        cleaned.change_file_suffixes(filenames.SWAP_SUFFIX, "", on_final)
+        fsync_dir(self.directory)
 
     def delete_segments_later(self, doomed: Sequence[LogSegment]) -> None:
         """Close and delete segments already taken out of the log (their files renamed

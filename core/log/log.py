@@ -1,14 +1,19 @@
 """Log: one partition directory (``<topic>-<partition>``): append, read, roll, offsets.
 
-The composition root of the local engine (Kafka's ``UnifiedLog``): validates producer batches
-as bytes, assigns offsets by patching headers and writes them with one vectored write; owns
-the log start offset, high watermark, LSO, producer state, leader epochs, the remote tier and
-lifecycle events. The segments, the log end offset and the recovery point are its
-:class:`~tierlog.log.local_log.LocalLog`'s (``log.local``), which it drives under its lock.
+The composition root of the local engine (Kafka's ``UnifiedLog``): it owns its parts and
+drives them under its lock, each the one owner of its state: the segments, log end offset and
+recovery point are its :class:`~tierlog.log.local_log.LocalLog`'s (``log.local``); the log
+start offset, high watermark and highest tiered offset its
+:class:`~tierlog.log.offsets.LogOffsets`'; the producer state, the leader-epoch cache and
+the lifecycle events their own. Appends, rolls and flushes go through
+:class:`~tierlog.log.log_append.LogAppends` (settings read once from the config), removals
+through :class:`~tierlog.log.log_removals.LogRemovals`, reads through a frozen
+:class:`~tierlog.log.log_read.LogView` taken under the lock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -21,8 +26,9 @@ from tierlog.checkpoint.checkpoint_file import LeaderEpochCheckpointFile
 from tierlog.checkpoint.partition_metadata import ZERO_TOPIC_ID, PartitionMetadataFile, new_topic_id
 from tierlog.common import filenames
 from tierlog.common.clock import system_time_ms
+from tierlog.common.data_dir_lock import live_owner
 from tierlog.common.scheduler import Scheduler
-from tierlog.common.stats import LogStats, perf_ns
+from tierlog.common.stats import LogStats
 from tierlog.config import LogConfig
 from tierlog.errors import (
     CopyLagExceededError,
@@ -30,25 +36,22 @@ from tierlog.errors import (
     LogClosedError,
     ReadOnlyLogError,
 )
-from tierlog.events import EventQueue
 from tierlog.index.index_types import resolve_index_types
-from tierlog.log.append_plan import (
-    LogAppendInfo,
-    check_leader_epoch,
-    plain_appends_allowed,
-)
-from tierlog.log.fetch_info import FetchDataInfo
+from tierlog.log import log_read
+from tierlog.log.append_plan import LogAppendInfo, check_leader_epoch
+from tierlog.log.fetch_info import FetchDataInfo, check_isolation
 from tierlog.log.leader_epoch import LeaderEpochFileCache
 from tierlog.log.loader import LogLoader, RecoveryReport
 from tierlog.log.local_log import LocalLog
-from tierlog.log.log_append import LogAppends
-from tierlog.log.log_read import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogReads
+from tierlog.log.log_append import AppendSettings, LogAppends
+from tierlog.log.log_events import PartitionEvents
+from tierlog.log.log_read import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, LogView
 from tierlog.log.log_removals import LogRemovals
+from tierlog.log.offsets import LogOffsets
 from tierlog.log.segment import LogSegment
 from tierlog.log.segment_appender import PlainAppenderType
 from tierlog.log.segments import LogSegments
 from tierlog.log.tier_reads import TierReads
-from tierlog.manager.data_dir_lock import live_owner
 from tierlog.plugin_manager import PluginHost, get_plugins
 from tierlog.producer.append import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from tierlog.producer.state import ProducerStateManager
@@ -75,7 +78,7 @@ class Log:
     Thread-safe: appends, rolls, truncations and retention hold the log's lock (which also
     guards ``self.local``); reads take a consistent view of the segments and offsets under it
     and then read without it. Lifecycle events are posted under the lock and delivered to
-    plugins after it is released (:meth:`_deliver_events`).
+    plugins after it is released (:class:`~tierlog.log.log_events.PartitionEvents`).
     """
 
     def __init__(
@@ -105,44 +108,22 @@ class Log:
         #: Event counters (appends, flushes, rolls, cleanup, remote traffic) for exporters.
         self.stats = LogStats()
         host = plugins or get_plugins()
-        #: Lifecycle events queued under the lock, delivered to plugins after it is released.
-        self._events = EventQueue(host.events)
         #: Which type opens each index of this log's segments: the registry's, built-ins
         #: included, so a plugin may replace one.
         self._index_types = resolve_index_types(host.registries.index_types, config)
         self._leader_epoch: int | None = None
         self.leader_epoch = leader_epoch
-        # The plain appender writes the built-in index maps itself and feeds no plugin index.
-        self._fast_append = (not self._index_types.extras and not self._index_types.replaced
-                             and plain_appends_allowed(config))
-        self._max_message = config["max.message.bytes"]
-        self._segment_bytes = config["segment.bytes"]
-        self._segment_ms = config["segment.ms"]
-        self._flush_messages = config["flush.messages"]
-        self._check_records = config["record.validation"] == "full"
-        self._known_epoch: int | None = None  # an epoch the epoch cache already covers
-        #: The active segment's hot-path appender, armed after a general append (may since
-        #: have been disarmed by the segment: it then writes nothing and returns None).
-        self._plain_appender: PlainAppenderType | None = None
         #: The remote tier's reader once a RemoteLogManager attached one (see attach_remote).
         self.remote: TierReads | None = None
-        self._highest_offset_in_remote = -1
         #: Set by the manager while the local bytes not yet copied to the remote tier exceed
         #: remote.log.copy.lag.max.bytes: client appends raise it (one check per append).
         self._copy_lag_error: CopyLagExceededError | None = None
-        self._scheduler = scheduler
         self.topic = topic
         self.partition = partition
         self._config = config
         self._time_ms = time_ms
-        self._rng = rng
         self._lock = threading.RLock()
-        #: The read side and the removals: collaborators working on this log's state.
-        self._reads = LogReads(self)
-        self._removals = LogRemovals(self)
-        self._appends = LogAppends(self)
         self._closed = False
-        self._auto_high_watermark = auto_high_watermark
         #: The segments, log end offset and recovery point (guarded by ``self._lock``).
         self.local = LocalLog(directory, config, time_ms=time_ms, rng=rng, scheduler=scheduler,
                               lock=self._lock, index_types=self._index_types,
@@ -153,6 +134,8 @@ class Log:
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms,
                                                    time_ms=time_ms, read_only=read_only)
         self.topic_id = self._load_topic_id(topic_id)
+        #: Lifecycle events queued under the lock, delivered to plugins after it is released.
+        self._events = PartitionEvents(host.events, self._lock, topic, partition, self.topic_id)
         loader = LogLoader(
             directory,
             self.local.open_segment,
@@ -170,11 +153,19 @@ class Log:
         )
         segments = loader.load()
         self.recovery: RecoveryReport = loader.report
-        self._log_start_offset = self.recovery.log_start_offset
-        self._high_watermark = self._log_start_offset
         self.local.loaded(segments, self.recovery.log_end_offset, self.recovery.recovery_point)
+        #: The log start offset, high watermark and highest tiered offset, and their invariant.
+        self._offsets = LogOffsets(self.recovery.log_start_offset, self.local.next_offset,
+                                   self.producer_state, self.leader_epoch_cache)
+        #: Appends, rolls and flushes; removals. Each holds the parts it drives, not the Log.
+        self._appends = LogAppends(
+            AppendSettings.from_config(config, self._index_types, auto_high_watermark),
+            self.local, self._offsets, self.producer_state, self.leader_epoch_cache,
+            self._events, self.stats, time_ms)
+        self._removals = LogRemovals(self.local, self._offsets, self.producer_state,
+                                     self._events, self._appends.roll, time_ms)
         if auto_high_watermark:
-            self._set_high_watermark(self.local.next_offset)
+            self._offsets.set_high_watermark(self.local.next_offset, self.local.next_offset)
         # Only a partition that lost bytes warns by itself; the LogManager sums the rest up
         # in one line (an unclean restart recovers every partition's active segment).
         level = (logging.WARNING if self.recovery.dropped_anything or self.recovery.damage
@@ -218,7 +209,7 @@ class Log:
         local log start is gone takes it from there.
 
         DataDirLockedError when another live process owns the data dir (the parent
-        directory's ``.lock``, see :mod:`tierlog.manager.data_dir_lock`): only its owner writes it.
+        directory's ``.lock``, see :mod:`tierlog.common.data_dir_lock`): only its owner writes it.
         ``read_only`` opens an existing directory for reading beside a live owner (or after a
         crash) and never writes, creates or deletes a file: no recovery, no index rebuild (an
         index that cannot be trusted is replaced by a scan in memory), no snapshot; invalid
@@ -255,7 +246,8 @@ class Log:
     @classmethod
     def for_partition(
         cls, log_dir: str | Path, topic: str, partition: int,
-        config: LogConfig | Mapping[str, Any] | None = None, **kwargs: Any,
+        config: LogConfig | Mapping[str, Any] | None = None,
+        **kwargs: Any,  # noqa: ANN401 - forwarded to open(), whose signature types each
     ) -> Log:
         """Open ``<log_dir>/<topic>-<partition>`` after validating the topic name."""
         return cls.open(Path(log_dir) / filenames.partition_dir_name(topic, partition), config,
@@ -289,12 +281,12 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._offsets.log_start_offset
 
     @property
     def local_log_start_offset(self) -> int:
         first = self.segments.first
-        return max(self._log_start_offset, first.base_offset if first else 0)
+        return max(self._offsets.log_start_offset, first.base_offset if first else 0)
 
     @property
     def log_end_offset(self) -> int:
@@ -303,7 +295,7 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._offsets.high_watermark
 
     @property
     def recovery_point(self) -> int:
@@ -312,21 +304,12 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the high watermark."""
-        first_unstable = self.producer_state.first_unstable_offset()
-        if first_unstable is None:
-            return self._high_watermark
-        return min(first_unstable, self._high_watermark)
+        return self._offsets.last_stable_offset
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, LEO]); returns the value set."""
         with self._lock:
-            self._set_high_watermark(min(max(offset, self._log_start_offset),
-                                         self.local.next_offset))
-            return self._high_watermark
-
-    def _set_high_watermark(self, offset: int) -> None:
-        self._high_watermark = offset
-        self.producer_state.on_high_watermark_updated(offset)
+            return self._offsets.update_high_watermark(offset, self.local.next_offset)
 
     @property
     def size_in_bytes(self) -> int:
@@ -343,6 +326,26 @@ class Log:
             check_leader_epoch(epoch)
         self._leader_epoch = epoch
 
+    @property
+    def append_settings(self) -> AppendSettings:
+        """What appends read of the config, read once when the log opened."""
+        return self._appends.settings
+
+    @property
+    def _fast_append(self) -> bool:
+        """Whether the producer hot path is armed after a general append (the append
+        benchmark turns it off on its own instance to measure the general path alone)."""
+        return self._appends.settings.fast_append
+
+    @_fast_append.setter
+    def _fast_append(self, value: bool) -> None:
+        self._appends.settings = dataclasses.replace(self._appends.settings, fast_append=value)
+
+    @property
+    def _plain_appender(self) -> PlainAppenderType | None:
+        """The active segment's armed hot-path appender (the LocalLog's), for tests."""
+        return self.local.plain_appender
+
     # -- tiered storage ----------------------------------------------------------------
 
     @property
@@ -353,14 +356,14 @@ class Log:
     def highest_offset_in_remote(self) -> int:
         """The last offset the remote tier holds (-1: none); local segments at or below it
         may be deleted by local retention."""
-        return self._highest_offset_in_remote
+        return self._offsets.highest_offset_in_remote
 
     def attach_remote(self, reader: TierReads, highest_offset_in_remote: int) -> None:
         """Called by the RemoteLogManager: reads below the local log start offset go to
         ``reader`` from now on."""
         with self._lock:
             self.remote = reader
-            self._highest_offset_in_remote = highest_offset_in_remote
+            self._offsets.set_highest_offset_in_remote(highest_offset_in_remote)
 
     def set_copy_lag_error(self, error: CopyLagExceededError | None) -> None:
         """Refuse client appends with ``error`` (the copy lag is over its limit), or accept
@@ -373,7 +376,7 @@ class Log:
 
     def update_highest_offset_in_remote(self, offset: int) -> None:
         with self._lock:
-            self._highest_offset_in_remote = max(self._highest_offset_in_remote, offset)
+            self._offsets.tiered_up_to(offset)
 
     # -- appending -------------------------------------------------------------------
 
@@ -401,47 +404,33 @@ class Log:
                 raise LogClosedError(f"{self.directory} is closed")
             if self._copy_lag_error is not None and origin == "client":
                 raise self._copy_lag_error.with_traceback(None)  # no growing traceback
-            appender = self._plain_appender
-            if appender is not None and assign_offsets and origin == "client":
+            if assign_offsets and origin == "client":
                 # The producer hot path: one plain batch (no producer id, no control records)
                 # while the active segment is armed, so no roll can be due. The header, CRC
-                # and records get the general path's checks; None (nothing changed) sends
-                # anything unusual down the general path, which reports the precise error.
+                # and records get the general path's checks; None (nothing written: none
+                # armed, or anything unusual) sends it down the general path, which reports
+                # the precise error.
                 local = self.local
                 first = local.next_offset
-                written = appender.append(
-                    data, first, self._leader_epoch if leader_epoch is None else leader_epoch)
+                written = local.append_plain(
+                    data, self._leader_epoch if leader_epoch is None else leader_epoch)
                 if written is not None:
-                    # The Log's bookkeeping, inline (as LogAppends._after_append).
                     size, last, max_ts, count, epoch = written
-                    stats = self.stats
-                    stats.append_bytes += size
-                    stats.append_messages += count
-                    local.next_offset = next_offset = last + 1
-                    self.producer_state.update_map_end_offset(next_offset)
-                    if self._auto_high_watermark:
-                        self._set_high_watermark(next_offset)
-                    if epoch >= 0 and epoch != self._known_epoch:
-                        self._assign_epoch(epoch, first)
-                    if next_offset - local.recovery_point >= self._flush_messages:
-                        self.flush()
+                    self._appends.appended(first, last + 1, size, count, epoch)
                     # tuple.__new__ skips the Python frame of the generated __new__.
                     return _new_tuple(LogAppendInfo, (
-                        first, last, max_ts, last, -1, self._log_start_offset, count, 1, size,
-                        False))
+                        first, last, max_ts, last, -1, self._offsets.log_start_offset, count,
+                        1, size, False))
             if self.read_only:  # (never armed: a read-only open arms no hot path)
                 self._check_writable()
-            info = self._appends.append_planned(data, assign_offsets, leader_epoch, origin,
-                                        self._check_records)
+            if leader_epoch is None and origin != "replication":
+                leader_epoch = self._leader_epoch
+            info = self._appends.append(data, assign_offsets, leader_epoch, origin,
+                                        self._appends.settings.check_records)
         finally:
             lock.release()
-        self._deliver_events()  # the general path may have rolled
+        self._events.deliver()  # the general path may have rolled
         return info
-
-    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
-        """Record a leader epoch that starts at ``start_offset`` if it is newer than any."""
-        self.leader_epoch_cache.assign_if_newer(epoch, start_offset)
-        self._known_epoch = epoch
 
     def append_records(
         self,
@@ -472,8 +461,10 @@ class Log:
             check_leader_epoch(leader_epoch)
         with self._lock:
             self._check_writable()
-            info = self._appends.append_planned(data, True, leader_epoch, "client", False)
-        self._deliver_events()
+            info = self._appends.append(
+                data, True, self._leader_epoch if leader_epoch is None else leader_epoch,
+                "client", False)
+        self._events.deliver()
         return info
 
     def append_marker(
@@ -489,67 +480,94 @@ class Log:
 
     # -- rolling ---------------------------------------------------------------------
 
-    def _roll(self, new_base: int) -> LogSegment:
-        """Roll at ``new_base`` under the lock (see :meth:`LogAppends.roll`)."""
-        return self._appends.roll(new_base)
-
     def roll(self) -> LogSegment:
         """Close the active segment and start a new one at the log end offset."""
         with self._lock:
             self._check_writable()
-            segment = self._roll(self.local.next_offset)
-        self._deliver_events()
+            segment = self._appends.roll(self.local.next_offset)
+        self._events.deliver()
         return segment
 
-    def _deliver_events(self) -> None:
-        """Hand the queued lifecycle events to plugins, outside the log's lock: a caller that
-        still holds the lock (re-entrantly) leaves them for the outermost release."""
-        if self._events.pending and not self._lock._is_owned():  # type: ignore[attr-defined]
-            self._events.deliver()
+    # -- reading (a LogView: local segments, or the remote tier below the local start) ------
 
-    # -- reading (LogReads: local segments, or the remote tier below the local log start) --
+    def view(self, from_offset: int | None = None) -> LogView:
+        """One consistent view of the segments (from the one holding ``from_offset``, when
+        given) and the offsets, taken under the lock: what reads work on."""
+        with self._lock:
+            self._check_open()
+            offsets, local = self._offsets, self.local
+            return LogView(
+                self.directory.name, local.segments.values(from_offset),
+                offsets.log_start_offset, self.local_log_start_offset, local.next_offset,
+                offsets.high_watermark, offsets.last_stable_offset, self.remote)
 
     def read(self, offset: int, max_bytes: int = 1 << 20, *, isolation: str = "log_end",
              max_offset: int | None = None, min_one_message: bool = True) -> FetchDataInfo:
-        """Read batches from ``offset`` (see :meth:`LogReads.read`)."""
-        return self._reads.read(offset, max_bytes, isolation=isolation, max_offset=max_offset,
-                                min_one_message=min_one_message)
+        """Read batches from ``offset`` (see :func:`tierlog.log.log_read.read`)."""
+        check_isolation(isolation)
+        return log_read.read(self.view(offset), offset, max_bytes, isolation=isolation,
+                             max_offset=max_offset, min_one_message=min_one_message)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp`` (None if none)."""
-        return self._reads.offset_for_timestamp(timestamp)
+        found = self.fetch_offset_by_timestamp(timestamp)
+        return None if found is None else found.offset
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """Kafka's ListOffsets for one partition (see :meth:`LogReads.fetch_offset_by_timestamp`)."""
-        return self._reads.fetch_offset_by_timestamp(timestamp)
+        """Kafka's ListOffsets for one partition (see
+        :func:`tierlog.log.log_read.fetch_offset_by_timestamp`)."""
+        return log_read.fetch_offset_by_timestamp(self.view(), timestamp)
 
-    def lookup_index(self, name: str, key: Any) -> Any:
-        """Ask the plugin index type ``name`` for ``key`` (see :meth:`LogReads.lookup_index`)."""
-        return self._reads.lookup_index(name, key)
+    def lookup_index(self, name: str, key: Any) -> Any:  # noqa: ANN401 - a plugin index's key and answer are its own types
+        """Ask the plugin index type ``name`` for ``key`` (see
+        :func:`tierlog.log.log_read.lookup_index`)."""
+        return log_read.lookup_index(self.view(), self._index_types.extras, name, key)
 
     def lookup_key(self, key: bytes) -> int | None:
-        """The latest offset of ``key`` through a plugin's ``key`` index, or None."""
-        return self._reads.lookup_key(key)
+        """The latest offset of ``key`` (through a plugin's ``key`` index, e.g. the
+        tierlog-key-index plugin on compacted topics), or None; never below the log start."""
+        found = self.lookup_index("key", key)
+        return found if found is not None and found >= self.log_start_offset else None
 
     # -- removals (LogRemovals: truncation, the log start offset and retention) ------------
 
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every batch holding an offset >= ``target_offset`` (a follower truncating to
         its leader); False when there was nothing to do (see :meth:`LogRemovals.truncate_to`)."""
-        return self._removals.truncate_to(target_offset)
+        if target_offset < 0:
+            raise ValueError(
+                f"cannot truncate {self.directory.name} to negative offset {target_offset}")
+        try:
+            with self._lock:
+                self._check_writable()
+                return self._removals.truncate_to(target_offset)
+        finally:
+            self._events.deliver()
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and restart the log, empty, at ``new_offset``."""
-        self._removals.truncate_fully_and_start_at(new_offset)
+        if new_offset < 0:
+            raise ValueError(
+                f"cannot restart {self.directory.name} at negative offset {new_offset}")
+        with self._lock:
+            self._check_writable()
+            self._removals.truncate_fully(new_offset)
+        self._events.deliver()
 
     def delete_records_before(self, offset: int) -> int:
         """Kafka's DeleteRecords: move the log start offset up to ``offset`` (at most the high
         watermark); returns the new log start offset."""
-        return self._removals.delete_records_before(offset)
+        with self._lock:
+            self._check_writable()
+            return self._removals.delete_records_before(offset)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Raise the log start offset (never lowers it); True when it moved."""
-        return self._removals.maybe_increment_log_start_offset(offset)
+        with self._lock:
+            if offset <= self._offsets.log_start_offset:
+                return False
+            self._check_writable()
+            return self._removals.increment_log_start_offset(offset)
 
     def delete_segments_later(self, doomed: Sequence[LogSegment]) -> None:
         """Close and delete segments already taken out of the log (their files renamed
@@ -562,7 +580,13 @@ class Log:
     ) -> list[tuple[int, int]]:
         """Kafka's ``deleteOldSegments`` (see :meth:`LogRemovals.delete_old_segments`): returns
         (base offset, size) of each deleted segment."""
-        return self._removals.delete_old_segments(predicate, reason)
+        try:
+            with self._lock:
+                self._check_writable()
+                return self._removals.delete_old_segments(predicate, reason,
+                                                          self.remote_storage_enabled)
+        finally:
+            self._events.deliver()
 
     # -- flush and close -------------------------------------------------------------
 
@@ -571,11 +595,7 @@ class Log:
         move the recovery point there."""
         with self._lock:
             self._check_open()
-            local, started = self.local, perf_ns()
-            before = local.recovery_point
-            local.flush(up_to_offset)
-            if local.recovery_point != before:  # as Kafka, only a flush that moved it counts
-                self.stats.record_flush(perf_ns() - started)
+            self._appends.flush(up_to_offset)
 
     @property
     def last_flush_ms(self) -> int:
@@ -598,7 +618,7 @@ class Log:
             recovery = before_rp.base_offset if before_rp else recovery_point
             keep = min(recovery, two_segments)
             if self.remote_storage_enabled:
-                keep = min(keep, self._highest_offset_in_remote + 1)
+                keep = min(keep, self._offsets.highest_offset_in_remote + 1)
             return keep
 
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
@@ -655,7 +675,7 @@ class Log:
 
     def __repr__(self) -> str:
         return (
-            f"Log({self.directory.name}, start={self._log_start_offset}, "
+            f"Log({self.directory.name}, start={self._offsets.log_start_offset}, "
             f"end={self.local.next_offset}, segments={len(self.local.segments)})"
         )
 

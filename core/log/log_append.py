@@ -1,51 +1,92 @@
-"""The general append path of a :class:`~tierlog.log.log.Log`, and its rolls.
+"""The writes of a :class:`~tierlog.log.log.Log`: appends, rolls and flushes, and their settings.
 
-Everything an append does that the producer hot path (the armed
-:class:`~tierlog.log.segment_appender.PlainAppender`, which stays inline in ``Log.append``) does
-not: plan the data (validating every batch), check producer sequences and epochs, roll the active
-segment when due (snapshotting producer state at the new base, posting SegmentRolled), write,
-then update the log end offset, producer state, high watermark, leader epochs and flush, and
-re-arm the hot path. It owns no state of its own: it runs under the lock of the Log it serves
-and changes that Log's state.
+:class:`AppendSettings` is what an append needs of the config, built once when the log opens.
+:class:`LogAppends` runs the general append path: plan the data (validating every batch,
+:mod:`tierlog.log.append_plan`), check producer sequences and epochs (:mod:`tierlog.producer`),
+roll the active segment when due, write (the LocalLog moves its own log end offset), then do
+the append's bookkeeping (:meth:`LogAppends.appended`, the one home of it for the producer hot
+path as well) and re-arm the hot path. It holds the parts of the log it drives, handed to it
+by the Log that owns them, never the Log itself; it runs under that Log's lock.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from tierlog.common.stats import perf_ns
+from tierlog.common.stats import LogStats, perf_ns
+from tierlog.config import LogConfig
 from tierlog.errors import RecordListTooLargeError
-from tierlog.events import SegmentRolled
-from tierlog.log.append_plan import AppendPlan, LogAppendInfo, plan_append
+from tierlog.index.index_types import SegmentIndexTypes
+from tierlog.log.append_plan import AppendPlan, LogAppendInfo, plain_appends_allowed, plan_append
+from tierlog.log.leader_epoch import LeaderEpochFileCache
+from tierlog.log.local_log import LocalLog
+from tierlog.log.log_events import PartitionEvents
+from tierlog.log.offsets import LogOffsets
 from tierlog.log.segment import LogSegment
 from tierlog.producer.append import ProducerBatchRun
+from tierlog.producer.state import ProducerStateManager
 
-if TYPE_CHECKING:
-    from tierlog.log.log import Log
+__all__ = ["AppendSettings", "LogAppends"]
 
-__all__ = ["LogAppends"]
+
+@dataclass(frozen=True, slots=True)
+class AppendSettings:
+    """What appends read of a log's config, read once when the log opens."""
+
+    config: LogConfig
+    #: ``max.message.bytes``: the largest batch.
+    max_message: int
+    #: ``segment.bytes`` and ``segment.ms``: when the active segment rolls.
+    segment_bytes: int
+    segment_ms: int
+    #: ``flush.messages``: the log flushes once this many offsets are not yet fsynced.
+    flush_messages: int
+    #: ``record.validation=full``: every record of a producer's batch is walked.
+    check_records: bool
+    #: The producer hot path may be armed: no plugin index, CreateTime without bounds.
+    fast_append: bool
+    #: The high watermark follows the log end on every append (one replica).
+    auto_high_watermark: bool
+
+    @classmethod
+    def from_config(cls, config: LogConfig, index_types: SegmentIndexTypes,
+                    auto_high_watermark: bool) -> AppendSettings:
+        # The plain appender writes the built-in index maps itself and feeds no plugin index.
+        fast = (not index_types.extras and not index_types.replaced
+                and plain_appends_allowed(config))
+        return cls(config, config["max.message.bytes"], config["segment.bytes"],
+                   config["segment.ms"], config["flush.messages"],
+                   config["record.validation"] == "full", fast, auto_high_watermark)
 
 
 class LogAppends:
-    """The general appends and rolls of one Log (under its lock; not thread-safe alone)."""
+    """The appends, rolls and flushes of one log (under its lock; not thread-safe alone)."""
 
-    __slots__ = ("_log",)
+    __slots__ = ("_epochs", "_events", "_local", "_offsets", "_producers", "_stats",
+                 "_time_ms", "settings")
 
-    def __init__(self, log: Log) -> None:
-        self._log = log
+    def __init__(self, settings: AppendSettings, local: LocalLog, offsets: LogOffsets,
+                 producer_state: ProducerStateManager, epoch_cache: LeaderEpochFileCache,
+                 events: PartitionEvents, stats: LogStats, time_ms: Callable[[], int]) -> None:
+        self.settings = settings
+        self._local = local
+        self._offsets = offsets
+        self._producers = producer_state
+        self._epochs = epoch_cache
+        self._events = events
+        self._stats = stats
+        self._time_ms = time_ms
 
-    def append_planned(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
-                        leader_epoch: int | None, origin: str,
-                        check_records: bool) -> LogAppendInfo:
-        """The general path of :meth:`append`, under the lock: plan (validating every batch,
-        walking the records when ``check_records``), roll if due, write, update the state."""
-        log = self._log
+    def append(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
+               leader_epoch: int | None, origin: str, check_records: bool) -> LogAppendInfo:
+        """The general path of ``Log.append``: plan (validating every batch, walking the
+        records when ``check_records``), roll if due, write, keep the books, re-arm."""
         started = perf_ns()
-        now = log._time_ms()
-        if leader_epoch is None and origin != "replication":
-            leader_epoch = log._leader_epoch
+        now = self._time_ms()
+        local, settings = self._local, self.settings
         plan = plan_append(
-            data, config=log._config, next_offset=log.local.next_offset, now_ms=now,
+            data, config=settings.config, next_offset=local.next_offset, now_ms=now,
             assign_offsets=assign_offsets, leader_epoch=leader_epoch, origin=origin,
             check_records=check_records,
         )
@@ -53,27 +94,44 @@ class LogAppends:
         if duplicate is not None:
             return duplicate
         segment = self._maybe_roll(plan, now)
-        segment.append(plan.pieces, plan.batches, plan.views)
-        log.local.next_offset = plan.last_offset + 1
-        self._after_append(plan, segment)
-        if log._fast_append:
-            log._plain_appender = segment.arm_plain_appends(
-                log._segment_bytes, log._segment_ms, log._max_message, log._check_records)
-        stats = log.stats
-        stats.append_bytes += plan.size
-        stats.append_messages += plan.record_count
-        stats.record_general_append(perf_ns() - started)
+        local.append(plan.pieces, plan.batches, plan.views, plan.last_offset + 1)
+        if plan.producer_run is not None:
+            plan.producer_run.apply(segment.append_aborted_txn)
+        for epoch, start in plan.epoch_starts:
+            self._epochs.assign_if_newer(epoch, start)
+        self.appended(plan.first_offset, plan.last_offset + 1, plan.size, plan.record_count, -1)
+        if settings.fast_append:
+            local.arm_plain_appends(settings.segment_bytes, settings.segment_ms,
+                                    settings.max_message, settings.check_records)
+        self._stats.record_general_append(perf_ns() - started)
         return LogAppendInfo(
             plan.first_offset, plan.last_offset, plan.max_timestamp,
-            plan.offset_of_max_timestamp, plan.log_append_time, log._log_start_offset,
+            plan.offset_of_max_timestamp, plan.log_append_time, self._offsets.log_start_offset,
             plan.record_count, len(plan.batches), plan.size,
         )
+
+    def appended(self, first: int, next_offset: int, size: int, count: int,
+                 epoch: int) -> None:
+        """The bookkeeping of every append, once its bytes are written (the hot path's and
+        the general path's): counters, producer state's map end, the high watermark when it
+        follows the end, a new leader epoch starting at ``first`` (-1: none to record) and a
+        flush when ``flush.messages`` is reached."""
+        stats = self._stats
+        stats.append_bytes += size
+        stats.append_messages += count
+        self._producers.update_map_end_offset(next_offset)
+        settings = self.settings
+        if settings.auto_high_watermark:
+            self._offsets.set_high_watermark(next_offset, next_offset)
+        if epoch > self._epochs.newest_epoch:  # the cache's is_news, inline: run per batch
+            self._epochs.assign_if_newer(epoch, first)
+        if next_offset - self._local.recovery_point >= settings.flush_messages:
+            self.flush()
 
     def _producer_checks(self, plan: AppendPlan, origin: str) -> LogAppendInfo | None:
         """Validate producer sequences/epochs into ``plan.producer_run`` (applied after the
         write); a duplicate batch returns its original offsets."""
-        log = self._log
-        psm = log.producer_state
+        psm = self._producers
         run: ProducerBatchRun | None = None
         for batch in plan.views:
             pid = batch.producer_id
@@ -85,8 +143,8 @@ class LogAppends:
                 if dup is not None:
                     return LogAppendInfo(
                         dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset, -1,
-                        log._log_start_offset, dup.last_offset - dup.first_offset + 1, 0, 0,
-                        duplicate=True,
+                        self._offsets.log_start_offset, dup.last_offset - dup.first_offset + 1,
+                        0, 0, duplicate=True,
                     )
             if run is None:
                 run = ProducerBatchRun(psm, origin)
@@ -94,47 +152,40 @@ class LogAppends:
         plan.producer_run = run
         return None
 
-    def _after_append(self, plan: AppendPlan, segment: LogSegment) -> None:
-        log = self._log
-        local = log.local
-        if plan.producer_run is not None:
-            plan.producer_run.apply(segment.append_aborted_txn)
-        log.producer_state.update_map_end_offset(local.next_offset)
-        if log._auto_high_watermark:
-            log._set_high_watermark(local.next_offset)
-        for epoch, start in plan.epoch_starts:
-            log._assign_epoch(epoch, start)
-        if local.next_offset - local.recovery_point >= log._flush_messages:
-            log.flush()
-
     def _maybe_roll(self, plan: AppendPlan, now: int) -> LogSegment:
-        log = self._log
-        segment = log.local.segments.active
-        max_bytes = log._config["segment.bytes"]
+        segment = self._local.segments.active
+        settings = self.settings
+        max_bytes = settings.segment_bytes
         if plan.size > max_bytes:
             raise RecordListTooLargeError(
-                f"{log.directory.name}: append of {plan.size} bytes exceeds segment.bytes "
+                f"{self._local.name}: append of {plan.size} bytes exceeds segment.bytes "
                 f"({max_bytes})"
             )
         if segment.should_roll(plan.size, plan.max_timestamp, plan.last_offset, max_bytes,
-                               log._segment_ms, lambda: now):
-            return log._roll(plan.first_offset)  # through Log._roll, one name for every roll
+                               settings.segment_ms, lambda: now):
+            return self.roll(plan.first_offset)
         return segment
 
     def roll(self, new_base: int) -> LogSegment:
-        """Roll the local log (the producer state is snapshotted at the new base before the
-        new segment joins) and post SegmentRolled."""
-        log = self._log
-        active = log.local.segments.active
-        segment = log.local.roll(new_base, self._snapshot_producer_state_at)
+        """Roll the local log at ``new_base`` (the producer state is snapshotted at the new
+        base before the new segment joins) and post SegmentRolled: every roll of the log."""
+        local = self._local
+        active = local.segments.active
+        segment = local.roll(new_base, self._snapshot_producer_state_at)
         if segment is not active:
-            log.stats.rolls += 1
-            log._events.post("tierlog_segment_rolled", SegmentRolled(
-                log.topic, log.partition, log.topic_id, active.base_offset,
-                segment.base_offset, active.size, active.max_timestamp_so_far))
+            self._stats.rolls += 1
+            self._events.rolled(active, segment)
         return segment
 
     def _snapshot_producer_state_at(self, offset: int) -> None:
-        log = self._log
-        log.producer_state.update_map_end_offset(offset)
-        log.producer_state.take_snapshot()
+        self._producers.update_map_end_offset(offset)
+        self._producers.take_snapshot()
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync the local log below ``up_to_offset`` (default: its end), timing the flushes
+        that moved the recovery point (as Kafka counts them)."""
+        local, started = self._local, perf_ns()
+        before = local.recovery_point
+        local.flush(up_to_offset)
+        if local.recovery_point != before:
+            self._stats.record_flush(perf_ns() - started)

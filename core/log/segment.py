@@ -13,11 +13,12 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from tierlog.common import filenames
 from tierlog.common.clock import system_time_ms
 from tierlog.common.int_bounds import INT32_MAX, INT64_MAX
+from tierlog.config import LogConfig
 from tierlog.errors import CorruptRecordError
 from tierlog.index import (
     AbortedTxn,
@@ -154,14 +155,16 @@ class LogSegment:
         preallocate_bytes: int = 0,
         suffix: str = "",
         extra_index_types: Sequence[SegmentIndexType] = (),
-        config: Any = None,
+        config: LogConfig | None = None,
         index_types: SegmentIndexTypes | None = None,
     ) -> LogSegment:
         """Open or create the files of the segment at ``base_offset`` in ``directory``.
 
         ``index_types`` (:func:`tierlog.index.index_types.resolve_index_types`) says which type
-        opens each index, built-in roles included (opened with ``config``); without it the
-        built-ins plus ``extra_index_types``."""
+        opens each index, built-in roles included (opened with ``config``, the defaults when
+        not given); without it the built-ins plus ``extra_index_types``."""
+        if config is None:
+            config = LogConfig()
         if index_types is None:
             index_types = (DEFAULT_INDEX_TYPES if not extra_index_types
                            else SegmentIndexTypes(extras=tuple(extra_index_types)))
@@ -180,7 +183,7 @@ class LogSegment:
             log_file = FileRecords.open(paths[0], preallocate_bytes=preallocate_bytes)
             opened.append(log_file)
             extras: dict[str, SegmentIndex] = {}
-            for index_type, path in zip(extra_index_types, paths[4:]):
+            for index_type, path in zip(extra_index_types, paths[4:], strict=True):
                 extras[index_type.name] = index_type.open(path, base_offset, config)
                 opened.append(extras[index_type.name])
             offset_index = index_types.open_role("offset", paths[1], base_offset, config,
@@ -639,12 +642,12 @@ class LogSegment:
         extras = list(self.extra_indexes.values())
         targets = [_with_suffix_replaced(item.path, old_suffix, new_suffix)
                    for item in (*items, *extras)]
-        for item, target in zip(items, targets):
+        for item, target in zip(items, targets[:len(items)], strict=True):
             if item.path.exists():
                 item.rename_to(target)
                 if on_renamed is not None:
                     on_renamed(target)
-        for index, target in zip(extras, targets[len(items):]):
+        for index, target in zip(extras, targets[len(items):], strict=True):
             # A plugin index may live only in memory so far; it renames itself.
             index.rename_to(target)
             if on_renamed is not None and target.exists():

@@ -9,11 +9,11 @@ only its valid prefix, so lookups scan the ``.log`` from there instead of an ind
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tierlog.common import filenames
+from tierlog.common.clock import system_time_ms
 from tierlog.errors import CorruptIndexError
 from tierlog.index import OffsetIndex, TimeIndex, TransactionIndex
 from tierlog.log.segment import LogSegment
@@ -24,7 +24,7 @@ def open_read_only(directory: Path, base_offset: int, *, index_interval_bytes: i
                    max_index_size: int, time_ms: Callable[[], int] | None = None) -> LogSegment:
     """The existing segment at ``base_offset``, its files opened without writing or creating
     anything; :func:`trust_indexes` then limits its indexes to what can be trusted."""
-    clock = time_ms or (lambda: int(time.time() * 1000))
+    clock = time_ms or system_time_ms
     log_file = FileRecords.open(filenames.log_file(directory, base_offset), mutable=False)
     opened: list[FileRecords | OffsetIndex | TimeIndex] = [log_file]
     try:

@@ -132,7 +132,7 @@ def scan_segment(
     buffer = bytearray(min(RECOVERY_CHUNK_BYTES, max(size, HEADER_SIZE)))
     view = memoryview(buffer)
     # Locals: this loop runs once per batch of every unflushed segment.
-    unpack, crc, header_size, overhead = HEADER.unpack_from, crc32c, HEADER_SIZE, LOG_OVERHEAD
+    crc, overhead = crc32c, LOG_OVERHEAD
     index_entries_due = rule.add
     crc_start = ATTRIBUTES
     file_pos = pos = 0
@@ -173,17 +173,7 @@ def scan_segment(
             if pos == 0:
                 # Not one whole batch in the chunk: a batch bigger than the buffer, or a
                 # cut-off batch at the end of the file.
-                if got < header_size:
-                    raise TruncatedBatchError(
-                        f"{got} trailing bytes are not a whole batch header "
-                        f"({header_size} bytes)"
-                    )
-                needed = unpack(buffer, 0)[1] + overhead
-                if file_pos + needed > size:
-                    raise TruncatedBatchError(
-                        f"the batch there (offset {unpack(buffer, 0)[0]}) declares "
-                        f"{needed} bytes but only {size - file_pos} remain"
-                    )
+                needed = _whole_batch_bytes(buffer, got, size - file_pos)
                 view.release()
                 buffer = bytearray(needed)
                 view = memoryview(buffer)
@@ -206,6 +196,22 @@ def scan_segment(
     result.valid_bytes = valid
     result.next_offset = last_offset + 1
     return SegmentScan(offset_entries, time_entries, best_ts, best_offset, rule.since, result)
+
+
+def _whole_batch_bytes(buffer: bytearray, got: int, remaining: int) -> int:
+    """The size of the batch starting ``buffer`` (``got`` bytes read, ``remaining`` left in
+    the file from there), which did not fit: TruncatedBatchError when the file cuts it off."""
+    if got < HEADER_SIZE:
+        raise TruncatedBatchError(
+            f"{got} trailing bytes are not a whole batch header ({HEADER_SIZE} bytes)")
+    base, length = HEADER.unpack_from(buffer, 0)[:2]
+    needed: int = length + LOG_OVERHEAD
+    if needed > remaining:
+        raise TruncatedBatchError(
+            f"the batch there (offset {base}) declares {needed} bytes but only {remaining} "
+            f"remain"
+        )
+    return needed
 
 
 def _raise_bad_offsets(buffer: bytearray, pos: int, position: int, previous_last: int,

@@ -33,6 +33,10 @@ class TierReads(Protocol):
         """The first record at or after ``timestamp`` and ``start_offset`` in the tier."""
         ...
 
-    def lookup_index(self, index_type: SegmentIndexType, key: Any, below: int) -> Any:
+    def lookup_index(
+        self, index_type: SegmentIndexType,
+        key: Any,  # noqa: ANN401 - a plugin index's key is of its own type
+        below: int,
+    ) -> Any:  # noqa: ANN401 - and so is its answer
         """Ask the tier's copies of ``index_type`` of the segments below ``below``."""
         ...

@@ -34,6 +34,7 @@ from tierlog.checkpoint.partition_metadata import new_topic_id
 from tierlog.cleaner.result import CleanupResult
 from tierlog.common import filenames
 from tierlog.common.atomic import atomic_write_text, fsync_dir
+from tierlog.common.data_dir_lock import DataDirLock, live_owner
 from tierlog.common.properties import read_properties_if_exists, write_properties
 from tierlog.common.scheduler import Scheduler, system_time_ms
 from tierlog.common.stats import perf_ns
@@ -48,7 +49,6 @@ from tierlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.log.log import Log
-from tierlog.manager.data_dir_lock import DataDirLock, live_owner
 from tierlog.manager.manager_config import ManagerConfig
 from tierlog.manager.manager_remote import ManagerRemote
 from tierlog.plugin_manager import get_plugins
@@ -147,7 +147,7 @@ class LogManager:
         with a fake clock in tests.
 
         Each dir is locked for this manager until :meth:`close` (Kafka's ``.lock``,
-        :class:`~tierlog.manager.data_dir_lock.DataDirLock`): DataDirLockedError naming the holder's
+        :class:`~tierlog.common.data_dir_lock.DataDirLock`): DataDirLockedError naming the holder's
         pid, before anything is read or written, when another open holds one.
 
         ``read_only`` opens existing dirs to read beside a live owner (or after a crash)

@@ -11,7 +11,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import (
@@ -24,7 +24,6 @@ from tierlog.index.transaction_index import AbortedTxn
 from tierlog.producer.snapshot import SnapshotEntry
 
 if TYPE_CHECKING:
-    from tierlog.producer.state import ProducerStateManager
     from tierlog.records.batch import RecordBatch
 
 log = logging.getLogger(__name__)
@@ -382,6 +381,24 @@ class ProducerAppendInfo:
         return completed
 
 
+class ProducerUpdates(Protocol):
+    """What a :class:`ProducerBatchRun` asks of the producer state it feeds (the
+    ProducerStateManager, which imports this module: a protocol keeps the two from naming each
+    other)."""
+
+    def prepare_update(self, producer_id: int, origin: str) -> ProducerAppendInfo:
+        """Start validating an append of ``producer_id`` from ``origin``."""
+
+    def update(self, append_info: ProducerAppendInfo) -> None:
+        """Apply a validated append's producer state and the transactions it started."""
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` is done."""
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Mark a transaction complete."""
+
+
 class ProducerBatchRun:
     """What a run of batches does to producer state, validated first and applied in one step:
     the one rule for feeding batches to a ProducerStateManager (Kafka's ProducerAppendInfo per
@@ -398,7 +415,7 @@ class ProducerBatchRun:
 
     __slots__ = ("_completed", "_infos", "_origin", "_psm")
 
-    def __init__(self, psm: ProducerStateManager, origin: str) -> None:
+    def __init__(self, psm: ProducerUpdates, origin: str) -> None:
         self._psm = psm
         self._origin = origin
         self._infos: dict[int, ProducerAppendInfo] = {}

@@ -23,9 +23,9 @@ import support.server_process as server_process
 from kafka import KafkaProducer
 
 from tierlog.cli import main
+from tierlog.common.data_dir_lock import LOCK_FILE, DataDirLock, live_owner
 from tierlog.errors import DataDirLockedError
 from tierlog.log.log import Log
-from tierlog.manager.data_dir_lock import LOCK_FILE, DataDirLock, live_owner
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileRecords
 
@@ -100,7 +100,7 @@ def test_a_failed_open_releases_the_lock(tmp_path: Path) -> None:
 #: Holds a data dir's lock until killed.
 LOCK_HOLDER = """
 import sys, time
-from tierlog.manager.data_dir_lock import DataDirLock
+from tierlog.common.data_dir_lock import DataDirLock
 DataDirLock.acquire(sys.argv[1])
 print("locked", flush=True)
 time.sleep(600)

@@ -116,15 +116,15 @@ class _Clock:
 
 
 def _die_at(n: int, in_roll: bool) -> None:
-    """SIGKILL this process just before its n-th file-system call (inside Log._roll only,
-    with ``in_roll``)."""
+    """SIGKILL this process just before its n-th file-system call (inside a roll only, with
+    ``in_roll``: Log.roll, LogAppends.roll and LocalLog.roll are all named ``roll``)."""
     state = {"calls": 0, "roll_depth": 0}
     out = sys.stdout
 
     def hook(frame, event, arg):  # noqa: ANN001 - sys.setprofile's signature
-        if event == "call" and frame.f_code.co_name == "_roll":
+        if event == "call" and frame.f_code.co_name == "roll":
             state["roll_depth"] += 1
-        elif event == "return" and frame.f_code.co_name == "_roll":
+        elif event == "return" and frame.f_code.co_name == "roll":
             state["roll_depth"] -= 1
         elif event == "c_call" and getattr(arg, "__name__", "") in IO_CALLS:
             if (in_roll and not state["roll_depth"]) or getattr(arg, "__self__", None) is out:
