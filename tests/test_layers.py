@@ -68,8 +68,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     # Typed against Log (annotations only) but imported at run time; not in a room of mine or
     # the log helper's: a Protocol of the three offsets and `directory`/`closed` would do.
     ("tierlog.checkpoint.log_dir_checkpoints", "tierlog.log.log"): "typed against Log",
-    # Being fixed by the log's owner (issue 22 item 2): the Log asks who holds a data dir.
-    ("tierlog.log.log", "tierlog.manager.data_dir_lock"): "Log reads the data dir's owner",
 }
 
 #: Accesses of a Log's private names outside tierlog.log that remain, each with why:
@@ -85,10 +83,7 @@ RING_FREE_ROOMS: dict[str, tuple[str, ...]] = {
 
 #: Rings that remain, each with why: the sorted members -> reason. The test fails when one is
 #: broken, so this list only shrinks.
-KNOWN_RINGS: dict[tuple[str, ...], str] = {
-    # Being cut by the log's owner: producer state and one append's validation name each other.
-    ("tierlog.producer.append", "tierlog.producer.state"): "producer_append <-> producer_state",
-}
+KNOWN_RINGS: dict[tuple[str, ...], str] = {}
 
 #: Names (or attributes) that hold a Log, and the annotations that type one.
 _LOG_NAMES = frozenset({"log", "_log"})
