@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,10 +21,7 @@ CONNECTIONS = ("kafka_server_socket_server_metrics_listener_plaintext_networkpro
                "connection_count")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("server"), args=["--metrics-port", "0"]) as proc:
-        yield proc
+SERVER_ARGS = ["--metrics-port", "0"]
 
 
 def scrape(server: ServerProcess) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

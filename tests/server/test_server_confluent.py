@@ -4,7 +4,6 @@ every codec, consume by assignment (read_uncommitted), and the admin client's ve
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,13 +18,7 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
-from support.server_process import ServerProcess, start
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("server")) as proc:
-        yield proc
+from support.server_process import ServerProcess
 
 
 def consume(bootstrap: str, topic: str, count: int, partition: int = 0,

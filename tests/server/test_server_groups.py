@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,22 +13,17 @@ kafka = pytest.importorskip("kafka")
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog.log.log import Log
 from tierlog.server.coordinator.coordinator_wire import partition_for
 from tierlog.server.coordinator.group import offsets_topic_records as rec
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5,
-          "transaction.state.log.num.partitions": 5}
+SERVER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5,
+                 "transaction.state.log.num.partitions": 5}
+SERVER_PER_TEST = True  # each test restarts its server or reads its data
 #: Bound on waiting for real client behaviour (rebalances, polls).
 DEADLINE_S = 60.0
-
-
-@pytest.fixture()
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with start(tmp_path, CONFIG) as proc:
-        yield proc
 
 
 def produce(bootstrap: str, topic: str, partitions: int, count: int) -> None:
@@ -127,7 +120,7 @@ def test_committed_offsets_survive_a_restart(server: ServerProcess, hard: bool) 
     assert values == [b"new"]
     server.terminate()
     # The server's __consumer_offsets opens with Log.open and holds Kafka's records.
-    partition = partition_for("keepers", CONFIG["offsets.topic.num.partitions"])
+    partition = partition_for("keepers", SERVER_CONFIG["offsets.topic.num.partitions"])
     log = Log.open(server.data_dir / f"__consumer_offsets-{partition}")
     try:
         keys = [rec.decode_key(r.key) for r in log.read(0, 1 << 20).data.records()

@@ -7,8 +7,7 @@ OffsetFetch (``list_consumer_group_offsets``) reports."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -16,22 +15,17 @@ ck = pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog.log.log import Log
 from tierlog.server.coordinator.coordinator_wire import partition_for
 from tierlog.server.coordinator.group import offsets_topic_records as rec
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
-          "transaction.state.log.num.partitions": 1}
+SERVER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
+                 "transaction.state.log.num.partitions": 1}
+SERVER_PER_TEST = True  # each test restarts its server or reads its data
 TOPIC, GROUP, PARTITIONS = "cg", "confluent-group", 4
 DEADLINE_S = 60.0
-
-
-@pytest.fixture()
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with start(tmp_path, CONFIG) as proc:
-        yield proc
 
 
 def produce(bootstrap: str, start_at: int, count: int) -> None:
@@ -149,7 +143,7 @@ def test_a_static_member_restarts_without_a_rebalance(server: ServerProcess) -> 
     # The group's metadata in __consumer_offsets: the restarted member replaced the first
     # under a new member id in the same generation (no rebalance).
     server.terminate()
-    partition = partition_for("statics", CONFIG["offsets.topic.num.partitions"])
+    partition = partition_for("statics", SERVER_CONFIG["offsets.topic.num.partitions"])
     log = Log.open(server.data_dir / f"__consumer_offsets-{partition}")
     try:
         values = [rec.decode_group_value(r.value) for r in log.read(0, 1 << 20).data.records()

@@ -5,7 +5,6 @@ their data, while the same requests on an ordinary topic go ahead."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from kio.schema.produce.v9.request import (
 )
 from kio.schema.types import TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog import Record
 from tierlog.manager.log_manager import LogManager
@@ -40,7 +39,8 @@ from tierlog.server.coordinator.internal_topics import (
     refusal,
 )
 
-CONFIG = {"offsets.topic.num.partitions": 2, "transaction.state.log.num.partitions": 2}
+SERVER_CONFIG = {"offsets.topic.num.partitions": 2, "transaction.state.log.num.partitions": 2}
+SERVER_PER_TEST = True  # each test restarts its server or reads its data
 INVALID_REQUEST = 42
 
 
@@ -57,12 +57,6 @@ def test_refusal_names_only_internal_topics(topic: str | None, change: AdminChan
             else INVALID_REQUEST)
     else:
         assert refused is None
-
-
-@pytest.fixture()
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with start(tmp_path, CONFIG) as proc:
-        yield proc
 
 
 def test_internal_topics_are_marked_and_protected(server: ServerProcess) -> None:

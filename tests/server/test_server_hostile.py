@@ -9,12 +9,11 @@ import asyncio
 import random
 import socket
 import struct
-from collections.abc import Iterator
 
 import pytest
 from support.hostile_frames import decodes, frame, served_versions, throw
 from kio.index import load_request_schema
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog.errors import MalformedRequestError
 from tierlog.records.varint import unsigned_varint
@@ -38,11 +37,7 @@ def _kio_requests() -> list[tuple[int, int]]:
 IDLE_MS = 1500
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("hostile"),
-               {"connections.max.idle.ms": IDLE_MS}) as proc:
-        yield proc
+SERVER_CONFIG = {"connections.max.idle.ms": IDLE_MS}
 
 
 def _exchange(server: ServerProcess, payload: bytes) -> bytes:

@@ -7,8 +7,6 @@ holds it once; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER and writes nothing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,26 +17,16 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.protocol.transaction import InitProducerIdRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.admin import NewTopic
-from support.server_process import ServerProcess, start
+from kafka import KafkaConsumer, TopicPartition
+from support.server_process import ServerProcess
 
 from tierlog.log.log import Log
 
-CONFIG = {"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1}
+SERVER_CONFIG = {"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1}
 TOPIC = "idem"
+SERVER_TOPICS = (TOPIC,)
+SERVER_PER_TEST = True  # each test reads its server's data
 NONE, OUT_OF_ORDER_SEQUENCE_NUMBER = 0, 45
-
-
-@pytest.fixture()
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with start(tmp_path, CONFIG) as proc:
-        admin = KafkaAdminClient(bootstrap_servers=proc.bootstrap)
-        try:
-            admin.create_topics([NewTopic(TOPIC, 1, 1)])
-        finally:
-            admin.close()
-        yield proc
 
 
 def batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:

@@ -4,7 +4,6 @@ consumption by assignment, seeks by timestamp, and the admin client's topic verb
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,6 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from support.server_process import ServerProcess, start
 
 CODECS = ["gzip", "snappy", "lz4", "zstd", None]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("server")) as proc:
-        yield proc
 
 
 def consume_all(bootstrap: str, topic: str, partition: int = 0, expected: int = 0,

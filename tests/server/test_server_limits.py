@@ -10,7 +10,6 @@ import io
 import os
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog.errors import PartitionLimitError
 from tierlog.manager.log_manager import LogManager
@@ -31,11 +30,7 @@ CAP = INTERNAL_PARTITIONS + 7
 QUEUED_MAX = 16 << 20
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("limits"), {
-            "max.broker.partitions": CAP, "queued.max.request.bytes": QUEUED_MAX}) as proc:
-        yield proc
+SERVER_CONFIG = {"max.broker.partitions": CAP, "queued.max.request.bytes": QUEUED_MAX}
 
 
 def _call(server: ServerProcess, api_key: int, version: int, body: Any) -> Any:

@@ -6,8 +6,6 @@ open by a SIGKILL, and producer ids never reused across restarts."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,17 +13,12 @@ ck = pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5,
-          "transaction.state.log.num.partitions": 5}
+SERVER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5,
+                 "transaction.state.log.num.partitions": 5}
+SERVER_PER_TEST = True  # each test restarts its server or reads its data
 DEADLINE_S = 30.0
-
-
-@pytest.fixture()
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with start(tmp_path, CONFIG) as proc:
-        yield proc
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:

@@ -7,7 +7,6 @@ read_uncommitted one sees them all)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,24 +16,13 @@ kafka = pytest.importorskip("kafka")
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import OffsetAndMetadata as AioOffset
 from aiokafka.structs import TopicPartition as AioPartition
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
-from support.server_process import ServerProcess, start
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from support.server_process import ServerProcess
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
-          "transaction.state.log.num.partitions": 3}
+SERVER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
+                 "transaction.state.log.num.partitions": 3}
+SERVER_TOPICS = ("aio-tx", "kp-tx", "src")
 DEADLINE_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("txn-clients"), CONFIG) as proc:
-        admin = KafkaAdminClient(bootstrap_servers=proc.bootstrap)
-        try:
-            admin.create_topics([NewTopic(t, 1, 1) for t in ("aio-tx", "kp-tx", "src")])
-        finally:
-            admin.close()
-        yield proc
 
 
 async def aio_read(bootstrap: str, topic: str, isolation: str) -> list[bytes]:

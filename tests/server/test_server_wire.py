@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import Records as KioRecords
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog import errors
 from tierlog.config import LogConfig
@@ -123,11 +122,7 @@ def test_fetch_sessions_follow_kip_227() -> None:
 # -- against a real server -------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("server"),
-               {"socket.request.max.bytes": 65536}) as proc:
-        yield proc
+SERVER_CONFIG = {"socket.request.max.bytes": 65536}
 
 
 def _request(api_key: int, version: int, body: object, correlation_id: int = 1) -> bytes:
