@@ -7,7 +7,6 @@ and ``--state`` show the group's members and state as kafka-consumer-groups does
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,25 +14,19 @@ ck = pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 from tierlog.cli import main
 from tierlog.cli.wire_reset import _duration_ms
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
-          "transaction.state.log.num.partitions": 1}
+SERVER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
+                 "transaction.state.log.num.partitions": 1}
 DEADLINE_S = 60.0
 PARTITIONS = 3
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("groups"), CONFIG) as proc:
-        yield proc
-
-
-@pytest.fixture(scope="module")
-def admin(server: ServerProcess) -> AdminClient:
-    return AdminClient({"bootstrap.servers": server.bootstrap})
+def admin(module_server: ServerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": module_server.bootstrap})
 
 
 def cli(capsys: pytest.CaptureFixture[str], server: ServerProcess,

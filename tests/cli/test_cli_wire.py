@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,14 @@ ck = pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic
-from support.server_process import ServerProcess, start
+from support.server_process import ServerProcess
 
 from tierlog.cli import main
 from tierlog.common.partitioner import partition_for_key
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
-          "transaction.state.log.num.partitions": 1}
+SERVER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
+                 "transaction.state.log.num.partitions": 1}
 DEADLINE_S = 60.0
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with start(tmp_path_factory.mktemp("wire"), CONFIG) as proc:
-        yield proc
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
