@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 
-import fsspec
 import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
@@ -25,16 +24,10 @@ from tierlog.remote.ops.backfill_commit import BackfillCommitter, rebase_batches
 from tierlog.remote.ops.backfill_visibility import job_record_names
 from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.tier.manifest import load_partition
-from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.remote.tier.ownership import record_owner
 from tierlog.remote.tier.topics import topic_partitions
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def tier(tmp_path):
-    return RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
 
 
 def _rows(start: int, n: int, *, keyed: bool = True) -> pa.RecordBatch:

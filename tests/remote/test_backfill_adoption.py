@@ -4,7 +4,6 @@ segments after the backfilled ones, and the backfill writer refuses the adopted 
 
 from __future__ import annotations
 
-import fsspec
 import pyarrow as pa
 import pytest
 
@@ -91,11 +90,6 @@ def fields(batches: list[bytes]) -> list[tuple]:
 def manager_config(url: str) -> dict[str, object]:
     return {"remote.storage.manager": "local", "remote.storage.url": url,
             "segment.bytes": 2048, "local.retention.bytes": 0}
-
-
-@pytest.fixture
-def tier(tmp_path):
-    return RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd"])

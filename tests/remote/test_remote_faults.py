@@ -1,4 +1,4 @@
-"""Failures in the middle of tiering, injected with FaultyFileSystem over a local tier: no
+"""Failures in the middle of tiering, injected with FaultFS over a local tier: no
 committed metadata without data, retries succeed, corruption in the tier is detected."""
 
 from __future__ import annotations
@@ -7,14 +7,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.faulty_fs import FaultyFileSystem, InjectedFault
+from support.fault_fs import FaultFS, Faults, InjectedFault
 from fsspec.implementations.local import LocalFileSystem
 from support.remote_storage_suite import (
     FINISHED,
     SegmentFiles,
     metadata_for,
     update,
-    write_segment,
 )
 
 from tierlog.errors import CorruptRecordError, RemoteStorageError, TruncatedBatchError
@@ -31,23 +30,18 @@ TIP = TopicIdPartition("q0Vs7vGvSZ6ljmj-ZmXC1A", "payments", 1)
 
 
 @pytest.fixture
-def faulty(tmp_path: Path) -> FaultyFileSystem:
-    return FaultyFileSystem(LocalFileSystem())
+def faulty(tmp_path: Path) -> FaultFS:
+    return FaultFS(LocalFileSystem(), Faults())
 
 
 @pytest.fixture
-def rsm(faulty: FaultyFileSystem, tmp_path: Path) -> FsspecRemoteStorageManager:
+def rsm(faulty: FaultFS, tmp_path: Path) -> FsspecRemoteStorageManager:
     return FsspecRemoteStorageManager(faulty, str(tmp_path / "tier"))
 
 
 @pytest.fixture
 def rlmm(rsm: FsspecRemoteStorageManager, tmp_path: Path) -> RemoteLogMetadataManager:
     return RemoteLogMetadataManager(rsm.tier, tmp_path / "cache")
-
-
-@pytest.fixture
-def segment(tmp_path: Path) -> SegmentFiles:
-    return write_segment(tmp_path / "local", 0)
 
 
 def tier(rsm: FsspecRemoteStorageManager) -> Path:
@@ -71,8 +65,8 @@ def assert_nothing_committed(rsm: FsspecRemoteStorageManager, rlmm: RemoteLogMet
 
 def test_failed_copy_leaves_no_committed_metadata_and_retry_succeeds(
         rsm: FsspecRemoteStorageManager, rlmm: RemoteLogMetadataManager,
-        faulty: FaultyFileSystem, segment: SegmentFiles) -> None:
-    faulty.fail("put_file", nth=3)
+        faulty: FaultFS, segment: SegmentFiles) -> None:
+    faulty.faults.fail("put_file", nth=3)
     with pytest.raises(RemoteStorageError, match="injected put_file failure") as info:
         copy_and_commit(rsm, rlmm, segment)
     assert isinstance(info.value.__cause__, InjectedFault)
@@ -87,8 +81,8 @@ def test_failed_copy_leaves_no_committed_metadata_and_retry_succeeds(
 
 def test_cut_upload_never_leaves_a_short_log_object(
         rsm: FsspecRemoteStorageManager, rlmm: RemoteLogMetadataManager,
-        faulty: FaultyFileSystem, segment: SegmentFiles) -> None:
-    faulty.truncate_upload(nth=1, keep_bytes=100)
+        faulty: FaultFS, segment: SegmentFiles) -> None:
+    faulty.faults.truncate_upload(nth=1, keep_bytes=100)
     with pytest.raises(RemoteStorageError, match="cut after 100 bytes"):
         copy_and_commit(rsm, rlmm, segment)
     objects = [p.name for p in tier(rsm).iterdir() if p.is_file()]
@@ -100,11 +94,11 @@ def test_cut_upload_never_leaves_a_short_log_object(
 
 def test_failed_commit_keeps_the_segment_unfinished_until_retried(
         rsm: FsspecRemoteStorageManager, rlmm: RemoteLogMetadataManager,
-        faulty: FaultyFileSystem, segment: SegmentFiles) -> None:
+        faulty: FaultFS, segment: SegmentFiles) -> None:
     md = metadata_for(TIP, segment)
     rlmm.add_remote_log_segment_metadata(md)
     rsm.copy_log_segment_data(md, segment.data)
-    faulty.fail("pipe_file", nth=1)  # the metadata object's rewrite
+    faulty.faults.fail("pipe_file", nth=1)  # the metadata object's rewrite
     with pytest.raises(RemoteStorageError):
         rlmm.update_remote_log_segment_metadata(update(md, FINISHED))
     assert_nothing_committed(rsm, rlmm)
@@ -116,8 +110,8 @@ def test_failed_commit_keeps_the_segment_unfinished_until_retried(
 
 def test_reads_during_a_hung_copy_see_nothing_committed(
         rsm: FsspecRemoteStorageManager, rlmm: RemoteLogMetadataManager,
-        faulty: FaultyFileSystem, segment: SegmentFiles) -> None:
-    hang = faulty.hang("put_file", nth=2)
+        faulty: FaultFS, segment: SegmentFiles) -> None:
+    hang = faulty.faults.hang("put_file", nth=2)
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -139,9 +133,9 @@ def test_reads_during_a_hung_copy_see_nothing_committed(
 
 
 def test_a_hang_nobody_releases_fails_as_a_storage_error(
-        rsm: FsspecRemoteStorageManager, faulty: FaultyFileSystem, segment: SegmentFiles
+        rsm: FsspecRemoteStorageManager, faulty: FaultFS, segment: SegmentFiles
 ) -> None:
-    faulty.hang("cat_file", timeout=0.01)
+    faulty.faults.hang("cat_file", nth=1, timeout=0.01)
     md = metadata_for(TIP, segment)
     rsm.copy_log_segment_data(md, segment.data)
     with pytest.raises(RemoteStorageError, match="timed out"):

@@ -2,7 +2,7 @@
 (the scheduler's task only submits it), no lock a reader or a flush needs is held across a
 remote call, and closing the manager waits for a hung upload only a bounded time.
 
-The tier is a FaultyFileSystem whose chosen call waits for an Event the test releases; the
+The tier is a FaultFS whose chosen call waits for an Event the test releases; the
 scheduler is driven with a FakeClock. Each step that must not block runs in a helper thread
 joined with a timeout, so a regression fails instead of hanging the suite.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.faulty_fs import faulty_storage
+from support.fault_fs import fault_storage
 
 from tierlog import Record
 from tierlog.manager.log_manager import LogManager
@@ -64,7 +64,7 @@ def tiered(tmp_path, clock):
               "log.retention.check.interval.ms": 1000,
               "remote.log.manager.task.interval.ms": 1000}
     hangs: list[Any] = []
-    with faulty_storage() as fs:
+    with fault_storage() as fs:
         mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
         try:
             log = mgr.create_topic("orders", 1)[0]
@@ -74,7 +74,7 @@ def tiered(tmp_path, clock):
             _fill(log, 20, 10)
 
             def hang(method: str) -> Any:
-                hangs.append(fs.hang(method, timeout=HANG_TIMEOUT_S))
+                hangs.append(fs.hang(method, nth=1, timeout=HANG_TIMEOUT_S))
                 return hangs[-1]
 
             yield mgr, log, hang

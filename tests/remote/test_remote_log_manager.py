@@ -8,14 +8,14 @@ import uuid
 import fsspec
 import pytest
 from support.s3 import S3_BUCKET
-from support.faulty_fs import FaultyFileSystem
+from support.fault_fs import fault_storage
 
 from tierlog import Record
 from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError
 from tierlog.hookspecs import hookimpl
 from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
-from tierlog.remote import FsspecRemoteStorageManager, RemoteLogSegmentState
+from tierlog.remote import RemoteLogSegmentState
 from tierlog.remote.rlm.rlm import topic_id_partition
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
@@ -239,30 +239,17 @@ class TestS3Plugin(RemoteLogManagerTests):
 # -- faults: a remote storage plugin over a fault-injecting filesystem ----------------------
 
 
-class FaultyStoragePlugin:
-    def __init__(self) -> None:
-        self.fs = FaultyFileSystem(fsspec.filesystem("file"))
-
-    @hookimpl
-    def tierlog_register_remote_storage(self, register):
-        register("faulty", lambda url, options: FsspecRemoteStorageManager(
-            self.fs, url.removeprefix("faulty://")))
-
-
 @pytest.fixture
 def faulty(tmp_path, clock):
-    plugin = FaultyStoragePlugin()
-    host = get_plugins()
-    host.register(plugin, name="faulty-storage")
     config = {"segment.bytes": 2048, "remote.storage.enable": True,
               "remote.storage.manager": "faulty", "remote.storage.url": f"faulty://{tmp_path}/tier",
               "local.retention.bytes": 0}
-    mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
-    try:
-        yield plugin.fs, mgr
-    finally:
-        mgr.close()
-        host.unregister("faulty-storage")
+    with fault_storage() as faults:
+        mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
+        try:
+            yield faults, mgr
+        finally:
+            mgr.close()
 
 
 def test_failed_copy_commits_nothing_deletes_nothing_and_a_retry_succeeds(faulty, clock):
@@ -289,16 +276,16 @@ def test_failed_copy_commits_nothing_deletes_nothing_and_a_retry_succeeds(faulty
 
 
 def test_corrupted_remote_object_raises_corrupt_record_error(faulty, clock):
-    fs, mgr = faulty
+    _, mgr = faulty
     log = mgr.create_topic("orders", 1)[0]
     for i in range(20):
         log.append_records(_records(i))
     mgr.tier_now()
     metadata = mgr.remote_log_manager.rlmm.remote_log_segment_metadata(topic_id_partition(log), 0)
     path = mgr.remote_log_manager.rsm.object_path(metadata, ".log")
-    data = bytearray(fs.inner.cat_file(path))
+    data = bytearray(fsspec.filesystem("file").cat_file(path))
     data[100] ^= 0xFF
-    fs.inner.pipe_file(path, bytes(data))
+    fsspec.filesystem("file").pipe_file(path, bytes(data))
     with pytest.raises(CorruptRecordError,
                        match=r"orders-0, .*\.log, batch at offset 0 .*CRC check failed"):
         log.read(0)

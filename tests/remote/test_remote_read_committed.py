@@ -13,7 +13,6 @@ import pytest
 from tierlog import Record
 from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
 from tierlog.index.transaction_index import AbortedTxn
-from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 
 ABORTER, COMMITTER = 7, 8
@@ -121,14 +120,8 @@ LAYOUTS: dict[str, Callable[[Writer], None]] = {
 }
 
 
-@pytest.fixture
-def manager(tmp_path, clock):
-    config = {"segment.bytes": 1 << 20, "local.retention.bytes": 0,
-              "remote.storage.enable": True, "remote.storage.manager": "local",
-              "remote.storage.url": f"file://{tmp_path}/tier"}
-    mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
-    yield mgr
-    mgr.close()
+MANAGER_CONFIG = {"segment.bytes": 1 << 20, "local.retention.bytes": 0,
+                  "remote.storage.enable": True, "remote.storage.manager": "local"}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

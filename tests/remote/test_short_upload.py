@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.faulty_fs import FaultyFileSystem, faulty_storage
+from support.fault_fs import FaultFS, Faults, fault_storage
 from fsspec.implementations.local import LocalFileSystem
-from support.remote_storage_suite import SegmentFiles, metadata_for, write_segment
+from support.remote_storage_suite import metadata_for
 
 from tierlog import Record
 from tierlog.errors import RemoteStorageError
@@ -29,20 +29,15 @@ def _records(i: int) -> list[Record]:
     return [Record(key=b"k%d" % j, value=b"value-%d-" % i + b"x" * 40) for j in range(10)]
 
 
-@pytest.fixture
-def segment(tmp_path: Path) -> SegmentFiles:
-    return write_segment(tmp_path / "local", 0)
-
-
 @pytest.mark.parametrize("rename_on_publish", [True, False])
 def test_a_short_log_object_fails_the_copy_naming_it(tmp_path, segment, rename_on_publish):
-    faulty = FaultyFileSystem(LocalFileSystem())
+    faulty = FaultFS(LocalFileSystem(), Faults())
     rsm = FsspecRemoteStorageManager(faulty, str(tmp_path / "tier"),
                                      rename_on_publish=rename_on_publish)
     metadata = metadata_for(TIP, segment)
     # Publishing in place (as on an object store) does not create directories: do it here.
     Path(rsm.object_path(metadata, ".log")).parent.mkdir(parents=True)
-    faulty.short_write("put_file", nth=1, keep_bytes=100)  # the .log goes first
+    faulty.faults.short_write("put_file", nth=1, keep_bytes=100)  # the .log goes first
     with pytest.raises(RemoteStorageError, match=r"\.log: .*100 of its \d+ bytes"):
         rsm.copy_log_segment_data(metadata, segment.data)
     if rename_on_publish:  # a short object is never published under its name
@@ -50,10 +45,10 @@ def test_a_short_log_object_fails_the_copy_naming_it(tmp_path, segment, rename_o
 
 
 def test_a_short_metadata_write_fails_too(tmp_path, segment):
-    faulty = FaultyFileSystem(LocalFileSystem())
+    faulty = FaultFS(LocalFileSystem(), Faults())
     rsm = FsspecRemoteStorageManager(faulty, str(tmp_path / "tier"))
     metadata = metadata_for(TIP, segment)
-    faulty.short_write("pipe_file", nth=1, keep_bytes=3)  # the leader-epoch checkpoint
+    faulty.faults.short_write("pipe_file", nth=1, keep_bytes=3)  # the leader-epoch checkpoint
     with pytest.raises(RemoteStorageError, match=r"leader_epoch_checkpoint: .*3 of its"):
         rsm.copy_log_segment_data(metadata, segment.data)
 
@@ -62,7 +57,7 @@ def test_a_short_upload_is_not_committed_and_the_local_segment_stays(tmp_path, c
     config = {"segment.bytes": 2048, "remote.storage.enable": True,
               "remote.storage.manager": "faulty",
               "remote.storage.url": f"faulty://{tmp_path}/tier", "local.retention.bytes": 0}
-    with faulty_storage() as fs:
+    with fault_storage() as fs:
         mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
         try:
             log = mgr.create_topic("orders", 1)[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.faulty_fs import faulty_storage
+from support.fault_fs import fault_storage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_remote_read_committed import ABORTER, COMMITTER, LAYOUTS, Writer
@@ -59,17 +59,7 @@ def config(url: str, tail_ms: int = 1000, **extra: Any) -> dict[str, Any]:
             "remote.log.tail.ms": tail_ms, "local.retention.bytes": 0, **extra}
 
 
-@pytest.fixture
-def tier_url(tmp_path: Path) -> str:
-    return f"file://{tmp_path}/tier"
-
-
-@pytest.fixture
-def manager(tmp_path: Path, clock: Any, tier_url: str):
-    mgr = LogManager.open(tmp_path / "data", config(tier_url), time_ms=clock,
-                          start_scheduler=False)
-    yield mgr
-    mgr.close()
+MANAGER_CONFIG = config  # what the manager fixture opens, tiering to tier_url
 
 
 def tail_names(tmp_path: Path) -> list[str]:
@@ -275,7 +265,7 @@ def test_a_crash_losing_unflushed_data_never_leaves_it_in_the_tier(tmp_path, tie
 
 def test_failed_manifest_replace_keeps_the_old_tail_and_the_orphan_is_swept(tmp_path, clock):
     conf = {**config(f"faulty://{tmp_path}/tier"), "remote.storage.manager": "faulty"}
-    with faulty_storage() as fs:
+    with fault_storage() as fs:
         mgr = LogManager.open(tmp_path / "data", conf, time_ms=clock, start_scheduler=False)
         try:
             log = mgr.create_topic("orders", 1)[0]

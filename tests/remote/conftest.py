@@ -1,0 +1,28 @@
+"""What the remote room's tests share, beyond tests/conftest.py (``manager``, ``tier_url``,
+moto's S3): an empty local tier, and one local segment to copy into a tier.
+
+A module whose ``tier`` is something else (a tier written by a LogManager, a copy of a
+prepared one, a partition directory) defines its own ``tier``, which overrides this one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fsspec
+import pytest
+from support.remote_storage_suite import SegmentFiles, write_segment
+
+from tierlog.remote.tier.object_store import RemoteTier
+
+
+@pytest.fixture
+def tier(tmp_path: Path) -> RemoteTier:
+    """An empty tier over the local directory ``tmp_path/tier``."""
+    return RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> SegmentFiles:
+    """One closed local segment (offsets from 0, with its indexes) under ``tmp_path/local``."""
+    return write_segment(tmp_path / "local", 0)
