@@ -36,13 +36,6 @@ from tierlog.remote import (
 )
 
 
-@pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
-    root = tmp_path_factory.mktemp("reader")
-    url = (root / "tier").as_uri()
-    return build_tier(root, create_remote_storage(url, {"fsync": False}), url)
-
-
 @pytest.fixture
 def reader(tier: BuiltTier) -> RemoteTopicReader:
     return RemoteTopicReader(tier.url)

@@ -16,10 +16,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.tier_builder import BuiltTier, build_tier
+from support.tier_builder import BuiltTier
 
 from tierlog.errors import CorruptRecordError, DecompressionLimitError
-from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import (
     SCHEMA,
     SCHEMA_NO_HEADERS,
@@ -230,13 +229,6 @@ def test_decompress_into_keeps_the_bomb_bound() -> None:
 
 
 # --- read_split end to end ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
-    root: Path = tmp_path_factory.mktemp("columnar")
-    url = (root / "tier").as_uri()
-    return build_tier(root, create_remote_storage(url, {"fsync": False}), url)
 
 
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])

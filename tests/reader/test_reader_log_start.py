@@ -8,20 +8,13 @@ import pytest
 
 from tierlog import Record
 from tierlog.errors import OffsetOutOfRangeError
-from tierlog.manager.log_manager import LogManager
 from tierlog.reader import RemoteTopicReader
 from tierlog.remote import RemoteLogMetadataManager, read_partition_manifest
 from tierlog.remote.rlm.rlm import topic_id_partition
 
 
-@pytest.fixture
-def manager(tmp_path, clock):
-    config = {"segment.bytes": 1500, "remote.storage.enable": True,
-              "remote.storage.manager": "local",
-              "remote.storage.url": (tmp_path / "tier").as_uri()}
-    mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
-    yield mgr
-    mgr.close()
+MANAGER_CONFIG = {"segment.bytes": 1500, "remote.storage.enable": True,
+                  "remote.storage.manager": "local"}
 
 
 def _fill(log, count: int = 300, per_batch: int = 6) -> None:

@@ -3,14 +3,12 @@ but the bucket URL and s3fs options sees it."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
-from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
-from support.tier_builder import ISOLATIONS, BuiltTier, build_tier, records_of
+from support.s3 import S3_ACCESS_KEY, S3_REGION, S3_SECRET
+from support.tier_builder import ISOLATIONS, BuiltTier, records_of
 
-from tierlog.plugins.s3 import create_remote_storage
 from tierlog.reader import RemoteTopicReader
 
 
@@ -18,15 +16,6 @@ def reader_options(endpoint: str) -> dict[str, Any]:
     """s3fs options of a reader (what Spark gets as ``storage.*`` options)."""
     return {"endpoint_url": endpoint, "key": S3_ACCESS_KEY, "secret": S3_SECRET,
             "client_kwargs": {"region_name": S3_REGION}}
-
-
-@pytest.fixture(scope="module")
-def s3_tier(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> BuiltTier:
-    url = f"s3://{S3_BUCKET}/reader-{uuid.uuid4().hex[:12]}"
-    options = {"endpoint_url": s3_endpoint, "key": S3_ACCESS_KEY, "secret": S3_SECRET,
-               "region": S3_REGION}
-    return build_tier(tmp_path_factory.mktemp("s3"), create_remote_storage(url, options), url,
-                      rounds=3)
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
