@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.faulty_fs import faulty_storage
+from support.fault_fs import fault_storage
 from prometheus_client.parser import text_string_to_metric_families
 
 from tierlog import Record
@@ -44,12 +44,7 @@ def value(registry: Any, name: str, topic: str | None = "t", partition: int | No
     return float(found)
 
 
-@pytest.fixture
-def manager(tmp_path, clock):
-    mgr = LogManager.open(tmp_path / "data", {"segment.bytes": 4096}, time_ms=clock,
-                          start_scheduler=False)
-    yield mgr
-    mgr.close()
+MANAGER_CONFIG = {"segment.bytes": 4096}
 
 
 # -- the local log --------------------------------------------------------------------------
@@ -223,7 +218,7 @@ def tiered(tmp_path, clock):
               "remote.storage.manager": "faulty",
               "remote.storage.url": f"faulty://{tmp_path}/tier", "local.retention.bytes": 0,
               "file.delete.delay.ms": 0}
-    with faulty_storage() as fs:
+    with fault_storage() as fs:
         mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
         try:
             log = mgr.create_topic("t", 1)[0]
@@ -277,14 +272,14 @@ def test_copies_fetches_and_the_index_cache_move_their_metrics(tiered):
 def test_a_failing_tier_counts_errors_and_the_copy_lag_grows(tiered):
     mgr, log, fs = tiered
     registry = registry_for(mgr)
-    fs.fail("put_file")
+    fs.fail("put_file", nth=1)
     mgr.tier_now()
     assert rv(registry, "remotecopyerrors_total") == 1
     assert rv(registry, "remotecopyrequests_total") == 1
     assert rv(registry, "remotecopybytes_total") == 0
     lag = rv(registry, "remotecopylagbytes")
     _fill(log, 20, 20)  # the remote is still failing: local disk grows
-    fs.fail("put_file")
+    fs.fail("put_file", nth=1)
     mgr.tier_now()
     assert rv(registry, "remotecopylagbytes") > lag
     assert rv(registry, "remotecopyerrors_total") == 2
@@ -294,7 +289,7 @@ def test_a_failing_remote_fetch_counts_an_error(tiered):
     mgr, log, fs = tiered
     registry = registry_for(mgr)
     mgr.tier_now()
-    fs.fail("cat_file")
+    fs.fail("cat_file", nth=1)
     with pytest.raises(Exception):  # noqa: B017 - whichever storage error the tier raises
         log.read(0)
     assert rv(registry, "remotefetcherrors_total") == 1
@@ -318,7 +313,7 @@ def test_index_cache_evictions_are_counted(tmp_path, clock):
               "remote.storage.manager": "faulty",
               "remote.storage.url": f"faulty://{tmp_path}/tier", "local.retention.bytes": 0,
               "remote.log.index.file.cache.total.size.bytes": 1, "index.interval.bytes": 128}
-    with faulty_storage():
+    with fault_storage():
         mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
         try:
             log = mgr.create_topic("t", 1)[0]

@@ -17,7 +17,6 @@ from support.plugins.traveling_index import (
 )
 from tierlog import Record
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
-from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
 from tierlog.plugins.local.plugin import create_remote_storage
 from tierlog.remote import RemoteLogSegmentState, TopicIdPartition
@@ -26,18 +25,19 @@ from tierlog.remote.rlm.rlm import topic_id_partition
 from tierlog.remote.tier.fsspec_storage import extra_index_suffixes
 
 
+MANAGER_CONFIG = {"segment.bytes": 2048, "remote.storage.enable": True,
+                  "remote.storage.manager": "local", "local.retention.bytes": 0}
+
+
 @pytest.fixture
-def manager(tmp_path, clock):
+def traveling_index():
+    """The traveling index plugin, registered before the manager opens (usefixtures comes
+    first) and unregistered after it closes."""
     host = get_plugins()
     host.register(TravelingIndexPlugin(), name="traveling-index")
-    config = {"segment.bytes": 2048, "remote.storage.enable": True,
-              "remote.storage.manager": "local", "remote.storage.url": f"file://{tmp_path}/tier",
-              "local.retention.bytes": 0}
-    mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
     try:
-        yield mgr
+        yield
     finally:
-        mgr.close()
         host.unregister("traveling-index")
 
 
@@ -47,6 +47,7 @@ def _fill(log, clock, start: int, count: int) -> None:
         log.append_records([Record(key=b"key-%d" % i, value=b"v" * 100)])
 
 
+@pytest.mark.usefixtures("traveling_index")
 def test_the_index_is_uploaded_and_answers_from_the_tier(manager, clock, tmp_path):
     log = manager.create_topic("orders", 1)[0]
     _fill(log, clock, 0, 60)
@@ -72,6 +73,7 @@ def test_the_index_is_uploaded_and_answers_from_the_tier(manager, clock, tmp_pat
     assert rlm.rsm.stats.snapshot()["gets"] == before  # served from the cache
 
 
+@pytest.mark.usefixtures("traveling_index")
 def test_remote_retention_and_topic_deletion_delete_the_index_with_its_segment(
         manager, clock, tmp_path):
     log = manager.create_topic("orders", 1, {"retention.ms": 100_000})[0]
