@@ -6,7 +6,7 @@ The public names are re-exported here; see the README for the tour.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tierlog import errors
@@ -23,7 +23,7 @@ _EXPORTS = {"LogConfig": "tierlog.config", "FetchDataInfo": "tierlog.log.fetch_i
             "LogManager": "tierlog.manager.log_manager", "Record": "tierlog.records.record"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "errors":
         return importlib.import_module("tierlog.errors")
     if name not in _EXPORTS:

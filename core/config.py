@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 
 from tierlog.common.int_bounds import INT32_MAX, INT64_MAX
 from tierlog.errors import ConfigError
@@ -21,7 +21,7 @@ LONG_MAX = INT64_MAX
 INT_MAX = INT32_MAX
 
 
-def _parse_bool(key: str, raw: Any) -> bool:
+def _parse_bool(key: str, raw: object) -> bool:
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
@@ -35,7 +35,7 @@ _INT_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 
 
-def parse_int(key: str, raw: Any) -> int:
+def parse_int(key: str, raw: object) -> int:
     """An integer from a Python int or its ASCII decimal text; ConfigError naming ``key``."""
     if isinstance(raw, bool):
         raise ConfigError(key, f"expected an integer, got {raw!r}")
@@ -46,7 +46,7 @@ def parse_int(key: str, raw: Any) -> int:
     raise ConfigError(key, f"expected an integer, got {raw!r}")
 
 
-def parse_float(key: str, raw: Any) -> float:
+def parse_float(key: str, raw: object) -> float:
     """A finite number from a Python int/float or its ASCII decimal text (no nan, no inf)."""
     if isinstance(raw, bool):
         raise ConfigError(key, f"expected a finite number, got {raw!r}")
@@ -61,13 +61,13 @@ def parse_float(key: str, raw: Any) -> float:
     return value
 
 
-def _parse_string(key: str, raw: Any) -> str:
+def _parse_string(key: str, raw: object) -> str:
     if not isinstance(raw, str):
         raise ConfigError(key, f"expected a string, got {raw!r}")
     return raw.strip()
 
 
-def _parse_list(key: str, raw: Any) -> tuple[str, ...]:
+def _parse_list(key: str, raw: object) -> tuple[str, ...]:
     if isinstance(raw, str):
         items = [part.strip() for part in raw.split(",")]
     elif isinstance(raw, (list, tuple)):
@@ -77,7 +77,10 @@ def _parse_list(key: str, raw: Any) -> tuple[str, ...]:
     return tuple(item.lower() for item in items if item)
 
 
-_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+#: A parsed configuration value: what each ConfigKey type parses to.
+ConfigValue: TypeAlias = bool | int | float | str | tuple[str, ...]
+
+_PARSERS: dict[str, Callable[[str, object], ConfigValue]] = {
     "bool": _parse_bool,
     "int": parse_int,
     "long": parse_int,
@@ -106,9 +109,12 @@ class ConfigKey:
     choices: tuple[str, ...] | None = None
     """Legal values for string keys (compared lower-cased)."""
 
-    def parse(self, raw: Any) -> Any:
+    def parse(self, raw: object) -> ConfigValue:
+        """``raw`` (a Python value or its text) as this key's type, checked; ConfigError naming
+        the key."""
         value = _PARSERS[self.type](self.name, raw)
         if self.type in ("int", "long", "double"):
+            assert isinstance(value, (int, float))  # what the numeric parsers return
             upper = self.maximum if self.maximum is not None else (
                 INT_MAX if self.type == "int" else LONG_MAX
             )
@@ -117,7 +123,7 @@ class ConfigKey:
             if value > upper:
                 raise ConfigError(self.name, f"{value} is above the maximum {upper:g}")
         if self.choices is not None:
-            items = value if isinstance(value, tuple) else (value,)
+            items = value if isinstance(value, tuple) else (str(value),)  # a string key's
             for item in items:
                 if item.lower() not in self.choices:
                     raise ConfigError(
@@ -221,13 +227,13 @@ class LogConfig(Mapping[str, Any]):
         if self["segment.index.bytes"] < 12:
             raise ConfigError("segment.index.bytes", "must hold at least one time index entry")
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Any:  # noqa: ANN401 - its type is the key's (int...)
         try:
             return self._values[name]
         except KeyError:
             raise ConfigError(name, "unknown topic configuration key") from None
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattr__(self, attr: str) -> Any:  # noqa: ANN401 - as __getitem__
         name = attr.replace("_", ".")
         if name in TOPIC_CONFIG_KEYS:
             return self._values[name]

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pluggy
 
@@ -71,6 +71,10 @@ class RemoteSegmentEvent:
     metadata: Any
 
 
+#: What an event hook receives.
+Event: TypeAlias = SegmentRolled | SegmentDeleted | RemoteSegmentEvent
+
+
 class EventDelivery:
     """Calls each plugin's implementation of an event hook on its own, so one plugin that
     raises affects neither the engine nor the other plugins. Thread-safe."""
@@ -85,7 +89,7 @@ class EventDelivery:
         #: (plugin, hook) -> [when last logged, failures not logged since]
         self._failures: dict[tuple[str, str], list[float]] = {}
 
-    def deliver(self, hook_name: str, event: Any) -> None:
+    def deliver(self, hook_name: str, event: Event) -> None:
         """Call every implementation of ``hook_name`` with ``event=event``."""
         caller = getattr(self._pm.hook, hook_name)
         for impl in caller.get_hookimpls():
@@ -119,9 +123,9 @@ class EventQueue:
 
     def __init__(self, delivery: EventDelivery) -> None:
         self._delivery = delivery
-        self._pending: deque[tuple[str, Any]] = deque()
+        self._pending: deque[tuple[str, Event]] = deque()
 
-    def post(self, hook_name: str, event: Any) -> None:
+    def post(self, hook_name: str, event: Event) -> None:
         self._pending.append((hook_name, event))
 
     @property

@@ -91,7 +91,7 @@ class Registries:
         named by ``key(value)``, or ``register(name, value)`` when ``key`` is None."""
         found: dict[str, _V] = {}
 
-        def register(*args: Any) -> None:
+        def register(*args: Any) -> None:  # noqa: ANN401 - a plugin's (value) or (name, value)
             name, value = key(args[0]) if key is not None else (args[0], args[1])
             if name in found and found[name] is not value:
                 log.info("%s %r registered again; the later registration wins", what, name)
@@ -156,7 +156,7 @@ class PluginHost:
             self.failures.append(PluginFailure(name, self._dists.get(name, "unknown"), error))
 
     @property
-    def hook(self) -> Any:
+    def hook(self) -> pluggy.HookRelay:
         return self.pm.hook
 
     def _load_entry_points(self) -> None:
@@ -190,7 +190,7 @@ class PluginHost:
             self.pm.register(module, name=module_name)
             self._dists[module_name] = dist
 
-    def register(self, plugin: Any, name: str, distribution: str = "registered at runtime") -> None:
+    def register(self, plugin: object, name: str, distribution: str = "registered at runtime") -> None:
         """Register a plugin object (tests, embedding applications) and rebuild the registries."""
         self.pm.register(plugin, name=name)
         self._dists[name] = distribution

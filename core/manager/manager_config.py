@@ -177,7 +177,7 @@ class ManagerConfig:
         #: repr masks secrets.
         self.remote_storage_options: MaskedOptions = MaskedOptions(options)
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Any:  # noqa: ANN401 - its type is the key's (int...)
         if name in self.broker:
             return self.broker[name]
         return self.topic_defaults[name]

@@ -35,15 +35,17 @@ class DurableLocalFileSystem(LocalFileSystem):  # type: ignore[misc]
     (before the tier renames them into place), and a directory is fsynced after an entry in it
     is created, renamed or removed. Thread-safe like LocalFileSystem."""
 
-    def put_file(self, path1: str, path2: str, callback: Any = None, **kwargs: Any) -> None:
+    def put_file(self, path1: str, path2: str, callback: object = None, **kwargs: object
+                 ) -> None:
         super().put_file(path1, path2, callback=callback, **kwargs)
         _fsync_file(self._strip_protocol(path2))
 
-    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: object
+                  ) -> None:
         super().pipe_file(path, value, mode=mode, **kwargs)
         _fsync_file(self._strip_protocol(path))
 
-    def mv(self, path1: str, path2: str, recursive: bool = True, **kwargs: Any) -> None:
+    def mv(self, path1: str, path2: str, recursive: bool = True, **kwargs: object) -> None:
         super().mv(path1, path2, recursive=recursive, **kwargs)
         source_dir = os.path.dirname(self._strip_protocol(path1))
         target_dir = os.path.dirname(self._strip_protocol(path2))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tierlog.remote.api import RemoteLogSegmentMetadata
     from tierlog.remote.rlm.rlm import RemoteLogManager
     from tierlog.server.request_stats import RequestStats, TopicCounts
+    from tierlog.server.server import Server
 
 __all__ = ["METRICS", "RETIRED_STATS", "SCOPE_TAGS", "Kind", "Metric", "Retired", "Scope",
            "Scrape", "TopicLogs", "Value"]
@@ -100,7 +101,7 @@ class Scrape:
     """What one scrape reads, each at most once: the manager's logs, its RemoteLogManager,
     each tiered log's remote segments, and the server (if any)."""
 
-    def __init__(self, manager: LogManager, server: Any = None,
+    def __init__(self, manager: LogManager, server: Server | None = None,
                  idle_internal: bool = False, retired: Retired | None = None) -> None:
         from tierlog.server.coordinator.internal_topics import is_internal
 
@@ -161,6 +162,7 @@ class Scrape:
             for name, times in self.request_stats.request_times().items():
                 yield keys, (name,), [times]
         elif scope == "listener":
+            assert self.server is not None
             listener = self.server.config.listener.name
             yield keys, (listener, "0"), None
 

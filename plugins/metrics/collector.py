@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -28,6 +28,7 @@ from tierlog.plugins.metrics.catalog import METRICS, SCOPE_TAGS, Scrape
 
 if TYPE_CHECKING:
     from tierlog.manager.log_manager import LogManager
+    from tierlog.server.server import Server
 
 __all__ = ["IsolatedCollector", "StorageCollector", "registry_for"]
 
@@ -99,7 +100,7 @@ class StorageCollector(Collector):
     never held a record too."""
 
     def __init__(self, manager: LogManager, metrics: Iterable[catalog.Metric] = METRICS, *,
-                 server: Any = None, idle_internal: bool = False) -> None:
+                 server: Server | None = None, idle_internal: bool = False) -> None:
         self.manager = manager
         self.metrics = tuple(metrics)
         self.server = server
@@ -186,7 +187,7 @@ class IsolatedCollector(Collector):
         return iter(families)
 
 
-def registry_for(manager: LogManager, *extra: Collector, server: Any = None,
+def registry_for(manager: LogManager, *extra: Collector, server: Server | None = None,
                  idle_internal: bool = False) -> CollectorRegistry:
     """A new CollectorRegistry exporting ``manager``'s storage metrics (and the lifecycle
     event counts of the metrics plugin), each collector isolated; with ``server`` (a running

@@ -11,7 +11,7 @@ server's group coordinator when scraped; a partition the manager no longer has i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -20,6 +20,7 @@ from tierlog.errors import UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
     from tierlog.manager.log_manager import LogManager
+    from tierlog.server.server import Server
 
 __all__ = ["ConsumerLagCollector"]
 
@@ -30,7 +31,7 @@ class ConsumerLagCollector(Collector):
     """The committed offsets and lag of every consumer group of ``server`` (a running
     :class:`tierlog.server.server.Server` over ``manager``)."""
 
-    def __init__(self, manager: LogManager, server: Any) -> None:
+    def __init__(self, manager: LogManager, server: Server) -> None:
         self.manager = manager
         self.server = server
 

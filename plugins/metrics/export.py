@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest, start_http_server
 from prometheus_client.registry import CollectorRegistry
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from tierlog.manager.log_manager import LogManager
+    from tierlog.server.server import Server
 
 __all__ = ["DEFAULT_HOST", "MetricsServer", "catalog_table", "prometheus_text", "serve_metrics",
            "table"]
@@ -51,7 +52,7 @@ class MetricsServer:
 
 
 def serve_metrics(manager: LogManager, port: int, host: str = DEFAULT_HOST,
-                  registry: CollectorRegistry | None = None, *, server: Any = None,
+                  registry: CollectorRegistry | None = None, *, server: Server | None = None,
                   idle_internal: bool = False) -> MetricsServer:
     """Serve ``manager``'s metrics (or ``registry``) for Prometheus at
     ``http://host:port/metrics``; port 0 picks a free port (see ``.port``). Loopback unless
