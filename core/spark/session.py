@@ -87,7 +87,7 @@ def check_workers(spark: SparkSession) -> str:
         import sys
 
         try:
-            import tierlog  # noqa: F401
+            import tierlog  # noqa: F401 - the probe: can the worker import it
         except ImportError as e:
             return sys.executable, f"{type(e).__name__}: {e}"
         return sys.executable, None

@@ -174,7 +174,7 @@ class IsolatedCollector(Collector):
             return []
         try:
             return list(describe())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a plugin's collector must not break others
             _failures.report(f"collector {self.name}", exc)
             return []
 
