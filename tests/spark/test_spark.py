@@ -13,12 +13,11 @@ import json
 import os
 import re
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
+from support.s3 import S3_ACCESS_KEY, S3_REGION, S3_SECRET
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     EqualNullSafe,
@@ -29,22 +28,15 @@ from pyspark.sql.datasource import (
     IsNotNull,
     LessThan,
 )
-from support.tier_builder import ISOLATIONS, BuiltTier, build_tier, records_of
+from support.tier_builder import ISOLATIONS, BuiltTier, records_of
 
 from tierlog.errors import ConfigError, TierNotFoundError
-from tierlog.plugins.local import create_remote_storage
-from tierlog.plugins.s3 import create_remote_storage as create_s3
 from tierlog.reader import RemoteTopicReader
 from tierlog.spark import PushedBounds, TierlogDataSource, TierlogOptions
 
 
-@pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
-    root = tmp_path_factory.mktemp("spark")
-    url = (root / "tier").as_uri()
-    # Segments of about 6 KiB: a few Spark tasks per partition, each with several index entries.
-    return build_tier(root, create_remote_storage(url, {"fsync": False}), url,
-                      segment_bytes=6000)
+# Segments of about 6 KiB: a few Spark tasks per partition, each with several index entries.
+TIER_SEGMENT_BYTES = 6000
 
 
 def load(spark: SparkSession, url: str, **options: str) -> Any:
@@ -152,15 +144,6 @@ def test_offset_and_timestamp_options(spark: SparkSession, tier: BuiltTier) -> N
               for p, log in logs.items()}
     assert records_of(rows_by_topic(df)["orders"]) == [
         (p, r) for p, r in expected if bounds[p][0] <= r.offset < bounds[p][1]]
-
-
-@pytest.fixture(scope="module")
-def s3_tier(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> BuiltTier:
-    url = f"s3://{S3_BUCKET}/spark-{uuid.uuid4().hex[:12]}"
-    options = {"endpoint_url": s3_endpoint, "key": S3_ACCESS_KEY, "secret": S3_SECRET,
-               "region": S3_REGION}
-    return build_tier(tmp_path_factory.mktemp("s3"), create_s3(url, options), url, rounds=3,
-                      segment_bytes=6000)
 
 
 def test_spark_reads_a_tier_in_s3_through_options(spark: SparkSession, s3_tier: BuiltTier,

@@ -12,20 +12,14 @@ import re
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
-from support.tier_builder import BuiltTier, build_tier, records_of
+from support.tier_builder import BuiltTier, records_of
 
 from tierlog.errors import ConfigError
-from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import schema
 from tierlog.spark.planning import read_columns
 
 
-@pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
-    root = tmp_path_factory.mktemp("spark-columns")
-    url = (root / "tier").as_uri()
-    return build_tier(root, create_remote_storage(url, {"fsync": False}), url,
-                      segment_bytes=6000)
+TIER_SEGMENT_BYTES = 6000
 
 
 @pytest.mark.parametrize("include_headers", [False, True])

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.tier_builder import BuiltTier, build_tier, records_of
+from support.tier_builder import BuiltTier, records_of
 
 from tierlog import Record
 from tierlog.errors import (
@@ -22,17 +22,11 @@ from tierlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.manager.log_manager import LogManager
-from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import SCHEMA_NO_HEADERS, RemoteTopicReader, read_split
 from tierlog.spark import TierlogOptions, plan_read
 
 
-@pytest.fixture(scope="module")
-def tier(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
-    root = tmp_path_factory.mktemp("planning")
-    url = (root / "tier").as_uri()
-    return build_tier(root, create_remote_storage(url, {"fsync": False}), url,
-                      segment_bytes=6000)
+TIER_SEGMENT_BYTES = 6000
 
 
 def plan(tier: BuiltTier, **options: str) -> list[Any]:

@@ -19,7 +19,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,17 +119,7 @@ def expected(manager: LogManager, topic: str, isolation: str = RU,
     return out
 
 
-@pytest.fixture
-def tier_url(tmp_path: Path) -> str:
-    return (tmp_path / "tier").as_uri()
-
-
-@pytest.fixture
-def manager(tmp_path: Path, clock: Any, tier_url: str) -> Iterator[LogManager]:
-    mgr = LogManager.open(tmp_path / "data", tier_config(tier_url), time_ms=clock,
-                          start_scheduler=False)
-    yield mgr
-    mgr.close()
+MANAGER_CONFIG = tier_config  # what the manager fixture opens, tiering to tier_url
 
 
 @pytest.fixture
