@@ -105,8 +105,7 @@ class Log:
         self.directory = directory
         #: Opened read-only (see :meth:`open`): no file of the partition is ever written.
         self.read_only = read_only
-        #: Event counters (appends, flushes, rolls, cleanup, remote traffic) for exporters.
-        self.stats = LogStats()
+        stats = LogStats()
         host = plugins or get_plugins()
         #: Which type opens each index of this log's segments: the registry's, built-ins
         #: included, so a plugin may replace one.
@@ -161,7 +160,7 @@ class Log:
         self._appends = LogAppends(
             AppendSettings.from_config(config, self._index_types, auto_high_watermark),
             self.local, self._offsets, self.producer_state, self.leader_epoch_cache,
-            self._events, self.stats, time_ms)
+            self._events, stats, time_ms)
         self._removals = LogRemovals(self.local, self._offsets, self.producer_state,
                                      self._events, self._appends.roll, time_ms)
         if auto_high_watermark:
@@ -325,6 +324,17 @@ class Log:
         if epoch is not None:
             check_leader_epoch(epoch)
         self._leader_epoch = epoch
+
+    @property
+    def stats(self) -> LogStats:
+        """Event counters (appends, flushes, rolls, cleanup, remote traffic) for exporters."""
+        return self._appends.stats
+
+    @stats.setter
+    def stats(self, stats: LogStats) -> None:
+        """Count into ``stats`` from now on (a reopened log carries its partition's counters
+        on: a reset reads as a gap on a dashboard)."""
+        self._appends.stats = stats
 
     @property
     def append_settings(self) -> AppendSettings:

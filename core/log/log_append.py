@@ -63,8 +63,8 @@ class AppendSettings:
 class LogAppends:
     """The appends, rolls and flushes of one log (under its lock; not thread-safe alone)."""
 
-    __slots__ = ("_epochs", "_events", "_local", "_offsets", "_producers", "_stats",
-                 "_time_ms", "settings")
+    __slots__ = ("_epochs", "_events", "_local", "_offsets", "_producers", "_time_ms",
+                 "settings", "stats")
 
     def __init__(self, settings: AppendSettings, local: LocalLog, offsets: LogOffsets,
                  producer_state: ProducerStateManager, epoch_cache: LeaderEpochFileCache,
@@ -75,7 +75,8 @@ class LogAppends:
         self._producers = producer_state
         self._epochs = epoch_cache
         self._events = events
-        self._stats = stats
+        #: The log's counters (the Log hands over another when a reopen carries them on).
+        self.stats = stats
         self._time_ms = time_ms
 
     def append(self, data: bytes | bytearray | memoryview, assign_offsets: bool,
@@ -103,7 +104,7 @@ class LogAppends:
         if settings.fast_append:
             local.arm_plain_appends(settings.segment_bytes, settings.segment_ms,
                                     settings.max_message, settings.check_records)
-        self._stats.record_general_append(perf_ns() - started)
+        self.stats.record_general_append(perf_ns() - started)
         return LogAppendInfo(
             plan.first_offset, plan.last_offset, plan.max_timestamp,
             plan.offset_of_max_timestamp, plan.log_append_time, self._offsets.log_start_offset,
@@ -116,7 +117,7 @@ class LogAppends:
         the general path's): counters, producer state's map end, the high watermark when it
         follows the end, a new leader epoch starting at ``first`` (-1: none to record) and a
         flush when ``flush.messages`` is reached."""
-        stats = self._stats
+        stats = self.stats
         stats.append_bytes += size
         stats.append_messages += count
         self._producers.update_map_end_offset(next_offset)
@@ -173,7 +174,7 @@ class LogAppends:
         active = local.segments.active
         segment = local.roll(new_base, self._snapshot_producer_state_at)
         if segment is not active:
-            self._stats.rolls += 1
+            self.stats.rolls += 1
             self._events.rolled(active, segment)
         return segment
 
@@ -188,4 +189,4 @@ class LogAppends:
         before = local.recovery_point
         local.flush(up_to_offset)
         if local.recovery_point != before:
-            self._stats.record_flush(perf_ns() - started)
+            self.stats.record_flush(perf_ns() - started)

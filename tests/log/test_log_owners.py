@@ -11,6 +11,7 @@ import types
 import pytest
 
 from tierlog.checkpoint.checkpoint_file import LeaderEpochCheckpointFile
+from tierlog.common.stats import LogStats
 from tierlog.log import log_read
 from tierlog.log.leader_epoch import LeaderEpochFileCache
 from tierlog.log.log import Log
@@ -133,3 +134,15 @@ def test_appends_read_their_settings_once(tmp_path, clock):
         assert log.recovery_point == 0
         log.append(_batch(clock))
         assert log._plain_appender is not None and log.recovery_point == 6
+
+
+def test_counters_handed_over_are_the_ones_appends_count_into(tmp_path, clock):
+    with _log(tmp_path, clock) as log:
+        log.append(_batch(clock))
+        carried = LogStats()
+        carried.append_messages = 100
+        log.stats = carried  # as a LogManager's reopen carries a partition's counters on
+        log.append(_batch(clock))  # the hot path
+        log.roll()
+        assert log.stats is carried
+        assert (carried.append_messages, carried.rolls) == (103, 1)
