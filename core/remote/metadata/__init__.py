@@ -8,7 +8,7 @@ Its public names are importable from the package itself; each is imported on fir
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tierlog.remote.metadata.metadata import PartitionMetadataStore, RemoteLogMetadataManager
@@ -19,7 +19,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:  # noqa: ANN401 - any of the room's public names
+def __getattr__(name: str) -> object:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)
