@@ -9,11 +9,13 @@ import errno
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import fsspec
 
+from tierlog.common.atomic import fsync_dir
 from tierlog.errors import CorruptRecordError, RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.remote.tier.layout import PARTIAL_SUFFIX
 
@@ -48,8 +50,12 @@ def translate_errors(operation: str, path: str) -> Iterator[None]:
         raise  # unreachable: the last row matches every Exception
 
 
+def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+
+
 def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
-    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    protocols = _protocols(fs)
     return "file" in protocols or "local" in protocols
 
 
@@ -197,6 +203,52 @@ class RemoteTier:
                 f"upload to {path}: the tier holds {stored} of its {size} bytes (a short write);"
                 f" not published"
             )
+
+    def put_if_absent(self, data: bytes, path: str) -> bool:
+        """Create the small object ``path`` holding ``data`` unless it exists: the tier's
+        compare-and-swap (a table commit creates its ``v<N>.metadata.json`` through it).
+
+        True when this call created it, or when it already holds exactly ``data`` (a retried
+        PUT whose first attempt landed: identical bytes are ours); False when it holds other
+        bytes (another writer won). On S3 and MinIO one PUT with ``If-None-Match: *`` (s3fs
+        raises FileExistsError on its 412); on a local or NFS directory a fsynced temporary
+        file is hard-linked to ``path`` (``os.link`` never replaces) and the directory fsynced.
+        Other filesystems offer no exclusive create: NotImplementedError. A failure whose
+        outcome is unknown (a timeout, a 5xx) raises RemoteStorageError: the object may exist.
+        """
+        local = _is_local(self.fs)
+        if not local and "s3" not in _protocols(self.fs):
+            raise NotImplementedError(
+                f"create {path}: {type(self.fs).__name__} offers no exclusive create (only "
+                f"S3-compatible stores and local or NFS directories do)")
+        with translate_errors("create", path):
+            self.stats.record("puts")
+            try:
+                if local:
+                    self._link_if_absent(bytes(data), self.fs._strip_protocol(path))
+                else:
+                    self.fs.pipe_file(path, bytes(data), mode="create", **self.put_options)
+                return True
+            except FileExistsError:
+                pass
+        return self.get_bytes(path) == data
+
+    def _link_if_absent(self, data: bytes, path: str) -> None:
+        """Write ``data`` to a fsynced ``<path>.<uuid>.partial`` and hard-link it to ``path``
+        (FileExistsError when ``path`` exists), then fsync the directory."""
+        directory = os.path.dirname(path)
+        self.fs.makedirs(directory, exist_ok=True)
+        partial = f"{path}.{uuid.uuid4().hex}{PARTIAL_SUFFIX}"
+        try:
+            with open(partial, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(partial, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+            fsync_dir(directory)
 
     def delete(self, path: str) -> None:
         """Remove an object; one that does not exist is not an error."""
