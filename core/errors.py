@@ -268,6 +268,12 @@ class CorruptRemoteMetadataError(RemoteStorageError, ValueError):
     not JSON, nested too deeply, wrong types or missing fields; names the object."""
 
 
+class TableCoverageError(TierlogError, ValueError):
+    """A change of a topic table's coverage (``tierlog.remote.table.coverage``) that would move
+    a partition's covered end or start backwards, or name a partition or offset out of range;
+    names the partition and the offsets. Nothing is committed."""
+
+
 class IndexFullError(TierlogError, ValueError):
     """An append to an offset or time index with no free slot (the segment should have rolled)."""
 

@@ -14,6 +14,7 @@ tierlog's metadata objects. Pure string functions: no I/O.
 <root>/_jobs/<job id>.json                                 a backfill commit's record
 <root>/_jobs/_generation.json                              the backfills' generation counter
 <root>/_streams/<stream id>.json                           a streaming write's last batch id
+<root>/_tables/<topic>-<topicId>/                          a topic's Iceberg table (remote.table)
 ```
 Names starting with ``_`` are skipped by most dataset readers (Spark, pyarrow). The ``*_key``
 functions give an object's path relative to the root (``RemoteTier.path(key)`` makes it full):
@@ -150,6 +151,8 @@ OWNER_NAME = "_owner.json"
 #: Job commit records and stream progress, at the tier's root (not a partition directory).
 JOBS_DIR = "_jobs"
 STREAMS_DIR = "_streams"
+#: The topics' Iceberg tables (tierlog.remote.table), at the tier's root.
+TABLES_DIR = "_tables"
 
 
 def staging_dir_key(job_id: str | None = None) -> str:
@@ -183,3 +186,8 @@ def job_generation_key() -> str:
 def stream_record_key(stream_id: str) -> str:
     """``_streams/<stream id>.json``: the last micro-batch a streaming write committed."""
     return f"{STREAMS_DIR}/{stream_id}.json"
+
+
+def table_key(topic: str, topic_id: str) -> str:
+    """``_tables/<topic>-<topicId>``: the Iceberg table of one incarnation of a topic."""
+    return f"{TABLES_DIR}/{topic}-{topic_id}"
