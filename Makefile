@@ -24,13 +24,13 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 # Strict typing of core/ and plugins/ as the package tierlog (a tree of links laid out as the
-# installed package), and lint.
+# installed package), and lint of those and the tests.
 check: $(STAMP)
 	rm -rf build/typecheck && mkdir -p build/typecheck/tierlog
 	for f in core/*.py core/*/ ; do ln -s "$(CURDIR)/$${f%/}" build/typecheck/tierlog/; done
 	ln -s "$(CURDIR)/plugins" build/typecheck/tierlog/plugins
 	cd build/typecheck && $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml -p tierlog
-	$(VENV)/bin/ruff check core plugins
+	$(VENV)/bin/ruff check core plugins tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

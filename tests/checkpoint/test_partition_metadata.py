@@ -89,7 +89,7 @@ def test_write_validates(tmp_path):
 def test_malformed_files_raise_naming_the_file(tmp_path, content):
     f = PartitionMetadataFile(tmp_path / "partition.metadata")
     f.path.write_bytes(content)
-    with pytest.raises(CorruptCheckpointError, match="partition.metadata"):
+    with pytest.raises(CorruptCheckpointError, match=r"partition\.metadata"):
         f.read()
 
 

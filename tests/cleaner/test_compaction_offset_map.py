@@ -7,6 +7,7 @@ import random
 import sys
 
 import pytest
+
 from tierlog.cleaner.offset_map import INITIAL_SLOTS, OffsetMap
 
 # Two different 128-byte messages with the same MD5 (Wang and Yu, 2004).

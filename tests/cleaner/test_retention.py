@@ -144,7 +144,7 @@ def test_segments_above_the_high_watermark_stay(manager, clock):
 
 def test_compact_delete_applies_both_and_unknown_policies_are_config_errors(manager, clock):
     mgr = manager(**{"retention.ms": DAY})
-    with pytest.raises(ConfigError, match="cleanup.policy.*no plugin provides.*'shred'"):
+    with pytest.raises(ConfigError, match=r"cleanup\.policy.*no plugin provides.*'shred'"):
         mgr.create_topic("bad", 1, {"cleanup.policy": "shred"})
     log = mgr.create_topic("t", 1, {"cleanup.policy": "compact,delete",
                                     "min.cleanable.dirty.ratio": 0.01})[0]

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli_runner import tierlog, user_error
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+from support.cli_runner import tierlog, user_error
 
 from tierlog.cli import main
 from tierlog.cli._common import CliError, read_properties

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.cli_runner import tierlog, user_error
 from kafka.record.default_records import DefaultRecordBatch
+from support.cli_runner import tierlog, user_error
 
 from tierlog import Record
 from tierlog.manager.log_manager import LogManager

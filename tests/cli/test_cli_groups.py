@@ -15,6 +15,7 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from support.server_process import ServerProcess
+
 from tierlog.cli import main
 from tierlog.cli.wire_reset import _duration_ms
 

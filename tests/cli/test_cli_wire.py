@@ -47,21 +47,21 @@ def test_topics_create_describe_alter_and_delete(server: ServerProcess,
     assert cli(capsys, "topics", *b, "--create", "--topic", "wt", "--partitions", "2",
                "--replication-factor", "1", "--config", "segment.bytes=1048576") == (
         0, "Created topic wt.\n", "")
-    code, out, _ = cli(capsys, "topics", *b, "--list")
+    _code, out, _ = cli(capsys, "topics", *b, "--list")
     names = out.split()
     assert "wt" in names and names.index("wt") < names.index("__consumer_offsets")
-    code, out, _ = cli(capsys, "topics", *b, "--list", "--exclude-internal")
+    _code, out, _ = cli(capsys, "topics", *b, "--list", "--exclude-internal")
     assert "__consumer_offsets" not in out.split()
-    code, out, _ = cli(capsys, "topics", *b, "--describe", "--topic", "wt")
+    _code, out, _ = cli(capsys, "topics", *b, "--describe", "--topic", "wt")
     lines = out.splitlines()
     assert lines[0].startswith("Topic: wt\tTopicId: ")
     assert lines[0].endswith("PartitionCount: 2\tReplicationFactor: 1\t"
                              "Configs: segment.bytes=1048576")
     assert lines[1:] == [f"\tTopic: wt\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1"
                          for p in (0, 1)]
-    code, out, _ = cli(capsys, "topics", *b, "--alter", "--topic", "wt", "--partitions", "3",
-                       "--add-config", "retention.ms=3600000", "--delete-config",
-                       "segment.bytes")
+    _code, out, _ = cli(capsys, "topics", *b, "--alter", "--topic", "wt", "--partitions", "3",
+                        "--add-config", "retention.ms=3600000", "--delete-config",
+                        "segment.bytes")
     assert out.splitlines() == ["Altered topic wt: PartitionCount: 3",
                                 "Altered topic wt: Configs: retention.ms=3600000"]
     admin = AdminClient({"bootstrap.servers": server.bootstrap})

@@ -143,6 +143,6 @@ def test_fetched_and_stored_transaction_indexes_decode_alike(tmp_path: Path) -> 
     assert decode_aborted_txns(data, "t") == index.all_aborted_txns() == txns
     bad = bytearray(data)
     bad[TXN_ENTRY_SIZE + 1] = 3  # entry 1: version 3
-    with pytest.raises(CorruptIndexError, match="t.txnindex is corrupt: entry at byte 34 has "
+    with pytest.raises(CorruptIndexError, match=r"t\.txnindex is corrupt: entry at byte 34 has "
                                                 "version 3"):
         decode_aborted_txns(bytes(bad), "t.txnindex")

@@ -4,11 +4,11 @@ sanity checks and byte compatibility with a real Kafka broker's ``.index``."""
 from __future__ import annotations
 
 import bisect
-import sys
-from array import array
 import io
 import random
 import struct
+import sys
+from array import array
 from pathlib import Path
 
 import pytest
@@ -80,7 +80,7 @@ def test_existing_empty_file_stays_empty_until_resized(tmp_path: Path) -> None:
 
 
 def test_max_index_size_below_one_entry_is_rejected(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="a.index"):
+    with pytest.raises(ValueError, match=r"a\.index"):
         OffsetIndex(tmp_path / "a.index", BASE, 7)
 
 

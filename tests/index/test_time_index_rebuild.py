@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.log_invariants import check_indexes
+
 from tierlog import Log, Record
 
 T0 = 1_700_000_000_000

@@ -123,7 +123,7 @@ def test_sigkilled_writer_recovers_everything_it_acknowledged(tmp_path, run):
         # The log is exactly a prefix of the workload.
         batches = log_batches(log)
         offset = 0
-        for batch, step in zip(batches, steps(plan["seed"])):
+        for batch, step in zip(batches, steps(plan["seed"]), strict=False):
             assert batch.base_offset == offset
             # Only the base offset and (stamped by the leader, as Kafka does) the partition
             # leader epoch may differ from what the producer built: both lie outside the CRC.
@@ -188,7 +188,7 @@ def _check_producers_resume(log, batches, seed: int) -> None:
         if step.producer_id in IDEMPOTENT_PRODUCERS:
             upcoming.setdefault(step.producer_id, step)
     for pid in IDEMPOTENT_PRODUCERS:
-        mine = [(b, s) for b, s in zip(batches, present) if b.producer_id == pid]
+        mine = [(b, s) for b, s in zip(batches, present, strict=True) if b.producer_id == pid]
         if mine:
             last_batch, last_step = mine[-1]
             assert log.producer_state.last_entry(pid).last_seq == last_batch.last_sequence

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -26,7 +27,7 @@ def _cache(checkpoint, *pairs):
 
 
 def test_assign_flushes_and_a_new_cache_loads_the_checkpoint(checkpoint):
-    cache = _cache(checkpoint, (2, 6), (3, 8), (4, 11))
+    _cache(checkpoint, (2, 6), (3, 8), (4, 11))
     assert checkpoint.path.read_bytes() == b"0\n3\n2 6\n3 8\n4 11\n"
     reloaded = LeaderEpochFileCache(checkpoint)
     assert reloaded.entries() == [EpochEntry(2, 6), EpochEntry(3, 8), EpochEntry(4, 11)]
@@ -208,5 +209,5 @@ def test_concurrent_updates_keep_entries_monotonic_and_flushed(checkpoint):
     entries = cache.entries()
     assert entries, "some entries survive"
     assert all(a.epoch < b.epoch and a.start_offset < b.start_offset
-               for a, b in zip(entries, entries[1:]))
+               for a, b in itertools.pairwise(entries))
     assert LeaderEpochCheckpointFile(checkpoint.path).read() == entries

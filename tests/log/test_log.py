@@ -189,7 +189,7 @@ def test_read_respects_max_bytes_and_min_one_message(log):
     assert list(none.records()) == []
     assert none.first_entry_incomplete
     some = log.read(3, max_bytes=700)
-    assert [r.offset for r in some.records()][0] == 3
+    assert next(r.offset for r in some.records()) == 3
     assert some.size_in_bytes <= 700
 
 
@@ -333,9 +333,9 @@ def test_closed_log_rejects_operations(tmp_path, clock):
 
 
 def test_config_errors_name_the_key(tmp_path):
-    with pytest.raises(ConfigError, match="segment.bytes"):
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
         Log.open(tmp_path / "t-0", {"segment.bytes": "lots"})
-    with pytest.raises(ConfigError, match="no.such.key"):
+    with pytest.raises(ConfigError, match=r"no\.such\.key"):
         Log.open(tmp_path / "t-0", {"no.such.key": 1})
 
 
@@ -478,7 +478,7 @@ def test_hot_path_writes_exactly_what_the_general_path_writes(tmp_path, clock, m
 def test_reopening_does_not_regrow_the_empty_indexes_of_closed_segments(tmp_path, clock):
     directory = tmp_path / "t-0"
     with Log.open(directory, {"segment.bytes": 4096}, time_ms=clock) as log:
-        for i in range(100):
+        for _ in range(100):
             log.append_records([Record(key=b"k", value=b"v" * 100)])
         assert len(log.segments) > 3
     with Log.open(directory, {"segment.bytes": 4096}, time_ms=clock, had_clean_shutdown=True) as log:

@@ -136,7 +136,7 @@ def test_crc_valid_batch_whose_records_disagree_with_its_header(log, writer, com
         _assert_rejected(log, _with_crc(more), CorruptRecordError,
                          "record 3 at byte \\d+: only 3 of 4 records fit the data")
     # Offsets a producer never writes: 0, 2, 3.
-    gapped = [Record(key=r.key, value=r.value, offset=o) for r, o in zip(records, (0, 2, 3))]
+    gapped = [Record(key=r.key, value=r.value, offset=o) for r, o in zip(records, (0, 2, 3), strict=True)]
     section = encode_records(gapped, 0, 0, 0)[0]
     if compression != "none":
         section = compress(codec_id(compression), section)

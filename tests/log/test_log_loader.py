@@ -29,7 +29,7 @@ def _names(directory):
 
 def test_deleted_and_tmp_files_are_removed(tmp_path, clock):
     directory = tmp_path / "t-0"
-    bases, leo = _build(directory, clock)
+    _bases, leo = _build(directory, clock)
     leftovers = ["00000000000000000000.log.deleted", "00000000000000000000.index.deleted",
                  "leader-epoch-checkpoint.tmp", f"{leo:020d}.snapshot.tmp"]
     for name in leftovers:

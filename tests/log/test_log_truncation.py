@@ -5,7 +5,12 @@ in memory and after reopening."""
 from __future__ import annotations
 
 import pytest
-from support.log_invariants import aborted_txns, check_indexes, check_offsets_contiguous, log_batches
+from support.log_invariants import (
+    aborted_txns,
+    check_indexes,
+    check_offsets_contiguous,
+    log_batches,
+)
 
 from tierlog import Log, Record
 from tierlog.errors import OffsetOutOfRangeError
@@ -165,7 +170,7 @@ def test_delete_records_before(log):
     assert log.log_start_offset == 35
     with pytest.raises(OffsetOutOfRangeError, match="offset 34 is out of range"):
         log.read(34)
-    assert [r.offset for r in log.read(35).records()][0] == 35
+    assert next(r.offset for r in log.read(35).records()) == 35
     assert log.fetch_offset_by_timestamp(-2).offset == 35
     assert [tuple(e) for e in log.leader_epoch_cache.entries()] == [(1, 35), (2, 60)]
     assert log.delete_records_before(20) == 35  # never moves back

@@ -23,7 +23,7 @@ def _batch(base_offset: int, records: int = 2, ts: int = NOW, value: bytes = b"v
 def _append(segment: LogSegment, *batches: bytes) -> None:
     views = [RecordBatch(b) for b in batches]
     segment.append(list(batches), [AppendedBatch(v.last_offset, v.max_timestamp, len(b))
-                                   for v, b in zip(views, batches)], views)
+                                   for v, b in zip(views, batches, strict=True)], views)
 
 
 def _open(tmp_path: Path, *, interval: int = 1, base: int = BASE,

@@ -253,9 +253,9 @@ def test_bad_arguments_are_refused_alike(tmp_path, clock, twin):
     with pytest.raises(ValueError, match="index room 0"):
         appender_type(segment, rules, 0)
     with pytest.raises(ValueError, match="4-byte index fields"):
-        appender_type(segment, (INT32_MAX + 1,) + rules[1:], 10)
+        appender_type(segment, (INT32_MAX + 1, *rules[1:]), 10)
     with pytest.raises(ValueError, match="4-byte index fields"):
-        appender_type(segment, rules[:1] + (INT32_MAX + 1,) + rules[2:], 10)
+        appender_type(segment, (*rules[:1], INT32_MAX + 1, *rules[2:]), 10)
     segment.close()
     with pytest.raises(LogClosedError, match="is closed"):
         appender_type(segment, rules, 10)

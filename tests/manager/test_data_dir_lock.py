@@ -19,8 +19,8 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
-import support.server_process as server_process
 from kafka import KafkaProducer
+from support import server_process
 
 from tierlog.cli import main
 from tierlog.common.data_dir_lock import LOCK_FILE, DataDirLock, live_owner

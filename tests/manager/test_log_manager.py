@@ -214,7 +214,7 @@ def test_topic_overrides_are_persisted_alone_and_reloaded(tmp_path, clock):
     root = tmp_path / "logs"
     mgr = _open(root, clock, **{"log.retention.ms": 1000})
     mgr.create_topic("t", 1, {"segment.bytes": 4096, "cleanup.policy": "compact,delete"})
-    with pytest.raises(ConfigError, match="segment.bytes"):
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
         mgr.create_topic("bad", 1, {"segment.bytes": "big"})
     assert "bad" not in mgr.topics() and not (root / "bad-0").exists()
     mgr.close()
@@ -294,7 +294,7 @@ def test_marker_is_removed_before_loading_so_a_failed_load_counts_as_unclean(tmp
     mgr.close()
     bogus = root / "t-0" / "not-an-offset.log"
     bogus.write_bytes(b"")
-    with pytest.raises(Exception, match="not-an-offset.log"):
+    with pytest.raises(Exception, match=r"not-an-offset\.log"):
         _open(root, clock)
     assert not (root / MARKER).exists()
     bogus.unlink()

@@ -165,7 +165,7 @@ def test_alter_applies_to_the_live_logs(tmp_path: Path, clock) -> None:
         mgr.alter_topic_config("orders", delete_configs=["retention.ms"])
         assert mgr.log("orders", 1).config["retention.ms"] == 604_800_000
         assert mgr.topic_overrides("orders") == {"max.message.bytes": 2048}
-        with pytest.raises(ConfigError, match="min.cleanable.dirty.ratio: expected a finite"):
+        with pytest.raises(ConfigError, match=r"min\.cleanable\.dirty\.ratio: expected a finite"):
             mgr.alter_topic_config("orders", {"min.cleanable.dirty.ratio": "nan"})
         assert mgr.topic_overrides("orders") == {"max.message.bytes": 2048}
     with LogManager.open(tmp_path, start_scheduler=False) as mgr:
@@ -177,7 +177,7 @@ def test_remote_storage_cannot_be_disabled(tmp_path: Path) -> None:
                          {"remote.storage.url": (tmp_path / "tier").as_uri()},
                          start_scheduler=False) as mgr:
         mgr.create_topic("orders", 1, {"remote.storage.enable": True})
-        with pytest.raises(ConfigError, match="remote.storage.enable: cannot be disabled"):
+        with pytest.raises(ConfigError, match=r"remote\.storage\.enable: cannot be disabled"):
             mgr.alter_topic_config("orders", {"remote.storage.enable": False})
         mgr.create_topic("plain", 1)
         mgr.alter_topic_config("plain", {"remote.storage.enable": True})

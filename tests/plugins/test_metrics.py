@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.fault_fs import fault_storage
 from prometheus_client.parser import text_string_to_metric_families
+from support.fault_fs import fault_storage
 
 from tierlog import Record
 from tierlog.manager.log_manager import LogManager

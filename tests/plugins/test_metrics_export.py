@@ -11,8 +11,8 @@ import threading
 import urllib.request
 
 import pytest
-from support.cli_runner import tierlog
 from prometheus_client.parser import text_string_to_metric_families
+from support.cli_runner import tierlog
 
 from tierlog import Record
 from tierlog.common.stats import Histogram, LogStats, percentiles
@@ -155,7 +155,7 @@ def test_a_taken_port_is_refused_naming_the_host_and_port(tmp_path):
                 serve_metrics(mgr, served.port, "127.0.0.1")
         finally:
             served.close()
-        with pytest.raises(OSError, match="no-such-host.invalid:0"):
+        with pytest.raises(OSError, match=r"no-such-host\.invalid:0"):
             serve_metrics(mgr, 0, "no-such-host.invalid")
 
 

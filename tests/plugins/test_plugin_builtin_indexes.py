@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pluggy
 import pytest
-
 from support.plugins.counting_index import (
     CountingIndexPlugin,
     CountingOffsetIndex,
     CountingOffsetIndexType,
 )
+
 from tierlog import Log, Record, hookspecs
 from tierlog.errors import PluginError
 from tierlog.hookspecs import hookimpl

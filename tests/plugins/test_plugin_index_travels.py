@@ -7,14 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from support.remote_storage_suite import metadata_for, update, write_segment
-
 from support.plugins.traveling_index import (
     NAME,
     SUFFIX,
     LatestKeyIndexType,
     TravelingIndexPlugin,
 )
+from support.remote_storage_suite import metadata_for, update, write_segment
+
 from tierlog import Record
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.plugin_manager import get_plugins
@@ -23,7 +23,6 @@ from tierlog.remote import RemoteLogSegmentState, TopicIdPartition
 from tierlog.remote.rlm.index_cache import RemoteIndexCache
 from tierlog.remote.rlm.rlm import topic_id_partition
 from tierlog.remote.tier.fsspec_storage import extra_index_suffixes
-
 
 MANAGER_CONFIG = {"segment.bytes": 2048, "remote.storage.enable": True,
                   "remote.storage.manager": "local", "local.retention.bytes": 0}

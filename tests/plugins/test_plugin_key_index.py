@@ -75,7 +75,7 @@ def test_it_is_rebuilt_after_a_crash_and_survives_truncation(host, tmp_path, clo
         latest = _fill(log)
     for index in directory.glob("*.keyindex"):
         index.unlink()  # lost in the crash
-    (directory / sorted(p.name for p in directory.glob("*.log"))[0]).with_suffix(
+    (directory / min(p.name for p in directory.glob("*.log"))).with_suffix(
         ".keyindex").write_bytes(b"garbage")  # and one corrupted
     with Log.open(directory, COMPACT, time_ms=clock, plugins=host) as log:
         assert log.recovery.indexes_rebuilt

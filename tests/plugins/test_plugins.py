@@ -6,12 +6,11 @@ import inspect
 import textwrap
 
 import pytest
+from support.plugins.audit import AuditPlugin
 
 from tierlog import hookspecs
 from tierlog.errors import PluginError
 from tierlog.plugin_manager import LOAD_PLUGINS_ENV, PluginHost
-
-from support.plugins.audit import AuditPlugin
 
 
 def _fake_distribution(root, name, entry_points, modules):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 from support.cli_runner import tierlog
-from support.remote_storage_suite import RemoteStorageManagerTests
-
 from support.plugins.dir_rsm import NAME, PlainDirectoryPlugin, PlainDirectoryRSM
 from support.plugins.traveling_index import NAME as INDEX_NAME
 from support.plugins.traveling_index import TravelingIndexPlugin
+from support.remote_storage_suite import RemoteStorageManagerTests
+
 from tierlog import Record
 from tierlog.errors import ConfigError, CorruptRemoteMetadataError, PluginError
 from tierlog.hookspecs import hookimpl

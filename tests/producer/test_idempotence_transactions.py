@@ -42,7 +42,7 @@ def test_duplicates_of_the_last_five_batches_return_their_offsets_and_write_noth
     sent = [_batch(7, i * 3, n=3) for i in range(7)]
     infos = [log.append(b) for b in sent]
     leo, files = log.log_end_offset, _files(log.directory)
-    for original, batch in list(zip(infos, sent))[-5:]:
+    for original, batch in list(zip(infos, sent, strict=True))[-5:]:
         dup = log.append(batch)
         assert dup.duplicate
         assert (dup.first_offset, dup.last_offset) == (original.first_offset, original.last_offset)
@@ -199,7 +199,7 @@ def _check_against_model(log: Log, rng: random.Random) -> None:
     hw = log.high_watermark
     # Kafka: a completed transaction stays unstable until the high watermark passes its marker.
     unstable = list(model.open.values())
-    for pid, first, marker, _ in model.aborted:
+    for _pid, first, marker, _ in model.aborted:
         if marker >= hw:
             unstable.append(first)
     for batch in batches:

@@ -108,7 +108,7 @@ def test_corrupt_snapshot_is_rejected_naming_the_file(tmp_path, corrupt):
     data = encode_snapshot([SnapshotEntry(7, 3, 41, 1000, 4, NOW, 2, -1)])
     path = tmp_path / "00000000000000000010.snapshot"
     path.write_bytes(corrupt(data))
-    with pytest.raises(CorruptSnapshotError, match="00000000000000000010.snapshot"):
+    with pytest.raises(CorruptSnapshotError, match=r"00000000000000000010\.snapshot"):
         read_snapshot(path)
 
 

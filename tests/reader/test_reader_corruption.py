@@ -85,7 +85,7 @@ def test_the_offset_check_accepts_gaps_but_not_overlaps() -> None:
         return bytes(build_batch([Record(key=b"k", value=b"v")] * n, base_offset=base))
 
     check_batch_offsets(batch(10, 3) + batch(20, 2), "x", first_offset=10, last_offset=21)
-    with pytest.raises(CorruptRecordError, match="obj.*position"):
+    with pytest.raises(CorruptRecordError, match=r"obj.*position"):
         check_batch_offsets(batch(10, 3) + batch(12, 2), "obj", first_offset=10, last_offset=21)
     with pytest.raises(CorruptRecordError, match="obj"):
         check_batch_offsets(batch(10, 3), "obj", first_offset=11, last_offset=21)

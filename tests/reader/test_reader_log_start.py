@@ -12,7 +12,6 @@ from tierlog.reader import RemoteTopicReader
 from tierlog.remote import RemoteLogMetadataManager, read_partition_manifest
 from tierlog.remote.rlm.rlm import topic_id_partition
 
-
 MANAGER_CONFIG = {"segment.bytes": 1500, "remote.storage.enable": True,
                   "remote.storage.manager": "local"}
 

@@ -64,7 +64,7 @@ def test_index_lookups_agree_with_the_index_files_kafka_wrote(kafka_logdir):
     kafka_times = TimeIndex(directory / "00000000000000000000.timeindex", 0, writable=False)
     with Log.open(directory, had_clean_shutdown=True) as log:
         segment = log.segments.active
-        for offset in range(0, log.log_end_offset):
+        for offset in range(log.log_end_offset):
             kafka_pos = kafka_offsets.lookup(offset).position
             assert segment.offset_index.lookup(offset).position == kafka_pos
             found = segment.translate_offset(offset)

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from tierlog.records import RecordBatch, Record, build_batch, build_control_batch
-from tierlog.records import plain_batch_write
+from tierlog.records import Record, RecordBatch, build_batch, build_control_batch, plain_batch_write
 from tierlog.records._accelerator import PURE_PYTHON_ENV
 from tierlog.records._codec_py import encode_records
 from tierlog.records.batch import CRC, HEADER_SIZE
@@ -24,7 +23,7 @@ from tierlog.records.batch import CRC, HEADER_SIZE
 NOW = 1_700_000_000_000
 INT64_MAX = (1 << 63) - 1
 OPEN = (INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, True)  # no limits; records are checked
-TRUSTING = OPEN[:4] + (False,)  # record.validation=crc
+TRUSTING = (*OPEN[:4], False)  # record.validation=crc
 
 Writer = Callable[..., tuple[int, int, int, int, int] | None]
 

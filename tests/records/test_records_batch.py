@@ -345,7 +345,7 @@ def test_control_batch_with_a_short_key_names_the_batch() -> None:
                                 now_ms=NOW))
     struct.pack_into(">h", buf, ATTRIBUTES, 0x30)
     fix_crc(buf)
-    with pytest.raises(CorruptRecordError, match="batch at offset 8 .*control record check failed"):
+    with pytest.raises(CorruptRecordError, match=r"batch at offset 8 .*control record check failed"):
         RecordBatch(buf).control_record()
 
 

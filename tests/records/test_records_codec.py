@@ -477,5 +477,5 @@ def test_encode_with_base_offset_keeps_each_records_offset(codec: ModuleType) ->
 @pytest.mark.parametrize("offset", [99, 100 + (1 << 31)])
 def test_encode_base_offset_out_of_range(codec: ModuleType, offset: int) -> None:
     records = [Record(value=b"v", timestamp=1, offset=offset)]
-    with pytest.raises(ValueError, match="record 0: offset .* base offset 100"):
+    with pytest.raises(ValueError, match=r"record 0: offset .* base offset 100"):
         codec.encode_records(records, 1, 0, base_offset=100)

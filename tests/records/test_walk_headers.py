@@ -8,6 +8,7 @@ import random
 import struct
 
 import pytest
+
 from tierlog import Record
 from tierlog.errors import CorruptRecordError, UnsupportedMagicError
 from tierlog.records import build_batch

@@ -71,7 +71,7 @@ def test_offsets_outside_the_data_are_a_value_error_in_both_twins():
     columns = record_columns(_table([(b"k", b"value", None, 1)]))
     bad = columns._replace(value_data=b"va")
     for encode in (_speedups.encode_columns, _codec_py.encode_columns):
-        with pytest.raises(ValueError, match="record 0: value offsets 0..5 outside 0..2"):
+        with pytest.raises(ValueError, match=r"record 0: value offsets 0\.\.5 outside 0\.\.2"):
             encode(bad, 0, 1, 1)
         with pytest.raises(ValueError, match="not a range"):
             encode(columns, 1, 0, 1)

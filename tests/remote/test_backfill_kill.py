@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 from support.backfill_crash_driver import rows
 from support.backfill_crash_driver import run_job as run_job_here
-from fsspec.implementations.local import LocalFileSystem
 
 from tierlog.common.partitioner import partition_for_key
 from tierlog.manager.log_manager import LogManager

@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.fault_fs import FaultFS, Faults, InjectedFault
 from fsspec.implementations.local import LocalFileSystem
+from support.fault_fs import FaultFS, Faults, InjectedFault
 from support.remote_storage_suite import (
     FINISHED,
     SegmentFiles,

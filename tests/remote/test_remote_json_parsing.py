@@ -56,13 +56,13 @@ SEGMENT_DAMAGE: dict[str, Callable[[dict[str, Any]], Any]] = {
 def test_malformed_segment_metadata_names_the_object(damage: str) -> None:
     data = _segment_dict()
     SEGMENT_DAMAGE[damage](data)
-    with pytest.raises(CorruptRemoteMetadataError, match="orders-0/_metadata/x.json"):
+    with pytest.raises(CorruptRemoteMetadataError, match=r"orders-0/_metadata/x\.json"):
         RemoteLogSegmentMetadata.from_json(json.dumps(data), source="orders-0/_metadata/x.json")
 
 
 @pytest.mark.parametrize("text", [DEEP, DEEP_OBJECT, b"[]", b"\xff", b"null"])
 def test_segment_metadata_that_is_not_an_object(text: bytes) -> None:
-    with pytest.raises(CorruptRemoteMetadataError, match="meta.json"):
+    with pytest.raises(CorruptRemoteMetadataError, match=r"meta\.json"):
         RemoteLogSegmentMetadata.from_json(text, source="meta.json")
 
 
@@ -82,7 +82,7 @@ MANIFEST_DAMAGE: dict[str, Callable[[dict[str, Any]], Any]] = {
 def test_malformed_manifest_names_the_object(damage: str) -> None:
     data = _manifest_dict()
     MANIFEST_DAMAGE[damage](data)
-    with pytest.raises(CorruptRemoteMetadataError, match="t-0/_manifest.json"):
+    with pytest.raises(CorruptRemoteMetadataError, match=r"t-0/_manifest\.json"):
         PartitionManifest.from_json(json.dumps(data), source="t-0/_manifest.json")
 
 

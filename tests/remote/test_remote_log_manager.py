@@ -7,8 +7,8 @@ import uuid
 
 import fsspec
 import pytest
-from support.s3 import S3_BUCKET
 from support.fault_fs import fault_storage
+from support.s3 import S3_BUCKET
 
 from tierlog import Record
 from tierlog.errors import CorruptRecordError, OffsetOutOfRangeError
@@ -121,7 +121,7 @@ class RemoteLogManagerTests:
         for i in (0, 7, 30, 59):
             assert log.offset_for_timestamp(start + 1000 * (i + 1)) == 10 * i
             assert log.offset_for_timestamp(start + 1000 * (i + 1) - 500) == 10 * i
-        assert 70 < log.local_log_start_offset  # batch 7 really came from the remote tier
+        assert log.local_log_start_offset > 70  # batch 7 really came from the remote tier
         assert log.offset_for_timestamp(clock.now + 1) is None
 
     def test_local_segments_are_deleted_only_after_their_copy(self, open_manager, clock):

@@ -9,9 +9,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from support.fault_fs import fault_storage
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fault_fs import fault_storage
 
 from tierlog import Record
 from tierlog.config import LONG_MAX
@@ -345,7 +345,7 @@ def test_reads_over_the_fetch_quota_are_refused_with_a_retriable_error(tmp_path,
         assert log.local_log_start_offset > 0
         first = log.read(0, 4096)  # the quota is free: the read goes and is counted
         assert first.from_remote and first.size_in_bytes > 100 * 10
-        with pytest.raises(RemoteFetchQuotaExceededError, match="orders-0.*offset 0") as err:
+        with pytest.raises(RemoteFetchQuotaExceededError, match=r"orders-0.*offset 0") as err:
             log.read(0, 4096)
         assert isinstance(err.value, RetriableError) and err.value.throttle_time_ms > 0
         clock.advance(err.value.throttle_time_ms + 11_000)

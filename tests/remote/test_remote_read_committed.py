@@ -130,7 +130,7 @@ def test_log_read_from_the_tier_skips_aborted_records_like_the_local_path(manage
     w = Writer(log)
     LAYOUTS[layout](w)
     local = consumer_view(log, 0)
-    assert local == visible(local) and any(k.startswith(b"c-") for _, k in local) \
+    assert (local == visible(local) and any(k.startswith(b"c-") for _, k in local)) \
         or layout in ("marker-still-local", "marker-after-segments-without-aborts")
     manager.tier_now()
     assert log.local_log_start_offset > 0  # the first segments are only in the tier now

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +14,15 @@ import moto.server  # noqa: F401 - the dev install has these: a missing one fail
 import pytest
 import s3fs  # noqa: F401
 from support.remote_storage_suite import RemoteStorageManagerTests, metadata_for, write_segment
+from support.s3 import S3_ACCESS_KEY as ACCESS_KEY
+from support.s3 import S3_BUCKET as BUCKET
+from support.s3 import S3_SECRET as SECRET
+from support.s3 import s3_client as _client
 
 from tierlog.errors import ConfigError
 from tierlog.plugins.s3 import S3Config, create_remote_storage
 from tierlog.plugins.s3.plugin import tierlog_register_remote_storage
 from tierlog.remote import FsspecRemoteStorageManager, IndexType, TopicIdPartition
-
-from support.s3 import S3_ACCESS_KEY as ACCESS_KEY
-from support.s3 import S3_BUCKET as BUCKET
-from support.s3 import S3_REGION as REGION
-from support.s3 import S3_SECRET as SECRET
-from support.s3 import s3_client as _client
 
 TIP = TopicIdPartition("q0Vs7vGvSZ6ljmj-ZmXC1A", "clicks", 0)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.s3 import S3_BUCKET
 from support.fault_fs import fault_storage
+from support.s3 import S3_BUCKET
 
 from tierlog import Record
 from tierlog.errors import (
@@ -212,7 +212,7 @@ def test_the_reader_queue_is_bounded_and_a_full_queue_rejects_at_once() -> None:
         assert started.wait(STEP_S)
         queued = [pool.submit(lambda: 2), pool.submit(lambda: 3)]
         assert pool.queue_size() == 2 and pool.active() == 1
-        with pytest.raises(RemoteReaderBusyError, match="max.pending.tasks=2"):
+        with pytest.raises(RemoteReaderBusyError, match=r"max\.pending\.tasks=2"):
             pool.submit(lambda: 4)
         gate.set()
         assert [f.result(STEP_S) for f in (running, *queued)] == [1, 2, 3]

@@ -89,7 +89,7 @@ def test_a_backfilled_topic_is_restored_to_a_point_in_time(tmp_path, clock):
                          start_scheduler=False) as mgr:
         (log,) = mgr.restore_topic("events", to_offset=cut, execute=True)
         assert log.log_end_offset == cut - 1
-        assert log_batches(log, 0, cut - 1) == [b for b, base in zip(written, bases)
+        assert log_batches(log, 0, cut - 1) == [b for b, base in zip(written, bases, strict=True)
                                                 if base < cut - 1]
         tip = topic_partitions(tier, "events")[0]
         committed = load_partition(tier, tip)[0].committed

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.fault_fs import FaultFS, Faults, fault_storage
 from fsspec.implementations.local import LocalFileSystem
+from support.fault_fs import FaultFS, Faults, fault_storage
 from support.remote_storage_suite import metadata_for
 
 from tierlog import Record
@@ -76,7 +76,7 @@ def test_a_short_upload_is_not_committed_and_the_local_segment_stays(tmp_path, c
             assert rlmm.remote_log_segment_metadata(tip, 0) is None
             assert log.highest_offset_in_remote == -1
             assert log.segments.base_offsets() == first_local  # nothing deleted locally
-            assert [r.offset for r in log.read(0, max_bytes=1).records()][0] == 0
+            assert next(r.offset for r in log.read(0, max_bytes=1).records()) == 0
             result = mgr.tier_now()["orders-0"]
             assert result.errors == [] and result.orphans_removed == 1
             committed = [m for m in rlmm.list_remote_log_segments(tip) if m.state is FINISHED]

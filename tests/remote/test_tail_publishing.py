@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fault_fs import fault_storage
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fault_fs import fault_storage
 from test_remote_read_committed import ABORTER, COMMITTER, LAYOUTS, Writer
 
 from tierlog import Record
@@ -358,7 +358,7 @@ def test_s3_reader_returns_what_a_consumer_reads(tmp_path, clock, s3_options):
 def test_tail_ms_is_validated() -> None:
     assert LogConfig()["remote.log.tail.ms"] == -1
     assert LogConfig({"remote.log.tail.ms": "1000"})["remote.log.tail.ms"] == 1000
-    with pytest.raises(ConfigError, match="remote.log.tail.ms"):
+    with pytest.raises(ConfigError, match=r"remote\.log\.tail\.ms"):
         LogConfig({"remote.log.tail.ms": -2})
 
 
@@ -398,7 +398,7 @@ def test_tail_manifest_round_trips(lengths: list[int], gap: int, lag: int) -> No
      b'"objects":[{"name":"../x.log"}],"abortedTxns":[]}'),
 ])
 def test_corrupt_tail_manifest_is_named(damage: bytes) -> None:
-    with pytest.raises(CorruptRemoteMetadataError, match="p/_tail.json"):
+    with pytest.raises(CorruptRemoteMetadataError, match=r"p/_tail\.json"):
         TailManifest.from_json(damage, "p/_tail.json")
 
 

@@ -92,8 +92,8 @@ def test_the_settings_and_saved_config_of_a_tier(data_dir: Path) -> None:
 
 
 def test_no_url_anywhere_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(CliError, match="no remote tier to scrub: pass its URL, or set "
-                                       "remote.storage.url"):
+    with pytest.raises(CliError, match=r"no remote tier to scrub: pass its URL, or set "
+                                       r"remote\.storage\.url"):
         args = build_parser().parse_args(["--data-dir", str(tmp_path), "scrub"])
         tier_options(settings(args), None, None, purpose="scrub")
     error = user_error("--data-dir", tmp_path, "scrub")

@@ -45,6 +45,6 @@ def test_serves_on_an_ephemeral_port_and_stops_cleanly(tmp_path: Path) -> None:
 
 def test_a_bad_setting_is_a_config_error_naming_it_before_anything_starts(
         tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="socket.request.max.bytes"):
+    with pytest.raises(ConfigError, match=r"socket\.request\.max\.bytes"):
         BackgroundServer({"log.dirs": str(tmp_path), "socket.request.max.bytes": "lots"})
     assert "tierlog-server" not in _threads()

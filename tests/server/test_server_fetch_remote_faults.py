@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from support.fault_fs import fault_storage
 from kio.schema.errors import ErrorCode
+from support.fault_fs import fault_storage
 
 from tierlog import Record
 from tierlog.errors import CopyLagExceededError, RemoteFetchTimeoutError

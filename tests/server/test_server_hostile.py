@@ -11,8 +11,8 @@ import socket
 import struct
 
 import pytest
-from support.hostile_frames import decodes, frame, served_versions, throw
 from kio.index import load_request_schema
+from support.hostile_frames import decodes, frame, served_versions, throw
 from support.server_process import ServerProcess
 
 from tierlog.errors import MalformedRequestError

@@ -53,7 +53,7 @@ def test_spliced_fetch_response_equals_kios_inline_serialization(tmp_path: Path,
         for i in range(50):
             log.append_records([Record(key=b"k%d" % i, value=b"v" * (i * 40))])
         log.roll()
-        for i in range(300):  # a second segment, large enough for a multi-byte varint
+        for _ in range(300):  # a second segment, large enough for a multi-byte varint
             log.append_records([Record(value=b"w" * 100)])
         first = log.read(0, 1 << 20)
         second = log.read(50, 1 << 20)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.s3 import S3_ACCESS_KEY, S3_REGION, S3_SECRET
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     EqualNullSafe,
@@ -28,12 +27,12 @@ from pyspark.sql.datasource import (
     IsNotNull,
     LessThan,
 )
+from support.s3 import S3_ACCESS_KEY, S3_REGION, S3_SECRET
 from support.tier_builder import ISOLATIONS, BuiltTier, records_of
 
 from tierlog.errors import ConfigError, TierNotFoundError
 from tierlog.reader import RemoteTopicReader
 from tierlog.spark import PushedBounds, TierlogDataSource, TierlogOptions
-
 
 # Segments of about 6 KiB: a few Spark tasks per partition, each with several index entries.
 TIER_SEGMENT_BYTES = 6000

@@ -18,7 +18,6 @@ from tierlog.errors import ConfigError
 from tierlog.reader import schema
 from tierlog.spark.planning import read_columns
 
-
 TIER_SEGMENT_BYTES = 6000
 
 

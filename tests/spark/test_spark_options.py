@@ -97,10 +97,10 @@ def test_combinations_spark_refuses(options: dict[str, str], message: str) -> No
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"startingOffsets": "latest"}, r"^startingoffsets: starting offset can't be latest for "
-                                    r"batch queries"),
-    ({"startingOffsets": '{"orders": {"0": -1}}'}, r"^startingoffsets: orders-0: starting "
-                                                   r"offset can't be -1 \(latest\)"),
+    ({"startingOffsets": "latest"}, (r"^startingoffsets: starting offset can't be latest for "
+                                     r"batch queries")),
+    ({"startingOffsets": '{"orders": {"0": -1}}'}, (r"^startingoffsets: orders-0: starting "
+                                                    r"offset can't be -1 \(latest\)")),
 ])
 def test_a_batch_query_cannot_start_at_latest(options: dict[str, str], message: str) -> None:
     parsed = parse(**options)  # a stream may start there

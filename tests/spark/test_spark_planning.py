@@ -25,7 +25,6 @@ from tierlog.manager.log_manager import LogManager
 from tierlog.reader import SCHEMA_NO_HEADERS, RemoteTopicReader, read_split
 from tierlog.spark import TierlogOptions, plan_read
 
-
 TIER_SEGMENT_BYTES = 6000
 
 

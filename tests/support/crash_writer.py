@@ -121,7 +121,7 @@ def _die_at(n: int, in_roll: bool) -> None:
     state = {"calls": 0, "roll_depth": 0}
     out = sys.stdout
 
-    def hook(frame, event, arg):  # noqa: ANN001 - sys.setprofile's signature
+    def hook(frame, event, arg):  # sys.setprofile's signature
         if event == "call" and frame.f_code.co_name == "roll":
             state["roll_depth"] += 1
         elif event == "return" and frame.f_code.co_name == "roll":

@@ -15,6 +15,7 @@ which kio decodes in full.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import random
 import struct
@@ -221,10 +222,8 @@ async def _one(host: str, port: int, data: bytes, timeout: float, tally: Tally) 
             tally.timed_out += 1  # a long poll (a fetch's max wait): fine, we hang up
     finally:
         writer.close()
-        try:
+        with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
-        except ConnectionError:
-            pass
 
 
 async def throw(host: str, port: int, frames: list[bytes], *, concurrency: int = 16,

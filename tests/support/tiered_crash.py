@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.crash_writer import IDEMPOTENT_PRODUCERS, T0, TOPIC, last_steps, step_offsets, steps
-
 from tierlog.common import filenames
 from tierlog.log.loader import RecoveryReport
 from tierlog.manager.log_manager import LogManager
