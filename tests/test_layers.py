@@ -65,9 +65,6 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("tierlog.plugin_manager", "tierlog.index.index_types"): "registry typed by its contract",
     ("tierlog.plugin_manager", "tierlog.remote.api"): "registry typed by its contract",
     ("tierlog.plugin_manager", "tierlog.remote.metadata_api"): "registry typed by its contract",
-    # Typed against Log (annotations only) but imported at run time; not in a room of mine or
-    # the log helper's: a Protocol of the three offsets and `directory`/`closed` would do.
-    ("tierlog.checkpoint.log_dir_checkpoints", "tierlog.log.log"): "typed against Log",
 }
 
 #: Accesses of a Log's private names outside tierlog.log that remain, each with why:

@@ -27,6 +27,7 @@ from tierlog.checkpoint.log_dir_checkpoints import (
     HIGH_WATERMARKS,
     LOG_START_OFFSETS,
     RECOVERY_POINTS,
+    CheckpointedLog,
     read_checkpoint,
     write_checkpoints,
 )
@@ -901,7 +902,7 @@ class LogManager:
             partition_log.maybe_flush_by_time(now)
 
     def _write_checkpoints(self, log_dir: Path, logs: Mapping[TopicPartition, Log],
-                           checkpoints: Iterable[tuple[str, Callable[[Log], int]]]
+                           checkpoints: Iterable[tuple[str, Callable[[CheckpointedLog], int]]]
                            = ALL_CHECKPOINTS) -> None:
         """write_checkpoints of ``log_dir``, one writer at a time (another thread's create
         or delete may change ``logs`` meanwhile: the writer takes a copy)."""
