@@ -13,6 +13,7 @@ from tierlog.common.partitioner import murmur2, partition_for_key
 from tierlog.errors import BackfillError, CorruptRecordError, PartitionOwnedError
 from tierlog.records.batch import iter_batches
 from tierlog.records.compression import CODEC_NAMES
+from tierlog.remote.api import new_uuid_text
 from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
     WriteOptions,
@@ -183,6 +184,28 @@ def test_a_crashed_commit_is_rolled_forward_by_the_next_writer(tier, monkeypatch
     assert committer.recover() == [job]
     got = _read(tier, "t")
     assert sum(len(r) for r in got.values()) == 40
+    assert not job_record_names(tier)
+
+
+def test_a_crashed_job_whose_id_starts_with_an_underscore_is_rolled_forward(tier, monkeypatch):
+    """A job id is base64url: 1 in 64 starts with "_", beside the generation counter's
+    ``_jobs/_generation.json``. Such a job's record must still be found and rolled forward."""
+    opts = WriteOptions(topic="u", segment_bytes=400, batch_bytes=100)
+    monkeypatch.setitem(globals(), "new_job_id", lambda: "_" + new_uuid_text()[1:])
+    job, messages = _job(tier, [[_rows(0, 20)]], opts)
+    assert job.startswith("_")
+    real = BackfillCommitter._copy_segment
+
+    def killed(self, s):
+        raise KeyboardInterrupt("driver killed")
+
+    monkeypatch.setattr(BackfillCommitter, "_copy_segment", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _commit(tier, job, messages)
+    assert job_record_names(tier) == [job]
+    monkeypatch.setattr(BackfillCommitter, "_copy_segment", real)
+    assert BackfillCommitter(tier, time_ms=lambda: T0).recover() == [job]
+    assert sum(len(r) for r in _read(tier, "u").values()) == 20
     assert not job_record_names(tier)
 
 

@@ -66,8 +66,11 @@ def tagged_job(metadata: RemoteLogSegmentMetadata) -> tuple[str, int] | None:
 
 def job_record_names(tier: RemoteTier) -> list[str]:
     """The job ids whose records are in ``_jobs/`` (one LIST): commits not yet published."""
+    # Only the generation counter is not a job: a job id is base64url and may itself start
+    # with "_" (1 in 64), so no prefix rule may stand in for the counter's exact name.
+    generation = job_generation_key().rsplit("/", 1)[-1]
     return [n.removesuffix(JOB_RECORD_SUFFIX) for n in tier.list_names(tier.path(JOBS_DIR))
-            if n.endswith(JOB_RECORD_SUFFIX) and not n.startswith("_")]
+            if n.endswith(JOB_RECORD_SUFFIX) and n != generation]
 
 
 def read_generation(tier: RemoteTier) -> int:
