@@ -27,7 +27,9 @@ def _describe(props: Path, topic: str) -> dict[str, str]:
 def test_tier_then_consume_old_offsets_from_the_remote_tier(tmp_path: Path) -> None:
     props = tmp_path / "broker.properties"
     props.write_text(f"log.dirs={tmp_path / 'data'}\nremote.storage.manager=local\n"
-                     f"remote.storage.url={(tmp_path / 'tier').as_uri()}\n")
+                     f"remote.storage.url={(tmp_path / 'tier').as_uri()}\n"
+                     # a loaded CI host can pass Kafka's 500 ms on the tier's first read
+                     "remote.fetch.max.wait.ms=30000\n")
     tierlog("--config", props, "topics", "--create", "--topic", "clicks", "--partitions", "1",
             "--config", "remote.storage.enable=true", "--config", "segment.bytes=4096",
             "--config", "index.interval.bytes=256", "--config", "local.retention.bytes=4096")
