@@ -28,6 +28,7 @@ from tierlog.cli.consume import iter_fetches
 from tierlog.cli.demo_spark import run_spark_queries
 from tierlog.cli.tier import errors_reported_once, print_tier_summary, tier_with_progress
 from tierlog.common.atomic import atomic_write_text
+from tierlog.common.clock import system_time_ms
 from tierlog.common.partitioner import partition_for_key
 from tierlog.common.properties import format_properties
 from tierlog.log.log import Log
@@ -191,7 +192,7 @@ def _produce(mgr: LogManager, total: int, batch_records: int, *, quiet: bool) ->
     logs = [mgr.log(TOPIC, p) for p in range(PARTITIONS)]
     keys = [b"user-%d" % k for k in range(KEYS)]
     key_partition = [partition_for_key(k, PARTITIONS) for k in keys]
-    start_ts = int(time.time() * 1000) - SPAN_MS
+    start_ts = system_time_ms() - SPAN_MS
     produced = Produced(start_ts, dict.fromkeys(range(PARTITIONS), 0))
     pending: list[list[Record]] = [[] for _ in range(PARTITIONS)]
     batches = [0] * PARTITIONS

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from tierlog.cli._common import CliError
@@ -21,6 +20,7 @@ from tierlog.cli.groups import (
     state_name,
 )
 from tierlog.cli.wire import kafka, result, topic_partitions
+from tierlog.common.clock import system_time_ms
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -85,7 +85,7 @@ def plan_reset(admin: AdminClient, args: argparse.Namespace, group: str) -> Plan
                            f"{', '.join(missing)} to shift")
         return {tp: bounded(tp, committed[tp] + args.shift_by) for tp in partitions}
     when = (_datetime_ms(args.to_datetime) if args.to_datetime is not None
-            else int(time.time() * 1000) - _duration_ms(args.by_duration))
+            else system_time_ms() - _duration_ms(args.by_duration))
     found = list_offsets(admin, partitions, spec.for_timestamp(when))
     # No record at or after the time: the log end, as Kafka does.
     return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}

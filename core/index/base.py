@@ -19,12 +19,12 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import ClassVar
 
+from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import IndexOffsetOverflowError
 from tierlog.index.entries import EntryLayout, UnpackFrom, largest_lower_bound, upper_from_lower
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = (1 << 31) - 1
 # The last WARM_SECTION_BYTES of an index are searched first: appends and in-sync lookups
 # touch only those pages, so they stay in the page cache (Kafka's choice of 8 KiB).
 WARM_SECTION_BYTES = 8192

@@ -11,7 +11,7 @@ from tierlog.common.clock import system_time_ms
 ROOT = Path(__file__).resolve().parents[2]
 _NOW_IN_MS = re.compile(r"time\.time\(\) \* 1000|time\.time_ns\(\) // 1_?000_?000")
 #: Still computing it themselves: switched when their owners are done with them.
-_NOT_YET_SWITCHED = {"core/cli/wire_reset.py", "core/cli/demo.py"}
+_NOT_YET_SWITCHED: set[str] = set()
 
 
 def test_it_is_wall_time_in_whole_milliseconds() -> None:

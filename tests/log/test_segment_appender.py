@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from support.hot_path import TWINS
 
+from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import LogClosedError
 from tierlog.index import TimestampOffset
-from tierlog.index.base import INT32_MAX
 from tierlog.log import segment_appender
 from tierlog.log.segment import AppendedBatch, LogSegment
 from tierlog.records import Record, build_batch, build_control_batch
