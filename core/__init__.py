@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from tierlog.common.lazy_exports import lazy_getattr
+
 if TYPE_CHECKING:
     from tierlog import errors
     from tierlog.config import LogConfig
@@ -23,14 +25,13 @@ _EXPORTS = {"LogConfig": "tierlog.config", "FetchDataInfo": "tierlog.log.fetch_i
             "LogManager": "tierlog.manager.log_manager", "Record": "tierlog.records.record"}
 
 
+_exported = lazy_getattr(__name__, _EXPORTS, globals())
+
+
 def __getattr__(name: str) -> object:
-    if name == "errors":
+    if name == "errors":  # a submodule, not a name defined in one
         return importlib.import_module("tierlog.errors")
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'tierlog' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+    return _exported(name)
 
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "LogConfig", "LogManager", "Record", "errors"]

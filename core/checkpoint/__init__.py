@@ -7,8 +7,9 @@ Its public names are importable from the package itself; each is imported on fir
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from tierlog.common.lazy_exports import lazy_getattr
 
 if TYPE_CHECKING:
     from tierlog.checkpoint.checkpoint_file import (
@@ -32,12 +33,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 __all__ = [
