@@ -7,18 +7,18 @@ event hooks are called after the event with an immutable event object, and retur
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from tierlog.events import RemoteSegmentEvent, SegmentDeleted, SegmentRolled
 
 if TYPE_CHECKING:
-    # Only for the hooks' signatures: the hook specs load before (and below) all of these.
-    from tierlog.cleaner.policy import CleanupPolicy
-    from tierlog.index.index_types import SegmentIndexType
-    from tierlog.remote.api import RemoteStorageFactory
-    from tierlog.remote.metadata_api import RemoteLogMetadataFactory
+    # Only for the hooks' signatures: the contracts, which sit beside the hook specs.
+    from tierlog.contracts.cleanup_policy import CleanupPolicy
+    from tierlog.contracts.remote_metadata import RemoteLogMetadataFactory
+    from tierlog.contracts.remote_storage import RemoteStorageFactory
+    from tierlog.contracts.segment_index import SegmentIndexType
 
 PROJECT_NAME = "tierlog"
 
@@ -44,11 +44,12 @@ def tierlog_register_index_types(register: Callable[[SegmentIndexType], None]) -
 
 @hookspec
 def tierlog_register_cleanup_policies(
-    register: Callable[[str, CleanupPolicy], None],
+    register: Callable[[str, CleanupPolicy[Any]], None],
 ) -> None:
     """Called once, when plugins load. Call ``register(name, policy)`` for each cleanup policy
     (the values of ``cleanup.policy``). A policy (:class:`tierlog.cleaner.policy.CleanupPolicy`)
-    has ``clean(log, now_ms) -> CleanupResult``.
+    has ``clean(log, now_ms) -> CleanupResult``; the engine passes a ``tierlog.log.log.Log``
+    (the contract is generic in the log, so the hook specs name nothing of the engine).
     The built-in ``delete`` and ``compact`` policies are registered through this same hook.
     """
 

@@ -23,11 +23,11 @@ from tierlog.errors import PluginError
 from tierlog.events import EventDelivery
 
 if TYPE_CHECKING:
-    # Only for the registries' types: the plugin host loads below all of these.
-    from tierlog.cleaner.policy import CleanupPolicy
-    from tierlog.index.index_types import SegmentIndexType
-    from tierlog.remote.api import RemoteStorageFactory
-    from tierlog.remote.metadata_api import RemoteLogMetadataFactory
+    # Only for the registries' types: the contracts, which sit beside the plugin host.
+    from tierlog.contracts.cleanup_policy import CleanupPolicy
+    from tierlog.contracts.remote_metadata import RemoteLogMetadataFactory
+    from tierlog.contracts.remote_storage import RemoteStorageFactory
+    from tierlog.contracts.segment_index import SegmentIndexType
 
 _V = TypeVar("_V")
 
@@ -77,7 +77,8 @@ class Registries:
         self.failures: list[tuple[str, str]] = []
         self.index_types: Mapping[str, SegmentIndexType] = self._collect(
             pm.hook.tierlog_register_index_types, lambda t: (t.name, t), "index type")
-        self.cleanup_policies: Mapping[str, CleanupPolicy] = self._collect(
+        # A policy of any log: the host names nothing of the engine (the LogManager passes a Log).
+        self.cleanup_policies: Mapping[str, CleanupPolicy[Any]] = self._collect(
             pm.hook.tierlog_register_cleanup_policies, None, "cleanup policy")
         self.remote_storage: Mapping[str, RemoteStorageFactory] = self._collect(
             pm.hook.tierlog_register_remote_storage, None, "remote storage")
@@ -107,7 +108,7 @@ class Registries:
                 log.error("plugin %s failed to register its %s: %s", impl.plugin_name, what, error)
         return MappingProxyType(found)
 
-    def cleanup_policy(self, name: str) -> CleanupPolicy:
+    def cleanup_policy(self, name: str) -> CleanupPolicy[Any]:
         try:
             return self.cleanup_policies[name]
         except KeyError:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.cleaner.result import CleanupResult
+from tierlog.contracts.cleanup_policy import CleanupResult
 from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote.api import RemoteStorageManager

@@ -5,6 +5,6 @@ Each policy is a plugin registered through ``tierlog_register_cleanup_policies``
 
 from __future__ import annotations
 
-from tierlog.cleaner.result import CleanupResult
+from tierlog.contracts.cleanup_policy import CleanupResult
 
 __all__ = ["CleanupResult"]

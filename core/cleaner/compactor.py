@@ -25,10 +25,10 @@ from tierlog.cleaner.offset_map import (
     DEFAULT_MAX_MEMORY,
     OffsetMap,
 )
-from tierlog.cleaner.result import CleanupResult
 from tierlog.cleaner.rewrite import empty_batch, rewrite_batch
 from tierlog.cleaner.swap import SwapHook, open_cleaned_segment, replace_segments
 from tierlog.cleaner.txn_metadata import CleanedTransactionMetadata
+from tierlog.contracts.cleanup_policy import CleanupResult
 from tierlog.errors import LogCleaningAbortedError, LogClosedError
 from tierlog.index import AbortedTxn
 from tierlog.index.aborted_txns import collect_aborted_txns

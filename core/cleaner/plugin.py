@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from tierlog.cleaner.policy import CleanupPolicy
 from tierlog.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from tierlog.cleaner.policy import LogCleanupPolicy
 
 
 @hookimpl
-def tierlog_register_cleanup_policies(register: Callable[[str, CleanupPolicy], None]) -> None:
+def tierlog_register_cleanup_policies(register: Callable[[str, LogCleanupPolicy], None]) -> None:
     from tierlog.cleaner.retention import DeletePolicy
 
     register(DeletePolicy.name, DeletePolicy())

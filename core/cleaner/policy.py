@@ -1,24 +1,20 @@
-"""CleanupPolicy: what a value of ``cleanup.policy`` is, as registered by plugins.
+"""CleanupPolicy as the engine runs it: over a Log.
 
-The built-in ``delete`` (:class:`tierlog.cleaner.retention.DeletePolicy`) and ``compact``
-(:class:`tierlog.cleaner.compactor.CompactPolicy`) policies and any plugin's are registered
-through the ``tierlog_register_cleanup_policies`` hook; the LogManager runs the ones a topic
-names, in order, and merges their results.
+The contract itself (generic in the log, so it sits below the log with the hook specs) is
+:mod:`tierlog.contracts.cleanup_policy`; this module keeps its public name here and binds it to
+the Log the LogManager hands every policy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, TypeAlias
+
+from tierlog.contracts.cleanup_policy import CleanupPolicy, CleanupResult
 
 if TYPE_CHECKING:
-    from tierlog.cleaner.result import CleanupResult
     from tierlog.log.log import Log
 
-__all__ = ["CleanupPolicy"]
+__all__ = ["CleanupPolicy", "CleanupResult", "LogCleanupPolicy"]
 
-
-class CleanupPolicy(Protocol):
-    """One cleanup policy: a run over one log at ``now_ms``, reported as a CleanupResult."""
-
-    def clean(self, log: Log, now_ms: int) -> CleanupResult:
-        """Delete or rewrite what the policy says may go from ``log``; what it did."""
+#: A cleanup policy of the engine's logs: what ``cleanup.policy`` names and the LogManager runs.
+LogCleanupPolicy: TypeAlias = "CleanupPolicy[Log]"

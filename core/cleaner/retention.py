@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tierlog.cleaner.result import CleanupResult
+from tierlog.contracts.cleanup_policy import CleanupResult
 
 if TYPE_CHECKING:
     from tierlog.log.log import Log

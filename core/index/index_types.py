@@ -1,6 +1,8 @@
-"""Segment index types, the contract: the protocol an index implementation follows, the
-built-in offset, time and transaction index types (registered by :mod:`tierlog.index.plugin`),
-and :func:`resolve_index_types`, the one place a log's index types are chosen from the registry.
+"""Segment index types: the built-in offset, time and transaction index types (registered by
+:mod:`tierlog.index.plugin`), and :func:`resolve_index_types`, the one place a log's index
+types are chosen from the registry. The contract an index implementation follows
+(``SegmentIndexType``, ``SegmentIndex``) is :mod:`tierlog.contracts.segment_index`, below the
+hook specs that name it; it keeps its public name here.
 
 Every segment opens its indexes through the registry entries: the three roles (``offset``,
 ``time``, ``transaction``) by name, so a plugin registering one of those names replaces the
@@ -14,79 +16,34 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from tierlog.common import filenames
+from tierlog.contracts.segment_index import SegmentIndex, SegmentIndexType
 from tierlog.errors import PluginError
-
-if TYPE_CHECKING:
-    from tierlog.config import LogConfig
-    from tierlog.records.batch import RecordBatch
 from tierlog.index.offset_index import OffsetIndex
 from tierlog.index.time_index import TimeIndex
 from tierlog.index.transaction_index import TransactionIndex
 
+if TYPE_CHECKING:
+    from tierlog.config import LogConfig
+
+__all__ = [
+    "BUILTIN_INDEX_TYPES",
+    "DEFAULT_INDEX_TYPES",
+    "OFFSET_INDEX",
+    "TIME_INDEX",
+    "TRANSACTION_INDEX",
+    "BuiltinIndexType",
+    "RoleIndex",
+    "SegmentIndex",
+    "SegmentIndexType",
+    "SegmentIndexTypes",
+    "resolve_index_types",
+]
+
 #: The index of one of a segment's three roles: the built-in's class (or a subclass of it).
 RoleIndex: TypeAlias = OffsetIndex | TimeIndex | TransactionIndex
-
-
-@runtime_checkable
-class SegmentIndex(Protocol):
-    """One segment's instance of an index type. Not thread-safe: the Log serialises writers."""
-
-    path: Path
-
-    def on_append(self, batch: RecordBatch, base_offset: int, position: int) -> None:
-        """Feed one batch just written at ``position``; its first offset is ``base_offset``
-        (``batch.base_offset`` may still hold the producer's value). Every batch a segment
-        gets comes through here: the Log's appends, the cleaner's output, recovery."""
-
-    def reset(self) -> None:
-        """Forget every entry: recovery is about to feed every batch again."""
-
-    def lookup(self, key: Any) -> Any:  # noqa: ANN401 - each index type has its own
-        """Answer a query; what ``key`` and the answer are is up to the index type."""
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop what refers to offsets >= ``offset``."""
-
-    def sanity_check(self) -> None:
-        """Raise ``CorruptIndexError`` if the file is damaged (it is then rebuilt)."""
-
-    def flush(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def delete_if_exists(self) -> bool: ...
-
-    def rename_to(self, path: Path) -> None:
-        """Move the file (if written yet) to ``path`` and follow it: called with the
-        segment's other files (``LogSegment.change_file_suffixes``) by the cleaner's swap
-        and by deletion, so the index must be complete on disk under the new name."""
-
-
-@runtime_checkable
-class SegmentIndexType(Protocol):
-    """An index implementation: its name, file suffix, and how to open it for a segment.
-    The four facts are read-only (class attributes or a frozen dataclass's fields do)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def suffix(self) -> str: ...
-
-    @property
-    def uploaded_to_remote(self) -> bool: ...
-
-    @property
-    def builtin(self) -> bool: ...
-
-    def enabled_for(self, config: LogConfig) -> bool:
-        """Whether segments of a log with this LogConfig carry this index."""
-
-    def open(self, path: Path, base_offset: int, config: LogConfig) -> SegmentIndex:
-        """Open (or create) the index file of the segment at ``base_offset``."""
 
 
 @dataclass(frozen=True, slots=True)

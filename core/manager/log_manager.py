@@ -32,7 +32,6 @@ from tierlog.checkpoint.log_dir_checkpoints import (
     write_checkpoints,
 )
 from tierlog.checkpoint.partition_metadata import new_topic_id
-from tierlog.cleaner.result import CleanupResult
 from tierlog.common import filenames
 from tierlog.common.atomic import atomic_write_text, fsync_dir
 from tierlog.common.data_dir_lock import DataDirLock, live_owner
@@ -40,6 +39,7 @@ from tierlog.common.properties import read_properties_if_exists, write_propertie
 from tierlog.common.scheduler import Scheduler, system_time_ms
 from tierlog.common.stats import perf_ns
 from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
+from tierlog.contracts.cleanup_policy import CleanupResult
 from tierlog.errors import (
     ConfigError,
     InvalidTopicError,

@@ -20,11 +20,11 @@ from support.process_death import die
 from tierlog import Record
 from tierlog.cli import main
 from tierlog.cli._common import progress_bar
+from tierlog.contracts.json_fields import check_json_int
 from tierlog.errors import PartitionOwnedError, TierDamagedError
 from tierlog.manager.log_manager import LogManager
 from tierlog.manager.manager_config import ManagerConfig
 from tierlog.records import build_batch
-from tierlog.remote.json_fields import check_json_int
 from tierlog.remote.ops.scrub import scrub_tier
 from tierlog.remote.tier.object_store import RemoteTier
 

@@ -17,9 +17,9 @@ from types import MappingProxyType
 
 from pyiceberg.table.snapshots import Snapshot
 
+from tierlog.contracts.json_fields import check_json_int
 from tierlog.errors import CorruptRemoteMetadataError, TableCoverageError
 from tierlog.remote.api import load_json_object
-from tierlog.remote.json_fields import check_json_int
 
 #: Snapshot summary keys (their values are JSON text or, for the version, a number).
 COVERED_KEY = "tierlog.covered"

@@ -11,6 +11,7 @@ from typing import Any
 
 import fsspec
 
+from tierlog.contracts.json_fields import json_int
 from tierlog.errors import (
     CorruptRemoteMetadataError,
     RemoteResourceNotFoundError,
@@ -23,7 +24,6 @@ from tierlog.remote.api import (
     dumps,
     load_json_object,
 )
-from tierlog.remote.json_fields import json_int
 from tierlog.remote.metadata.metadata_cache import segment_order
 from tierlog.remote.tier.layout import (
     is_metadata_object_name,

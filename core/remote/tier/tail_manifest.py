@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from tierlog.contracts.json_fields import check_json_int, json_int
 from tierlog.errors import CorruptRemoteMetadataError, RemoteResourceNotFoundError
 from tierlog.index.transaction_index import AbortedTxn
 from tierlog.remote.api import TopicIdPartition, dumps, load_json_object
-from tierlog.remote.json_fields import check_json_int, json_int
 from tierlog.remote.tier.layout import is_tail_object_name, tail_manifest_key
 from tierlog.remote.tier.object_store import RemoteTier
 
@@ -70,7 +70,7 @@ class TailObject:
                    (last[0], last[1], last[2]))
 
 
-#: The int fields of a tail object and their kinds (tierlog.remote.json_fields).
+#: The int fields of a tail object and their kinds (tierlog.contracts.json_fields).
 _OBJECT_INTS = (("firstOffset", "offset"), ("endOffset", "end offset"), ("size", "size"),
                 ("segment", "offset"), ("position", "size"))
 _LAST_BATCH_INTS = (("position", "size"), ("leader epoch", "leader epoch"), ("crc", "crc"))

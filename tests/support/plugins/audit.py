@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tierlog.cleaner.result import CleanupResult
+from tierlog.cleaner import CleanupResult
 from tierlog.hookspecs import hookimpl
 
 
