@@ -21,6 +21,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY: the members that __slots__ makes */
 #include <limits.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -40,12 +41,24 @@ static PyObject *str_log, *str_offset_index, *str_time_index, *str_base_offset,
     *str_last_offset, *str_last_entry, *str_bytes_since, *str_max_ts, *str_next_offset,
     *str_append_bytes, *str_append_messages;
 
+/* An attribute of the log's end or counters, read and written on every append. Both are
+ * objects with __slots__ (LocalLog, LogStats): a slot is read and written in place, at its
+ * offset, as CPython's own specialised LOAD_ATTR_SLOT and STORE_ATTR_SLOT do (the generic
+ * protocol costs ~200 instructions an access); anything else, or an object whose type changed
+ * since arming, goes through the generic protocol. */
+typedef struct {
+    PyObject *name;     /* interned (the module's) */
+    PyTypeObject *type; /* the object's type when armed (borrowed: the object holds it) */
+    Py_ssize_t offset;  /* the slot's offset in the object, or -1: the generic protocol */
+} attr_ref;
+
 typedef struct {
     PyObject_HEAD
     int armed;
     int fd;
     PyObject *segment, *log_file, *offset_index, *time_index; /* NULL once disarmed */
     PyObject *end, *counts; /* the log's end (PlainAppendEnd) and counters (PlainAppendCounts) */
+    attr_ref next_offset, append_bytes, append_messages;
     PyObject *max_ts_and_offset; /* the segment's TimestampOffset of its max timestamp */
     Py_buffer offset_map, time_map; /* held while armed */
     plain_rules rules;
@@ -62,6 +75,57 @@ get_i64(PyObject *obj, PyObject *name, int64_t *out)
     *out = PyLong_AsLongLong(value);
     Py_DECREF(value);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Finds `name` of obj: its slot when its type has a writable object slot of that name, and
+ * reads it once (a wrong object fails when arming, not on an append). */
+static int
+attr_ref_init(attr_ref *ref, PyObject *obj, PyObject *name)
+{
+    ref->name = name;
+    ref->type = Py_TYPE(obj);
+    ref->offset = -1;
+    PyObject *descr = PyObject_GetAttr((PyObject *)Py_TYPE(obj), name);
+    if (descr == NULL)
+        PyErr_Clear(); /* no class attribute: the instance's, read generically below */
+    else {
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+                ref->offset = member->offset;
+        }
+        Py_DECREF(descr);
+    }
+    int64_t value;
+    return get_i64(obj, name, &value);
+}
+
+/* obj's attribute (a new reference), NULL with an exception set. */
+static inline PyObject *
+attr_get(const attr_ref *ref, PyObject *obj)
+{
+    if (ref->offset >= 0 && Py_IS_TYPE(obj, ref->type)) {
+        PyObject *value = *(PyObject **)((char *)obj + ref->offset);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(obj, ref->name);
+}
+
+/* Sets obj's attribute unless an earlier set failed (*status < 0). */
+static inline void
+attr_set(int *status, const attr_ref *ref, PyObject *obj, PyObject *value)
+{
+    if (*status < 0)
+        return;
+    if (ref->offset >= 0 && Py_IS_TYPE(obj, ref->type)) {
+        PyObject **slot = (PyObject **)((char *)obj + ref->offset);
+        PyObject *old = *slot;
+        *slot = Py_NewRef(value);
+        Py_XDECREF(old);
+        return;
+    }
+    *status = PyObject_SetAttr(obj, ref->name, value);
 }
 
 /* The first item of the TimestampOffset attribute `name` of obj (a new reference in *pair). */
@@ -141,15 +205,14 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (self == NULL)
         return NULL;
     self->room = room;
-    int64_t fd, unused;
+    int64_t fd;
     PyObject *fileno;
     self->segment = Py_NewRef(segment);
     self->end = Py_NewRef(end);
     self->counts = Py_NewRef(counts);
-    /* The end and the counters are read on every append: a wrong object fails here instead. */
-    if (get_i64(end, str_next_offset, &unused) < 0
-            || get_i64(counts, str_append_bytes, &unused) < 0
-            || get_i64(counts, str_append_messages, &unused) < 0)
+    if (attr_ref_init(&self->next_offset, end, str_next_offset) < 0
+            || attr_ref_init(&self->append_bytes, counts, str_append_bytes) < 0
+            || attr_ref_init(&self->append_messages, counts, str_append_messages) < 0)
         goto fail;
     if (batch_api->rules_from_tuple(rules, &self->rules) < 0
             || (self->log_file = PyObject_GetAttr(segment, str_log)) == NULL)
@@ -267,9 +330,9 @@ new_result(const plain_written *w, PyObject *last)
 
 /* counter + item, a new reference (NULL with an exception set): the counter's new value. */
 static PyObject *
-counted(PyObject *counts, PyObject *counter, PyObject *item)
+counted(PyObject *counts, const attr_ref *counter, PyObject *item)
 {
-    PyObject *value = PyObject_GetAttr(counts, counter);
+    PyObject *value = attr_get(counter, counts);
     if (value == NULL)
         return NULL;
     PyObject *sum = PyNumber_Add(value, item);
@@ -304,8 +367,9 @@ prepare(Appender *self, const plain_written *w, int64_t position, changes *c)
         c->time_entries = PyLong_FromLongLong(self->time_entries + 1);
     c->next_offset = PyLong_FromLongLong(w->last_offset + 1);
     if (c->result != NULL) { /* its size and record count are what the counters add */
-        c->bytes = counted(self->counts, str_append_bytes, PyTuple_GET_ITEM(c->result, 0));
-        c->messages = counted(self->counts, str_append_messages, PyTuple_GET_ITEM(c->result, 3));
+        c->bytes = counted(self->counts, &self->append_bytes, PyTuple_GET_ITEM(c->result, 0));
+        c->messages = counted(self->counts, &self->append_messages,
+                              PyTuple_GET_ITEM(c->result, 3));
     }
     Py_DECREF(last);
     if (c->result == NULL || c->size == NULL || c->since == NULL || (new_max && !c->max_ts)
@@ -363,9 +427,9 @@ commit(Appender *self, const plain_written *w, int64_t position, changes *c)
     }
     self->since_index_entry += w->size;
     set_attr(&status, self->segment, str_bytes_since, c->since);
-    set_attr(&status, self->end, str_next_offset, c->next_offset);
-    set_attr(&status, self->counts, str_append_bytes, c->bytes);
-    set_attr(&status, self->counts, str_append_messages, c->messages);
+    attr_set(&status, &self->next_offset, self->end, c->next_offset);
+    attr_set(&status, &self->append_bytes, self->counts, c->bytes);
+    attr_set(&status, &self->append_messages, self->counts, c->messages);
     if (self->room == 0 || status < 0)
         appender_disarm_now(self); /* an index may be full: the roll rule decides next */
     return status;
@@ -392,8 +456,12 @@ appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
     int32_t epoch;
     if (batch_api->epoch_from_object(args[1], &have_epoch, &epoch) < 0)
         return NULL;
-    int64_t base_offset;
-    if (get_i64(self->end, str_next_offset, &base_offset) < 0)
+    PyObject *next = attr_get(&self->next_offset, self->end);
+    if (next == NULL)
+        return NULL;
+    int64_t base_offset = PyLong_AsLongLong(next);
+    Py_DECREF(next);
+    if (base_offset == -1 && PyErr_Occurred())
         return NULL;
     Py_buffer buffer;
     if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
