@@ -47,7 +47,6 @@ PlainAppend = Callable[[bytes | bytearray | memoryview, int | None], Written | N
 
 def _none_armed(data: bytes | bytearray | memoryview, leader_epoch: int | None) -> None:
     """``LocalLog.append_plain`` while no appender is armed: nothing written."""
-    return None
 
 
 class LocalLog:
