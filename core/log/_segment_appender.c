@@ -10,14 +10,18 @@
  * keeps a copy of the segment's tail state, writes entries straight into the indexes' memory
  * maps (whose buffers it holds while armed, so the maps cannot be closed or resized under it),
  * and writes every change through to the Python objects' attributes before returning, so
- * readers never see stale state.
+ * readers never see stale state. It also does what the append means to the log around the
+ * segment, so that the producer hot path is this one call: the batch's offsets start at the
+ * log's end (`end.next_offset`, its LocalLog's), which it moves past the batch, and it counts
+ * the batch into the log's counters (`counts`, a LogStats).
  * It reads and writes only the public contract that segment_appender.py declares
- * (PlainAppendTarget and its parts; the settable attributes are APPEND_WRITES), never a private
- * attribute; the tests prove both twins leave the same files and attributes and change nothing
+ * (PlainAppendTarget and its parts, PlainAppendEnd, PlainAppendCounts; the settable attributes
+ * are APPEND_WRITES), never a private attribute; the tests prove both twins leave the same files and attributes and change nothing
  * else. Not thread-safe: the Log's lock serialises appends. Single-phase module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY: the members that __slots__ makes */
 #include <limits.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -34,13 +38,27 @@ static PyObject *log_closed_error;      /* tierlog.errors.LogClosedError */
 /* Names of the contract (segment_appender.PlainAppendTarget and its parts), interned once. */
 static PyObject *str_log, *str_offset_index, *str_time_index, *str_base_offset,
     *str_index_interval_bytes, *str_fileno, *str_size, *str_mapping, *str_entries,
-    *str_last_offset, *str_last_entry, *str_bytes_since, *str_max_ts;
+    *str_last_offset, *str_last_entry, *str_bytes_since, *str_max_ts, *str_next_offset,
+    *str_append_bytes, *str_append_messages;
+
+/* An attribute of the log's end or counters, read and written on every append. Both are
+ * objects with __slots__ (LocalLog, LogStats): a slot is read and written in place, at its
+ * offset, as CPython's own specialised LOAD_ATTR_SLOT and STORE_ATTR_SLOT do (the generic
+ * protocol costs ~200 instructions an access); anything else, or an object whose type changed
+ * since arming, goes through the generic protocol. */
+typedef struct {
+    PyObject *name;     /* interned (the module's) */
+    PyTypeObject *type; /* the object's type when armed (borrowed: the object holds it) */
+    Py_ssize_t offset;  /* the slot's offset in the object, or -1: the generic protocol */
+} attr_ref;
 
 typedef struct {
     PyObject_HEAD
     int armed;
     int fd;
     PyObject *segment, *log_file, *offset_index, *time_index; /* NULL once disarmed */
+    PyObject *end, *counts; /* the log's end (PlainAppendEnd) and counters (PlainAppendCounts) */
+    attr_ref next_offset, append_bytes, append_messages;
     PyObject *max_ts_and_offset; /* the segment's TimestampOffset of its max timestamp */
     Py_buffer offset_map, time_map; /* held while armed */
     plain_rules rules;
@@ -57,6 +75,57 @@ get_i64(PyObject *obj, PyObject *name, int64_t *out)
     *out = PyLong_AsLongLong(value);
     Py_DECREF(value);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Finds `name` of obj: its slot when its type has a writable object slot of that name, and
+ * reads it once (a wrong object fails when arming, not on an append). */
+static int
+attr_ref_init(attr_ref *ref, PyObject *obj, PyObject *name)
+{
+    ref->name = name;
+    ref->type = Py_TYPE(obj);
+    ref->offset = -1;
+    PyObject *descr = PyObject_GetAttr((PyObject *)Py_TYPE(obj), name);
+    if (descr == NULL)
+        PyErr_Clear(); /* no class attribute: the instance's, read generically below */
+    else {
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+                ref->offset = member->offset;
+        }
+        Py_DECREF(descr);
+    }
+    int64_t value;
+    return get_i64(obj, name, &value);
+}
+
+/* obj's attribute (a new reference), NULL with an exception set. */
+static inline PyObject *
+attr_get(const attr_ref *ref, PyObject *obj)
+{
+    if (ref->offset >= 0 && Py_IS_TYPE(obj, ref->type)) {
+        PyObject *value = *(PyObject **)((char *)obj + ref->offset);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(obj, ref->name);
+}
+
+/* Sets obj's attribute unless an earlier set failed (*status < 0). */
+static inline void
+attr_set(int *status, const attr_ref *ref, PyObject *obj, PyObject *value)
+{
+    if (*status < 0)
+        return;
+    if (ref->offset >= 0 && Py_IS_TYPE(obj, ref->type)) {
+        PyObject **slot = (PyObject **)((char *)obj + ref->offset);
+        PyObject *old = *slot;
+        *slot = Py_NewRef(value);
+        Py_XDECREF(old);
+        return;
+    }
+    *status = PyObject_SetAttr(obj, ref->name, value);
 }
 
 /* The first item of the TimestampOffset attribute `name` of obj (a new reference in *pair). */
@@ -115,16 +184,18 @@ appender_disarm_now(Appender *self)
     Py_CLEAR(self->offset_index);
     Py_CLEAR(self->time_index);
     Py_CLEAR(self->max_ts_and_offset);
+    Py_CLEAR(self->end);
+    Py_CLEAR(self->counts);
 }
 
 static PyObject *
 appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"segment", "rules", "index_room", NULL};
-    PyObject *segment, *rules;
+    static char *kwlist[] = {"segment", "rules", "index_room", "end", "counts", NULL};
+    PyObject *segment, *rules, *end, *counts;
     long long room;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOL:PlainAppender", kwlist, &segment, &rules,
-                                     &room))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOLOO:PlainAppender", kwlist, &segment,
+                                     &rules, &room, &end, &counts))
         return NULL;
     if (room <= 0) {
         PyErr_Format(PyExc_ValueError, "index room %lld leaves no append to arm for", room);
@@ -137,6 +208,12 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     int64_t fd;
     PyObject *fileno;
     self->segment = Py_NewRef(segment);
+    self->end = Py_NewRef(end);
+    self->counts = Py_NewRef(counts);
+    if (attr_ref_init(&self->next_offset, end, str_next_offset) < 0
+            || attr_ref_init(&self->append_bytes, counts, str_append_bytes) < 0
+            || attr_ref_init(&self->append_messages, counts, str_append_messages) < 0)
+        goto fail;
     if (batch_api->rules_from_tuple(rules, &self->rules) < 0
             || (self->log_file = PyObject_GetAttr(segment, str_log)) == NULL)
         goto fail;
@@ -217,6 +294,9 @@ typedef struct {
     PyObject *max_ts;       /* segment.max_timestamp_and_offset, when it rose */
     PyObject *entries;      /* offset_index.entries, when an entry is added */
     PyObject *time_entries; /* time_index.entries, when an entry is added */
+    PyObject *next_offset;  /* end.next_offset: past the batch */
+    PyObject *bytes;        /* counts.append_bytes, the batch's size added */
+    PyObject *messages;     /* counts.append_messages, its records added */
 } changes;
 
 static void
@@ -228,6 +308,9 @@ changes_clear(changes *c)
     Py_CLEAR(c->max_ts);
     Py_CLEAR(c->entries);
     Py_CLEAR(c->time_entries);
+    Py_CLEAR(c->next_offset);
+    Py_CLEAR(c->bytes);
+    Py_CLEAR(c->messages);
 }
 
 /* The result tuple; `last` is borrowed. */
@@ -245,10 +328,22 @@ new_result(const plain_written *w, PyObject *last)
     return result;
 }
 
+/* counter + item, a new reference (NULL with an exception set): the counter's new value. */
+static PyObject *
+counted(PyObject *counts, const attr_ref *counter, PyObject *item)
+{
+    PyObject *value = attr_get(counter, counts);
+    if (value == NULL)
+        return NULL;
+    PyObject *sum = PyNumber_Add(value, item);
+    Py_DECREF(value);
+    return sum;
+}
+
 /* What appending `w` at `position` changes, made ready. The index entries mirror
  * SparseIndexRule.add (core/index/sparse.py): since_index_entry is its `since`,
  * time_last_timestamp its `indexed_timestamp`; keep the two in step.
- * 0, or -1 with MemoryError set and nothing made. */
+ * 0, or -1 with an exception set (MemoryError) and nothing made. */
 static int
 prepare(Appender *self, const plain_written *w, int64_t position, changes *c)
 {
@@ -270,9 +365,16 @@ prepare(Appender *self, const plain_written *w, int64_t position, changes *c)
         c->entries = PyLong_FromLongLong(self->offset_entries + 1);
     if (time_entry)
         c->time_entries = PyLong_FromLongLong(self->time_entries + 1);
+    c->next_offset = PyLong_FromLongLong(w->last_offset + 1);
+    if (c->result != NULL) { /* its size and record count are what the counters add */
+        c->bytes = counted(self->counts, &self->append_bytes, PyTuple_GET_ITEM(c->result, 0));
+        c->messages = counted(self->counts, &self->append_messages,
+                              PyTuple_GET_ITEM(c->result, 3));
+    }
     Py_DECREF(last);
     if (c->result == NULL || c->size == NULL || c->since == NULL || (new_max && !c->max_ts)
-            || (index_entry && !c->entries) || (time_entry && !c->time_entries)) {
+            || (index_entry && !c->entries) || (time_entry && !c->time_entries)
+            || c->next_offset == NULL || c->bytes == NULL || c->messages == NULL) {
         changes_clear(c);
         return -1;
     }
@@ -288,7 +390,7 @@ set_attr(int *status, PyObject *obj, PyObject *name, PyObject *value)
 }
 
 /* Applies prepared changes: the tail state, the index entries, the Python attributes (which
- * all exist already, so setting them allocates nothing). */
+ * all exist already, so setting them allocates nothing), the log's end and counters. */
 static int
 commit(Appender *self, const plain_written *w, int64_t position, changes *c)
 {
@@ -325,33 +427,41 @@ commit(Appender *self, const plain_written *w, int64_t position, changes *c)
     }
     self->since_index_entry += w->size;
     set_attr(&status, self->segment, str_bytes_since, c->since);
+    attr_set(&status, &self->next_offset, self->end, c->next_offset);
+    attr_set(&status, &self->append_bytes, self->counts, c->bytes);
+    attr_set(&status, &self->append_messages, self->counts, c->messages);
     if (self->room == 0 || status < 0)
         appender_disarm_now(self); /* an index may be full: the roll rule decides next */
     return status;
 }
 
 PyDoc_STRVAR(append_doc,
-"append(data, base_offset, leader_epoch)\n"
+"append(data, leader_epoch)\n"
 "--\n\n"
-"Write one plain batch with offsets from `base_offset` (and `leader_epoch` unless None) and\n"
-"feed the indexes. Returns (size, last_offset, max_timestamp, record_count, leader_epoch), or\n"
-"None (nothing written) when disarmed or the batch is not plain, intact and within the rules.");
+"Write one plain batch with offsets from the log end `end.next_offset` (and `leader_epoch`\n"
+"unless None), feed the indexes, move the end past the batch and count it. Returns (size,\n"
+"last_offset, max_timestamp, record_count, leader_epoch), or None (nothing written) when\n"
+"disarmed or the batch is not plain, intact and within the rules.");
 
 static PyObject *
 appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "append takes 3 arguments (%zd given)", nargs);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "append takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
     if (!self->armed)
         Py_RETURN_NONE;
-    int64_t base_offset = PyLong_AsLongLong(args[1]);
-    if (base_offset == -1 && PyErr_Occurred())
-        return NULL;
     int have_epoch;
     int32_t epoch;
-    if (batch_api->epoch_from_object(args[2], &have_epoch, &epoch) < 0)
+    if (batch_api->epoch_from_object(args[1], &have_epoch, &epoch) < 0)
+        return NULL;
+    PyObject *next = attr_get(&self->next_offset, self->end);
+    if (next == NULL)
+        return NULL;
+    int64_t base_offset = PyLong_AsLongLong(next);
+    Py_DECREF(next);
+    if (base_offset == -1 && PyErr_Occurred())
         return NULL;
     Py_buffer buffer;
     if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
@@ -404,6 +514,8 @@ appender_traverse(Appender *self, visitproc visit, void *arg)
     Py_VISIT(self->offset_index);
     Py_VISIT(self->time_index);
     Py_VISIT(self->max_ts_and_offset);
+    Py_VISIT(self->end);
+    Py_VISIT(self->counts);
     return 0;
 }
 
@@ -438,7 +550,8 @@ static PyGetSetDef appender_getset[] = {
 static PyTypeObject appender_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tierlog.log._segment_appender.PlainAppender",
-    .tp_doc = PyDoc_STR("PlainAppender(segment, rules, index_room): an armed segment's hot path."),
+    .tp_doc = PyDoc_STR("PlainAppender(segment, rules, index_room, end, counts): an armed "
+                        "segment's hot path."),
     .tp_basicsize = sizeof(Appender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = appender_new,
@@ -468,7 +581,8 @@ intern_names(void)
         {&str_fileno, "fileno"}, {&str_size, "size"}, {&str_mapping, "mapping"},
         {&str_entries, "entries"}, {&str_last_offset, "last_offset"},
         {&str_last_entry, "last_entry"}, {&str_bytes_since, "bytes_since_last_index_entry"},
-        {&str_max_ts, "max_timestamp_and_offset"},
+        {&str_max_ts, "max_timestamp_and_offset"}, {&str_next_offset, "next_offset"},
+        {&str_append_bytes, "append_bytes"}, {&str_append_messages, "append_messages"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)

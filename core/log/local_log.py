@@ -1,8 +1,8 @@
 """LocalLog: the local segments of one partition directory (Kafka's ``LocalLog``).
 
 What it owns: the directory, the :class:`~tierlog.log.segments.LogSegments`, the log end offset
-(``next_offset``, moved only here), the recovery point, the last flush time and the active
-segment's armed hot-path appender; it opens, appends to, rolls, reads, flushes, truncates,
+(``next_offset``, moved only here and by its armed appender, its own hot path), the recovery
+point, the last flush time and the active segment's armed hot-path appender; it opens, appends to, rolls, reads, flushes, truncates,
 replaces (the cleaner's swap) and removes segments, deletes removed ones later through the
 scheduler, and closes them. What it does not own: the log start offset, high watermark, producer state,
 leader epochs, the remote tier and lifecycle events; those are the owning
@@ -32,7 +32,7 @@ from tierlog.index.index_types import DEFAULT_INDEX_TYPES, SegmentIndexTypes
 from tierlog.log import segment_read_only
 from tierlog.log.fetch_info import FetchDataInfo
 from tierlog.log.segment import AppendedBatch, LogSegment
-from tierlog.log.segment_appender import PlainAppenderType, Written
+from tierlog.log.segment_appender import PlainAppendCounts, PlainAppenderType, Written
 from tierlog.log.segments import LogSegments
 from tierlog.records.batch import RecordBatch
 from tierlog.records.file_records import TimestampAndOffset
@@ -40,6 +40,13 @@ from tierlog.records.file_records import TimestampAndOffset
 log = logging.getLogger(__name__)
 
 __all__ = ["LocalLog"]
+
+#: ``LocalLog.append_plain``: (data, leader epoch) -> what was written, or None.
+PlainAppend = Callable[[bytes | bytearray | memoryview, int | None], Written | None]
+
+
+def _none_armed(data: bytes | bytearray | memoryview, leader_epoch: int | None) -> None:
+    """``LocalLog.append_plain`` while no appender is armed: nothing written."""
 
 
 class LocalLog:
@@ -51,6 +58,7 @@ class LocalLog:
         "_rng",
         "_scheduler",
         "_time_ms",
+        "append_plain",
         "config",
         "directory",
         "last_flush_ms",
@@ -82,6 +90,12 @@ class LocalLog:
         #: The active segment's hot-path appender, armed after a general append (may since
         #: have been disarmed by the segment: it then writes nothing and returns None).
         self.plain_appender: PlainAppenderType | None = None
+        #: The producer hot path, ``append_plain(data, leader_epoch)``: the armed appender's
+        #: own ``append`` (one C call, no Python frame of this class in between), which writes
+        #: one plain batch at the log end, moves the end past it and counts it, returning
+        #: (size, last offset, max timestamp, record count, leader epoch); None when nothing
+        #: was written (none armed, or the batch is not plain: the general path's to judge).
+        self.append_plain: PlainAppend = _none_armed
         self._time_ms = time_ms
         self._rng = rng
         self._scheduler = scheduler
@@ -140,24 +154,21 @@ class LocalLog:
         self.segments.active.append(pieces, batches, views)
         self.next_offset = next_offset
 
-    def append_plain(self, data: bytes | bytearray | memoryview,
-                     leader_epoch: int | None) -> Written | None:
-        """The producer hot path: one plain batch through the armed appender at the log end
-        (None when none is armed or the batch is not plain: nothing was written). Returns
-        (size, last offset, max timestamp, record count, leader epoch) and moves the end."""
-        appender = self.plain_appender
-        if appender is None:
-            return None
-        written = appender.append(data, self.next_offset, leader_epoch)
-        if written is not None:
-            self.next_offset = written[1] + 1
-        return written
-
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
-                          max_batch_bytes: int, check_records: bool) -> None:
-        """Arm the active segment's hot-path appender (see ``LogSegment.arm_plain_appends``)."""
-        self.plain_appender = self.segments.active.arm_plain_appends(
-            max_segment_bytes, max_segment_ms, max_batch_bytes, check_records)
+                          max_batch_bytes: int, check_records: bool,
+                          counts: PlainAppendCounts) -> None:
+        """Arm the active segment's hot-path appender (see ``LogSegment.arm_plain_appends``):
+        :attr:`append_plain` appends at this log's end, moves it, and counts in ``counts``."""
+        appender = self.segments.active.arm_plain_appends(
+            max_segment_bytes, max_segment_ms, max_batch_bytes, check_records, self, counts)
+        self.plain_appender = appender
+        self.append_plain = _none_armed if appender is None else appender.append
+
+    def disarm_plain_appends(self) -> None:
+        """Let go of the hot path (the next append takes the general path, which re-arms)."""
+        self.segments.active.disarm_plain_appends()
+        self.plain_appender = None
+        self.append_plain = _none_armed
 
     # -- rolling and flushing ------------------------------------------------------------
 

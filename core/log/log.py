@@ -334,7 +334,8 @@ class Log:
     def stats(self, stats: LogStats) -> None:
         """Count into ``stats`` from now on (a reopened log carries its partition's counters
         on: a reset reads as a gap on a dashboard)."""
-        self._appends.stats = stats
+        with self._lock:
+            self._appends.count_into(stats)
 
     @property
     def append_settings(self) -> AppendSettings:
@@ -416,17 +417,22 @@ class Log:
                 raise self._copy_lag_error.with_traceback(None)  # no growing traceback
             if assign_offsets and origin == "client":
                 # The producer hot path: one plain batch (no producer id, no control records)
-                # while the active segment is armed, so no roll can be due. The header, CRC
-                # and records get the general path's checks; None (nothing written: none
-                # armed, or anything unusual) sends it down the general path, which reports
-                # the precise error.
+                # while the active segment is armed, so no roll can be due. One C call writes
+                # it at the log end, moves the end and counts it; the header, CRC and records
+                # get the general path's checks; None (nothing written: none armed, or
+                # anything unusual) sends it down the general path, which reports the
+                # precise error.
                 local = self.local
                 first = local.next_offset
                 written = local.append_plain(
                     data, self._leader_epoch if leader_epoch is None else leader_epoch)
                 if written is not None:
                     size, last, max_ts, count, epoch = written
-                    self._appends.appended(first, last + 1, size, count, epoch)
+                    appends = self._appends
+                    # The bookkeeping, when any can be due (the cache's is_news, inline).
+                    if (appends.settings.book_every_append
+                            or epoch > self.leader_epoch_cache.newest_epoch):
+                        appends.appended(first, last + 1, epoch)
                     # tuple.__new__ skips the Python frame of the generated __new__.
                     return _new_tuple(LogAppendInfo, (
                         first, last, max_ts, last, -1, self._offsets.log_start_offset, count,

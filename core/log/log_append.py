@@ -3,17 +3,19 @@
 :class:`AppendSettings` is what an append needs of the config, built once when the log opens.
 :class:`LogAppends` runs the general append path: plan the data (validating every batch,
 :mod:`tierlog.log.append_plan`), check producer sequences and epochs (:mod:`tierlog.producer`),
-roll the active segment when due, write (the LocalLog moves its own log end offset), then do
-the append's bookkeeping (:meth:`LogAppends.appended`, the one home of it for the producer hot
-path as well) and re-arm the hot path. It holds the parts of the log it drives, handed to it
+roll the active segment when due, write (the LocalLog moves its own log end offset), count,
+apply the batches to producer state, then do the append's bookkeeping
+(:meth:`LogAppends.appended`, the one home of it for the producer hot path as well) and re-arm
+the hot path, whose one call writes, moves the end and counts. It holds the parts of the log it drives, handed to it
 by the Log that owns them, never the Log itself; it runs under that Log's lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tierlog.common.int_bounds import INT64_MAX
 from tierlog.common.stats import LogStats, perf_ns
 from tierlog.config import LogConfig
 from tierlog.errors import RecordListTooLargeError
@@ -48,6 +50,14 @@ class AppendSettings:
     fast_append: bool
     #: The high watermark follows the log end on every append (one replica).
     auto_high_watermark: bool
+    #: Whether :meth:`LogAppends.appended` may have work after any append: the high watermark
+    #: follows the end, or ``flush.messages`` is set (its default, Long.MAX_VALUE, is never
+    #: reached). When not, only a new leader epoch gives it work, and the hot path skips it.
+    book_every_append: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "book_every_append",
+                           self.auto_high_watermark or self.flush_messages < INT64_MAX)
 
     @classmethod
     def from_config(cls, config: LogConfig, index_types: SegmentIndexTypes,
@@ -75,7 +85,7 @@ class LogAppends:
         self._producers = producer_state
         self._epochs = epoch_cache
         self._events = events
-        #: The log's counters (the Log hands over another when a reopen carries them on).
+        #: The log's counters (:meth:`count_into` another when a reopen carries them on).
         self.stats = stats
         self._time_ms = time_ms
 
@@ -95,15 +105,20 @@ class LogAppends:
         if duplicate is not None:
             return duplicate
         segment = self._maybe_roll(plan, now)
-        local.append(plan.pieces, plan.batches, plan.views, plan.last_offset + 1)
+        next_offset = plan.last_offset + 1
+        local.append(plan.pieces, plan.batches, plan.views, next_offset)
+        stats = self.stats
+        stats.append_bytes += plan.size
+        stats.append_messages += plan.record_count
         if plan.producer_run is not None:
             plan.producer_run.apply(segment.append_aborted_txn)
+        self._producers.update_map_end_offset(next_offset)
         for epoch, start in plan.epoch_starts:
             self._epochs.assign_if_newer(epoch, start)
-        self.appended(plan.first_offset, plan.last_offset + 1, plan.size, plan.record_count, -1)
+        self.appended(plan.first_offset, next_offset, -1)
         if settings.fast_append:
             local.arm_plain_appends(settings.segment_bytes, settings.segment_ms,
-                                    settings.max_message, settings.check_records)
+                                    settings.max_message, settings.check_records, stats)
         self.stats.record_general_append(perf_ns() - started)
         return LogAppendInfo(
             plan.first_offset, plan.last_offset, plan.max_timestamp,
@@ -111,23 +126,31 @@ class LogAppends:
             plan.record_count, len(plan.batches), plan.size,
         )
 
-    def appended(self, first: int, next_offset: int, size: int, count: int,
-                 epoch: int) -> None:
-        """The bookkeeping of every append, once its bytes are written (the hot path's and
-        the general path's): counters, producer state's map end, the high watermark when it
-        follows the end, a new leader epoch starting at ``first`` (-1: none to record) and a
-        flush when ``flush.messages`` is reached."""
-        stats = self.stats
-        stats.append_bytes += size
-        stats.append_messages += count
-        self._producers.update_map_end_offset(next_offset)
+    def appended(self, first: int, next_offset: int, epoch: int) -> None:
+        """The bookkeeping of an append of the offsets [``first``, ``next_offset``), once its
+        bytes are written, the log end moved and the batches counted (the hot path's and the
+        general path's): the high watermark when it follows the end, a new leader epoch
+        starting at ``first`` (-1: none to record) and a flush when ``flush.messages`` is
+        reached. The general path calls it after every append; the hot path when
+        ``settings.book_every_append`` or the epoch is news, as nothing else can be due.
+
+        Producer state's map end is not moved here: the hot path's batches carry no producer
+        and change nothing there, so it moves with the general path, which applies batches to
+        producer state, and with every snapshot (a roll, a close), taken at the log end."""
         settings = self.settings
         if settings.auto_high_watermark:
-            self._offsets.set_high_watermark(next_offset, next_offset)
+            self._offsets.follow_log_end(next_offset)
         if epoch > self._epochs.newest_epoch:  # the cache's is_news, inline: run per batch
             self._epochs.assign_if_newer(epoch, first)
         if next_offset - self._local.recovery_point >= settings.flush_messages:
             self.flush()
+
+    def count_into(self, stats: LogStats) -> None:
+        """Count into ``stats`` from now on (a reopened log carries its partition's counters
+        on). The armed hot path counts into the old ones: it is let go, and the next append
+        (general) arms one that counts into these."""
+        self.stats = stats
+        self._local.disarm_plain_appends()
 
     def _producer_checks(self, plan: AppendPlan, origin: str) -> LogAppendInfo | None:
         """Validate producer sequences/epochs into ``plan.producer_run`` (applied after the

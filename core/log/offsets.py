@@ -29,69 +29,70 @@ def last_offset_off_local(highest_offset_in_remote: int, log_start_offset: int) 
 class LogOffsets:
     """The offsets that describe a whole partition (local and tiered) beyond its local end.
 
+    The three offsets are plain attributes (as LocalLog's ``next_offset``), read by anyone and
+    written only by the methods here, which keep the invariant: a read costs no call, and the
+    producer hot path reads the log start offset on every append.
+
     Not thread-safe: the owning Log's lock guards every change; a read of one offset needs
     no lock (an int read is atomic), a consistent view of several takes the Log's lock.
     """
 
-    __slots__ = ("_epochs", "_high_watermark", "_highest_offset_in_remote", "_log_start_offset",
-                 "_producers")
+    __slots__ = ("_epochs", "_producers", "high_watermark", "highest_offset_in_remote",
+                 "log_start_offset")
 
     def __init__(self, log_start_offset: int, log_end_offset: int,
                  producer_state: ProducerStateManager,
                  epoch_cache: LeaderEpochFileCache) -> None:
         self._producers = producer_state
         self._epochs = epoch_cache
-        self._log_start_offset = log_start_offset
-        self._high_watermark = log_start_offset
-        self._highest_offset_in_remote = -1
+        #: The first offset of the partition (local or tiered) a reader may fetch.
+        self.log_start_offset = log_start_offset
+        #: Every offset below it is replicated: consumers read up to it (the LSO's bound).
+        self.high_watermark = log_start_offset
+        #: The last offset the remote tier holds (-1: none).
+        self.highest_offset_in_remote = -1
         self._check(log_end_offset)
 
     def _check(self, log_end_offset: int) -> None:
         """The invariant, after every change: log start <= high watermark <= log end."""
-        assert self._log_start_offset <= self._high_watermark <= log_end_offset, (
-            f"offsets out of order: log start {self._log_start_offset}, high watermark "
-            f"{self._high_watermark}, log end {log_end_offset}")
+        assert self.log_start_offset <= self.high_watermark <= log_end_offset, (
+            f"offsets out of order: log start {self.log_start_offset}, high watermark "
+            f"{self.high_watermark}, log end {log_end_offset}")
 
     # -- reading -----------------------------------------------------------------------
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self._high_watermark
-
-    @property
-    def highest_offset_in_remote(self) -> int:
-        """The last offset the remote tier holds (-1: none)."""
-        return self._highest_offset_in_remote
 
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, else the high watermark."""
         first_unstable = self._producers.first_unstable_offset()
         if first_unstable is None:
-            return self._high_watermark
-        return min(first_unstable, self._high_watermark)
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
 
     def last_offset_off_local(self) -> int:
         """:func:`last_offset_off_local` of these offsets."""
-        return last_offset_off_local(self._highest_offset_in_remote, self._log_start_offset)
+        return last_offset_off_local(self.highest_offset_in_remote, self.log_start_offset)
 
     # -- the high watermark ------------------------------------------------------------
 
     def set_high_watermark(self, offset: int, log_end_offset: int) -> None:
         """Move the high watermark to ``offset`` (producer state forgets what it passed)."""
-        self._high_watermark = offset
+        self.high_watermark = offset
         self._producers.on_high_watermark_updated(offset)
         self._check(log_end_offset)
 
+    def follow_log_end(self, log_end_offset: int) -> None:
+        """The high watermark follows the log end, which an append just moved up (a partition
+        with one replica). No check needed: log start <= old high watermark <= old end <= new
+        end, so the invariant holds with the high watermark at the new end."""
+        self.high_watermark = log_end_offset
+        self._producers.on_high_watermark_updated(log_end_offset)
+
     def update_high_watermark(self, offset: int, log_end_offset: int) -> int:
         """Set the high watermark clamped to [log start, log end]; returns the value set."""
-        self.set_high_watermark(min(max(offset, self._log_start_offset), log_end_offset),
+        self.set_high_watermark(min(max(offset, self.log_start_offset), log_end_offset),
                                 log_end_offset)
-        return self._high_watermark
+        return self.high_watermark
 
     # -- the log start offset ----------------------------------------------------------
 
@@ -99,10 +100,10 @@ class LogOffsets:
         """Raise the log start offset to ``offset`` (above the current one): the epoch cache
         drops what lies below, producer state its completed transactions there, and the high
         watermark follows if it was below."""
-        self._log_start_offset = offset
+        self.log_start_offset = offset
         self._epochs.truncate_from_start(offset)
         self._producers.on_log_start_offset_incremented(offset)
-        if self._high_watermark < offset:
+        if self.high_watermark < offset:
             self.set_high_watermark(offset, max(log_end_offset, offset))
         self._check(max(log_end_offset, offset))
 
@@ -115,18 +116,18 @@ class LogOffsets:
         """The local log was cut back to ``log_end_offset``: the log start follows it down
         (Kafka), the epoch cache drops later epochs, producer state is replayed from its
         newest valid snapshot, and the high watermark comes down to the end."""
-        self._log_start_offset = min(self._log_start_offset, log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, log_end_offset)
         self._epochs.truncate_from_end(log_end_offset)
-        rebuild_producer_state(self._producers, segments, self._log_start_offset,
+        rebuild_producer_state(self._producers, segments, self.log_start_offset,
                                log_end_offset, now_ms)
-        if self._high_watermark > log_end_offset:
+        if self.high_watermark > log_end_offset:
             self.set_high_watermark(log_end_offset, log_end_offset)
         self._check(log_end_offset)
 
     def restart_at(self, offset: int) -> None:
         """The local log restarted, empty, at ``offset``: every offset starts there, producer
         state and the epoch cache forget everything."""
-        self._log_start_offset = offset
+        self.log_start_offset = offset
         self._producers.truncate_fully_and_start_at(offset)
         self._epochs.clear_and_flush()
         self.set_high_watermark(offset, offset)
@@ -135,8 +136,8 @@ class LogOffsets:
 
     def set_highest_offset_in_remote(self, offset: int) -> None:
         """What a RemoteLogManager found in the tier when it attached."""
-        self._highest_offset_in_remote = offset
+        self.highest_offset_in_remote = offset
 
     def tiered_up_to(self, offset: int) -> None:
         """A copy up to ``offset`` was committed to the tier (never moves it down)."""
-        self._highest_offset_in_remote = max(self._highest_offset_in_remote, offset)
+        self.highest_offset_in_remote = max(self.highest_offset_in_remote, offset)

@@ -317,10 +317,13 @@ class LogSegment:
         self.max_timestamp_and_offset = max_ts
 
     def arm_plain_appends(self, max_segment_bytes: int, max_segment_ms: int,
-                          max_batch_bytes: int,
-                          check_records: bool) -> segment_appender.PlainAppenderType | None:
+                          max_batch_bytes: int, check_records: bool,
+                          end: segment_appender.PlainAppendEnd,
+                          counts: segment_appender.PlainAppendCounts,
+                          ) -> segment_appender.PlainAppenderType | None:
         """Hand the producer's hot path a :class:`~tierlog.log.segment_appender.PlainAppender` that
-        appends plain batches until something else changes the segment (which disarms it).
+        appends plain batches until something else changes the segment (which disarms it),
+        each at the log end of ``end`` (which it moves) and counted in ``counts``.
 
         Turns the roll rule (:meth:`should_roll`) into limits a batch is compared with, so the
         hot path checks four numbers instead: end position <= ``segment.bytes``, last offset
@@ -351,7 +354,8 @@ class LogSegment:
             max_batch_bytes,
             check_records,
         )
-        appender = self._plain_appender = segment_appender.PlainAppender(self, rules, room)
+        appender = self._plain_appender = segment_appender.PlainAppender(self, rules, room, end,
+                                                                         counts)
         return appender
 
     def disarm_plain_appends(self) -> None:

@@ -6,6 +6,10 @@ its appender changes it: the appender writes each plain producer batch
 :class:`tierlog.index.sparse.SparseIndexRule` places entries, as :meth:`LogSegment.append`
 does. Any other change to the segment disarms it first, and a disarmed appender writes nothing
 (``append`` returns None, sending the Log down its general path, which arms a new one).
+An append also does what it means to the log around the segment, so that the producer's hot
+path is one call: the batch's offsets start at the log end (:class:`PlainAppendEnd`, the
+LocalLog that armed it), which the append moves past the batch, and the batch is counted in
+the log's counters (:class:`PlainAppendCounts`, its LogStats).
 
 The C accelerator (``tierlog.log._segment_appender.PlainAppender``) does the whole append in one
 call: it keeps a copy of the segment's tail state, writes index entries straight into the indexes'
@@ -13,7 +17,8 @@ memory maps, and sets every attribute an append changes at once, so that readers
 what :class:`PlainAppenderPy` (which calls the objects' own methods) leaves. What both twins
 may read and write is one explicit contract: the protocols below (:class:`PlainAppendTarget`,
 the segment; :class:`PlainAppendFile`, :class:`PlainAppendOffsetIndex`,
-:class:`PlainAppendTimeIndex`, its parts), whose settable attributes are public and listed in
+:class:`PlainAppendTimeIndex`, its parts; :class:`PlainAppendEnd` and
+:class:`PlainAppendCounts`), whose settable attributes are public and listed in
 :data:`APPEND_WRITES`; no twin touches a private attribute. The tests prove both twins leave
 identical files and attributes and change nothing else. Not thread-safe: the Log's lock
 serialises appends.
@@ -31,8 +36,9 @@ from tierlog.index.sparse import OFFSET_AND_TIME_ENTRY, SparseIndexRule
 from tierlog.records._accelerator import accelerated
 from tierlog.records.plain_batch_write import PlainBatchRules
 
-__all__ = ["APPEND_WRITES", "PlainAppendFile", "PlainAppendOffsetIndex", "PlainAppendTarget",
-           "PlainAppendTimeIndex", "PlainAppender", "PlainAppenderPy", "PlainAppenderType"]
+__all__ = ["APPEND_WRITES", "PlainAppendCounts", "PlainAppendEnd", "PlainAppendFile",
+           "PlainAppendOffsetIndex", "PlainAppendTarget", "PlainAppendTimeIndex", "PlainAppender",
+           "PlainAppenderPy", "PlainAppenderType", "Written"]
 
 #: What ``append`` returns: ``(size, last_offset, max_timestamp, record_count, leader_epoch)``.
 Written = tuple[int, int, int, int, int]
@@ -108,13 +114,33 @@ class PlainAppendTarget(Protocol):
     max_timestamp_and_offset: TimestampOffset | None
 
 
-#: Every attribute an append may set, by the segment's part that holds it ("" is the segment
-#: itself): the contract both twins keep, and nothing else (tests/log/test_segment_appender.py).
+class PlainAppendEnd(Protocol):
+    """The log whose active segment is armed (:class:`tierlog.log.local_log.LocalLog`), as its
+    appender sees it: the appender is the LocalLog's hot path, and moves its end as
+    :meth:`LocalLog.append <tierlog.log.local_log.LocalLog.append>` does."""
+
+    #: The log end offset: the batch's offsets start here; an append sets it past the batch.
+    next_offset: int
+
+
+class PlainAppendCounts(Protocol):
+    """The log's append counters (:class:`tierlog.common.stats.LogStats`)."""
+
+    #: Bytes and records appended: an append adds its batch's size and record count.
+    append_bytes: int
+    append_messages: int
+
+
+#: Every attribute an append may set, by the object that holds it: the segment ("") and its
+#: parts, the log's end and its counters. The contract both twins keep, and nothing else
+#: (tests/log/test_segment_appender.py).
 APPEND_WRITES: Mapping[str, tuple[str, ...]] = {
     "": ("bytes_since_last_index_entry", "max_timestamp_and_offset"),
     "log": ("size",),
     "offset_index": ("entries", "last_offset"),
     "time_index": ("entries", "last_entry"),
+    "end": ("next_offset",),
+    "counts": ("append_bytes", "append_messages"),
 }
 
 
@@ -125,11 +151,12 @@ class PlainAppenderType(Protocol):
     def armed(self) -> bool:
         """False once disarmed, by the segment or by filling the indexes' room."""
 
-    def append(self, data: bytes | bytearray | memoryview, base_offset: int,
+    def append(self, data: bytes | bytearray | memoryview,
                leader_epoch: int | None) -> Written | None:
-        """Write one plain batch with offsets from ``base_offset`` and feed the indexes; None
-        (nothing written) when disarmed or the batch is not plain, intact and within the rules.
-        A failed write raises OSError with the file cut back to where it was."""
+        """Write one plain batch with offsets from the log end (``end.next_offset``), feed the
+        indexes, move the end past the batch and count it; None (nothing written, nothing
+        changed) when disarmed or the batch is not plain, intact and within the rules. A failed
+        write raises OSError with the file cut back to where it was."""
 
     def disarm(self) -> None:
         """Write nothing more (idempotent); the C twin lets go of the index mappings."""
@@ -141,19 +168,25 @@ class PlainAppenderPy:
     ``rules`` are the limits that stand in for the roll rule (see ``arm_plain_appends``);
     ``index_room`` is how many index entries both indexes can still take: after the last of
     them, the appender disarms itself so that the next append asks the roll rule again.
+    ``end`` is the log whose end an append starts at and moves, ``counts`` its counters.
     """
 
-    __slots__ = ("_index_rule", "_room", "_rules", "_segment", "armed")
+    __slots__ = ("_counts", "_end", "_index_rule", "_room", "_rules", "_segment", "armed")
 
-    def __init__(self, segment: PlainAppendTarget, rules: PlainBatchRules, index_room: int) -> None:
+    def __init__(self, segment: PlainAppendTarget, rules: PlainBatchRules, index_room: int,
+                 end: PlainAppendEnd, counts: PlainAppendCounts) -> None:
         if index_room <= 0:
             raise ValueError(f"index room {index_room} leaves no append to arm for")
+        # Read on every append: a wrong object fails here instead (AttributeError).
+        _ = end.next_offset, counts.append_bytes, counts.append_messages
         segment.log.fileno()  # raises LogClosedError when the file is closed
         # Index entries hold positions and relative offsets as int32: the rules must keep them so.
         if rules[0] > INT32_MAX or rules[1] - segment.base_offset > INT32_MAX:
             raise ValueError("rules allow positions or offsets past the 4-byte index fields of "
                              f"the segment at base offset {segment.base_offset}")
         self._segment = segment
+        self._end = end
+        self._counts = counts
         self._rules = rules
         # Nothing else changes the segment's tail while armed: the rule's copy stays true.
         self._index_rule = SparseIndexRule(segment.index_interval_bytes,
@@ -162,17 +195,17 @@ class PlainAppenderPy:
         self._room = index_room
         self.armed = True
 
-    def append(self, data: bytes | bytearray | memoryview, base_offset: int,
+    def append(self, data: bytes | bytearray | memoryview,
                leader_epoch: int | None) -> Written | None:
         if not self.armed:
             return None
-        segment = self._segment
+        segment, end = self._segment, self._end
         log_file = segment.log
         position = log_file.size
-        written = log_file.append_plain_batch(data, base_offset, leader_epoch, self._rules)
+        written = log_file.append_plain_batch(data, end.next_offset, leader_epoch, self._rules)
         if written is None:
             return None
-        size, last_offset, max_timestamp, _, _ = written
+        size, last_offset, max_timestamp, record_count, _ = written
         max_ts = segment.max_timestamp_and_offset
         assert max_ts is not None  # loaded by arm_plain_appends
         if max_timestamp > max_ts.timestamp:
@@ -188,6 +221,10 @@ class PlainAppenderPy:
             if not self._room:  # an index may be full: the roll rule decides next
                 self.armed = False
         segment.bytes_since_last_index_entry = rule.since
+        end.next_offset = last_offset + 1
+        counts = self._counts
+        counts.append_bytes += size
+        counts.append_messages += record_count
         return written
 
     def disarm(self) -> None:
@@ -196,5 +233,6 @@ class PlainAppenderPy:
 
 _found = accelerated("tierlog.log._segment_appender", "PlainAppender")
 #: The C type when it is built (and TIERLOG_PURE_PYTHON is not 1), else the Python twin.
-PlainAppender: Callable[[PlainAppendTarget, PlainBatchRules, int], PlainAppenderType] = (
-    _found[0] if _found else PlainAppenderPy)
+PlainAppender: Callable[
+    [PlainAppendTarget, PlainBatchRules, int, PlainAppendEnd, PlainAppendCounts],
+    PlainAppenderType] = _found[0] if _found else PlainAppenderPy

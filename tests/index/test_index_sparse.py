@@ -8,10 +8,12 @@ from __future__ import annotations
 import importlib
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tierlog.common.stats import LogStats
 from tierlog.index.sparse import NO_ENTRY, OFFSET_AND_TIME_ENTRY, OFFSET_ENTRY, SparseIndexRule
 from tierlog.log import segment_appender
 from tierlog.log.segment import AppendedBatch, LogSegment
@@ -115,10 +117,13 @@ def test_every_writer_places_entries_as_the_rule_does(interval, workload):
         saved = segment_appender.PlainAppender
         segment_appender.PlainAppender = c_appender
         try:
-            appender = segments["c"].arm_plain_appends(1 << 30, LONG_AGO, 1 << 20, True)
+            end = SimpleNamespace(next_offset=2)  # the log end each batch starts at
+            appender = segments["c"].arm_plain_appends(1 << 30, LONG_AGO, 1 << 20, True, end,
+                                                       LogStats())
             assert type(appender) is c_appender
             for data, view in zip(batches, views, strict=True):
-                assert appender.append(data, view.base_offset, None) is not None
+                assert end.next_offset == view.base_offset
+                assert appender.append(data, None) is not None
         finally:
             segment_appender.PlainAppender = saved
         segments["general"].append(batches, [AppendedBatch(last, max_ts, size)

@@ -139,10 +139,77 @@ def test_appends_read_their_settings_once(tmp_path, clock):
 def test_counters_handed_over_are_the_ones_appends_count_into(tmp_path, clock):
     with _log(tmp_path, clock) as log:
         log.append(_batch(clock))
+        log.append(_batch(clock))  # the hot path, armed with the first counters
         carried = LogStats()
         carried.append_messages = 100
         log.stats = carried  # as a LogManager's reopen carries a partition's counters on
-        log.append(_batch(clock))  # the hot path
+        log.append(_batch(clock))  # the general path: the armed one counted elsewhere
+        log.append(_batch(clock))  # the hot path again
+        assert log._plain_appender is not None
         log.roll()
         assert log.stats is carried
-        assert (carried.append_messages, carried.rolls) == (103, 1)
+        assert (carried.append_messages, carried.rolls) == (106, 1)
+        assert carried.append_bytes == 2 * len(_batch(clock))
+
+
+def _bare(tmp_path, clock, **config) -> Log:
+    """A log whose appends need no bookkeeping by default: the high watermark does not follow
+    the end and flush.messages is Kafka's never."""
+    return Log.open(tmp_path / "b-0", {"segment.bytes": 1 << 20, **config}, time_ms=clock)
+
+
+def test_the_hot_path_is_one_call_that_moves_the_end_and_counts(tmp_path, clock):
+    with _bare(tmp_path, clock) as log:
+        assert not log.append_settings.book_every_append
+        log.append(_batch(clock))  # general: arms the hot path
+        appender = log._plain_appender
+        assert appender is not None
+        # LocalLog.append_plain is the armed appender's own append: no frame in between.
+        assert log.local.append_plain == appender.append
+        size = len(_batch(clock))
+        info = log.append(_batch(clock))
+        assert (info.first_offset, info.last_offset, info.valid_bytes) == (3, 5, size)
+        assert (log.log_end_offset, log.stats.append_messages, log.stats.append_bytes) == (
+            6, 6, 2 * size)
+        assert log.local.append_plain == appender.append  # still armed: it was the hot path
+
+
+def test_the_hot_path_keeps_the_books_when_any_are_due(tmp_path, clock):
+    """Without a high watermark to move or flush.messages to reach, the hot path still records
+    a new leader epoch; with flush.messages, it flushes."""
+    with _bare(tmp_path / "epoch", clock) as log:
+        log.append(_batch(clock))
+        log.append(_batch(clock, epoch=5))
+        log.append(_batch(clock, epoch=5))
+        log.append(_batch(clock, epoch=6))
+        assert log._plain_appender is not None
+        assert [tuple(e) for e in log.leader_epoch_cache.entries()] == [(5, 3), (6, 9)]
+        assert log.high_watermark == 0
+    with _bare(tmp_path / "flush", clock, **{"flush.messages": 5}) as log:
+        assert log.append_settings.book_every_append
+        log.append(_batch(clock))
+        log.append(_batch(clock))
+        assert log._plain_appender is not None and log.recovery_point == 6
+
+
+def test_producer_state_after_hot_appends(tmp_path, clock):
+    """Plain batches change no producer state, so its map end moves with the general path and
+    with every snapshot; truncating into or after the plain batches keeps the producer, a roll
+    and a close snapshot at the log end, and a reopen finds the producer."""
+    with _log(tmp_path, clock) as log:
+        log.append(build_batch([Record(value=b"p")], producer_id=7, producer_epoch=0,
+                               base_sequence=0, now_ms=clock.now))  # offset 0, general
+        for _ in range(3):
+            log.append(_batch(clock))  # offsets 1-9: the first re-arms, the rest are hot
+        assert log._plain_appender is not None
+        log.truncate_to(7)
+        assert log.producer_state.active_producers[7].last_seq == 0
+        log.append(_batch(clock))
+        log.append(_batch(clock))
+        log.roll()
+        assert log.producer_state.latest_snapshot_offset == log.log_end_offset == 13
+        log.append(_batch(clock))
+        log.append(_batch(clock))
+    with _log(tmp_path, clock) as log:
+        assert log.producer_state.latest_snapshot_offset == log.log_end_offset == 19
+        assert log.producer_state.active_producers[7].last_seq == 0
