@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,9 +23,16 @@ from tierlog.cli._common import (
     warnings_dropped_on_error,
 )
 from tierlog.cli.wire import add_bootstrap_options, uses_broker
+from tierlog.errors import RemoteFetchTimeoutError
 from tierlog.log.fetch_info import FetchDataInfo
 from tierlog.log.log import Log
 from tierlog.records.record import Record
+
+logger = logging.getLogger(__name__)
+
+#: Reads of one offset a slow tier may time out (``remote.fetch.max.wait.ms`` each) before the
+#: command gives up: a Kafka consumer retries a timed-out remote fetch, so does this reader.
+FETCH_ATTEMPTS = 5
 
 #: Bytes asked of the log per read.
 FETCH_BYTES = 1 << 20
@@ -128,7 +136,7 @@ def iter_fetches(log: Log, start: int, isolation: str) -> Iterator[FetchDataInfo
     are stepped over by the next read."""
     offset = start
     while True:
-        res = log.read(offset, FETCH_BYTES, isolation=isolation)
+        res = _read_retrying(log, offset, isolation)
         yield res
         next_offset = offset
         for batch in res.batches():
@@ -136,6 +144,19 @@ def iter_fetches(log: Log, start: int, isolation: str) -> Iterator[FetchDataInfo
         if next_offset <= offset or next_offset >= res.upper_bound:
             return
         offset = next_offset
+
+
+def _read_retrying(log: Log, offset: int, isolation: str) -> FetchDataInfo:
+    """``log.read`` at ``offset``, read again when the tier did not answer within
+    ``remote.fetch.max.wait.ms`` (retriable), at most FETCH_ATTEMPTS times in all."""
+    for attempt in range(1, FETCH_ATTEMPTS + 1):
+        try:
+            return log.read(offset, FETCH_BYTES, isolation=isolation)
+        except RemoteFetchTimeoutError as e:
+            if attempt == FETCH_ATTEMPTS:
+                raise
+            logger.warning("%s; reading again (%d of %d)", e, attempt + 1, FETCH_ATTEMPTS)
+    raise AssertionError("unreachable")
 
 
 def records_from(log: Log, start: int, isolation: str) -> Iterator[Record]:
