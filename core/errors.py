@@ -274,6 +274,13 @@ class TableCoverageError(TierlogError, ValueError):
     names the partition and the offsets. Nothing is committed."""
 
 
+class TableChainError(TableCoverageError):
+    """A file offered to a topic table (``tierlog.remote.table.commit``) that does not continue
+    its partition's coverage: it starts past the covered end (a gap), overlaps offsets the
+    table holds, or the partition has no coverage and no start was given; names the
+    partition, the file's offsets and the covered end. Nothing is committed."""
+
+
 class IndexFullError(TierlogError, ValueError):
     """An append to an offset or time index with no free slot (the segment should have rolled)."""
 
@@ -349,6 +356,12 @@ class CopyLagExceededError(RetriableError, OSError):
     """An append to a tiered partition whose local bytes not yet copied to the remote tier
     exceed ``remote.log.copy.lag.max.bytes`` (the tier is out or slow): refused instead of
     filling the disk; names the partition and the lag. Retry once tiering catches up."""
+
+
+class TableCommitConflictError(RetriableError, RuntimeError):
+    """A change of a topic table lost every attempt to other commits (or never learned its
+    outcome) within the committer's bound; names the table and the attempts. The next change
+    reloads the table and finds out what landed."""
 
 
 # --- the Kafka protocol server (tierlog.server) -------------------------------------------

@@ -109,6 +109,20 @@ class Coverage:
         end = max(self.covered.get(partition, offset), offset)
         return Coverage({**self.covered, partition: end}, {**self.start, partition: offset})
 
+    def cut(self, partition: int, end: int) -> Coverage:
+        """This coverage with ``partition`` covered only below ``end`` (a restore's cut: the one
+        move backwards); unchanged when it covers no further. TableCoverageError when ``end``
+        lies below the partition's start (those rows are gone from the log: nothing to cut)."""
+        _check(partition, end, "end offset")
+        current = self.covered.get(partition)
+        if current is None or end >= current:
+            return self
+        start = self.start.get(partition)
+        if start is not None and end < start:
+            raise TableCoverageError(
+                f"partition {partition}: cut at {end} is below the table's start {start}")
+        return Coverage({**self.covered, partition: end}, self.start)
+
 
 def _check(partition: int, offset: int, kind: str) -> None:
     try:
