@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py core/records/_speedups.c core/records/_plain_batch_write.c \
-		core/records/_plain_batch_write.h core/log/_segment_appender.c core/reader/_columnar.c \
+		core/records/_plain_batch_write.h core/log/_segment_appender.c core/records/arrow/_columnar.c \
 		core/records/_record_framing.h
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -33,8 +33,8 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "tierlog.reader._columnar",
-            sources=["core/reader/_columnar.c"],
+            "tierlog.records.arrow._columnar",
+            sources=["core/records/arrow/_columnar.c"],
             depends=["core/records/_record_framing.h"],
             extra_compile_args=["-O2"],
         ),

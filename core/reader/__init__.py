@@ -10,11 +10,11 @@ table = reader.read_table("orders", isolation_level="read_committed")
 
 from __future__ import annotations
 
-from tierlog.reader._arrow import HEADERS_TYPE, SCHEMA, SCHEMA_NO_HEADERS, schema
-from tierlog.reader._catalog import ReadStats
 from tierlog.reader._planner import DEFAULT_SPLIT_BYTES, EARLIEST, LATEST
 from tierlog.reader._reader import TIMESTAMP_STRATEGIES, RemoteTopicReader
-from tierlog.reader._split import (
+from tierlog.records.arrow.schema import HEADERS_TYPE, SCHEMA, SCHEMA_NO_HEADERS, schema
+from tierlog.remote.read.readable import ReadStats
+from tierlog.remote.read.split import (
     DEFAULT_BATCH_ROWS,
     ISOLATION_LEVELS,
     READ_COMMITTED,

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.errors import RemoteStorageError
-from tierlog.index.aborted_txns import AbortedTxnList, collect_aborted_txns
-from tierlog.index.transaction_index import decode_aborted_txns
-from tierlog.producer.snapshot import decode_snapshot
-from tierlog.reader._catalog import ChainLink, get_optional
 from tierlog.reader._indexes import OffsetIndexView, TimeIndexView
-from tierlog.reader._split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
 from tierlog.records.batch import HEADER_SIZE
 from tierlog.remote import IndexType, RemoteLogSegmentMetadata, RemoteTier, TopicIdPartition
+from tierlog.remote.read.readable import ChainLink
+from tierlog.remote.read.split import ISOLATION_LEVELS, READ_COMMITTED, ReadSplit
+from tierlog.remote.read.transactions import aborted_txns, chain_end, last_stable_offset
 from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key, tail_object_key
 from tierlog.remote.tier.tail_manifest import TailManifest, TailObject
 
@@ -96,7 +93,7 @@ class PartitionPlanner:
     @property
     def chain_end(self) -> int:
         """One past the last offset of the committed segments."""
-        return self.chain[-1].last_offset + 1 if self.chain else 0
+        return chain_end(self.chain)
 
     @property
     def tail_objects(self) -> tuple[TailObject, ...]:
@@ -143,33 +140,10 @@ class PartitionPlanner:
         return self.tier_end
 
     def stable_end(self) -> int:
-        """The tier's last stable offset: the first offset of the earliest transaction whose
-        marker is not in the tier, else its end.
-
-        A transaction is open at the tier's end when the producer snapshot uploaded with the
-        last segment (taken at the next segment's base offset, i.e. the tier's end) has a
-        ``currentTxnFirstOffset`` for its producer. Its outcome is not in the tier, so a
-        read_committed reader stops before it, as a consumer stops at the LSO.
-        """
-        if self._stable_end is None and self.tail is not None \
-                and self.tail.last_stable_offset >= self.chain_end:
-            # The tail's last stable offset is newer than anything the chain can say.
-            self._stable_end = self.tail.last_stable_offset
+        """The tier's last stable offset (``tierlog.remote.read.transactions``), fetched
+        once."""
         if self._stable_end is None:
-            if not self.chain:
-                self._stable_end = 0
-                return 0
-            last = self.chain[-1].segment
-            path = self.tier.path(segment_object_key(last, IndexType.PRODUCER_SNAPSHOT.suffix))
-            data = get_optional(self.tier, path)
-            if data is None:
-                raise RemoteStorageError(
-                    f"{self.tip}: producer snapshot {path} is missing; read_committed needs it "
-                    f"to know which transactions are still open at offset {self.tier_end}"
-                )
-            open_firsts = [e.current_txn_first_offset for e in decode_snapshot(data, path)
-                           if e.current_txn_first_offset >= 0]
-            self._stable_end = min([self.chain_end, *open_firsts])
+            self._stable_end = last_stable_offset(self.tier, self.tip, self.chain, self.tail)
         return self._stable_end
 
     def _resolve_start(self, start: int, latest: int) -> int:
@@ -296,7 +270,7 @@ class PartitionPlanner:
         objects' past the chain."""
         aborted: tuple[tuple[int, int, int], ...] = ()
         if request.isolation_level == READ_COMMITTED:
-            aborted = self._aborted_txns(start, end)
+            aborted = aborted_txns(self.tier, self.chain, start, end, self.tail)
         splits: list[ReadSplit] = []
         for link in self.chain:
             lo, hi = max(start, link.first_offset), min(end, link.last_offset + 1)
@@ -383,27 +357,6 @@ class PartitionPlanner:
             segment_last_offset=obj.end_offset - 1, anchor_offset=None, fetch_end=obj.size,
             object_size=obj.size,
         )
-
-    def _aborted_txns(self, start: int, end: int) -> tuple[tuple[int, int, int], ...]:
-        """Aborted transactions touching ``[start, end)``, collected as every read path
-        collects them (``tierlog.index.aborted_txns``): from the transaction indexes of the
-        segments from ``start`` on, each fetched only when needed."""
-        found = collect_aborted_txns(self._txn_indexes_from(start), start, end)
-        return tuple((txn.producer_id, txn.first_offset, txn.last_offset) for txn in found)
-
-    def _txn_indexes_from(self, start: int) -> Iterator[AbortedTxnList | None]:
-        for link in self.chain:
-            if link.last_offset < start:
-                continue
-            if link.segment.txn_idx_empty:
-                yield None
-                continue
-            # The metadata says this segment aborted transactions: a missing index is an
-            # error, not an empty one (that would return aborted records).
-            path = self.tier.path(segment_object_key(link.segment, IndexType.TRANSACTION.suffix))
-            yield AbortedTxnList(decode_aborted_txns(self.tier.get_bytes(path), path))
-        if self.tail is not None:  # ABORT markers published in the tail
-            yield AbortedTxnList(self.tail.aborted)
 
 
 def _first_object_reaching(timestamp: int, objects: tuple[TailObject, ...]) -> TailObject | None:

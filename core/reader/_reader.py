@@ -14,8 +14,18 @@ from typing import Any, TypedDict, Unpack
 import pyarrow as pa
 
 from tierlog.errors import OffsetOutOfRangeError, TierNotFoundError, UnknownTopicOrPartitionError
-from tierlog.reader._arrow import schema
-from tierlog.reader._catalog import (
+from tierlog.reader._planner import (
+    DEFAULT_SPLIT_BYTES,
+    EARLIEST,
+    LATEST,
+    PartitionPlanner,
+    PartitionRequest,
+)
+from tierlog.records.arrow.schema import schema
+from tierlog.records.timestamps import format_timestamp_ms
+from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
+from tierlog.remote.ops.backfill_visibility import JobVisibility
+from tierlog.remote.read.readable import (
     ChainLink,
     ReadStats,
     open_tier,
@@ -24,17 +34,7 @@ from tierlog.reader._catalog import (
     segment_chain,
     topic_partitions,
 )
-from tierlog.reader._planner import (
-    DEFAULT_SPLIT_BYTES,
-    EARLIEST,
-    LATEST,
-    PartitionPlanner,
-    PartitionRequest,
-)
-from tierlog.reader._split import DEFAULT_BATCH_ROWS, READ_UNCOMMITTED, ReadSplit, read_split
-from tierlog.records.timestamps import format_timestamp_ms
-from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
-from tierlog.remote.ops.backfill_visibility import JobVisibility
+from tierlog.remote.read.split import DEFAULT_BATCH_ROWS, READ_UNCOMMITTED, ReadSplit, read_split
 
 log = logging.getLogger(__name__)
 

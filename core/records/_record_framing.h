@@ -1,7 +1,8 @@
 /* The one C home of Kafka's v2 record framing rules that tierlog's C decoders share
- * (tierlog.records._speedups, which decodes and checks records, and tierlog.reader._columnar,
- * which decodes them into Arrow buffers): zigzag varints with their longest encodings and
- * overflow rules, length fields (-1 = null) bounded by the record's end, and the error they
+ * (tierlog.records._speedups, which decodes and checks records, and
+ * tierlog.records.arrow._columnar, which decodes them into Arrow buffers): zigzag varints with
+ * their longest encodings and overflow rules, length fields (-1 = null) bounded by the
+ * record's end, and the error they
  * raise. The pure-Python twin of these rules is core/records/_codec_py.py.
  *
  * A file that includes this header defines, before including it,

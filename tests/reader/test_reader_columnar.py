@@ -1,7 +1,8 @@
-"""The columnar decoder of tierlog.reader: its C twin (``tierlog.reader._columnar``) and its
-pure-Python twin (``_columnar_py``) give the same Arrow buffers for every codec, null keys and
-values, headers, offset and timestamp bounds and LogAppendTime, and refuse hostile bytes the
-same way (CorruptRecordError, nothing appended); ``decompress_into`` reuses one buffer.
+"""The columnar decoder of tierlog.reader (``tierlog.records.arrow``): its C twin
+(``_columnar``) and its pure-Python twin (``_columnar_py``) give the same Arrow buffers for
+every codec, null keys and values, headers, offset and timestamp bounds and LogAppendTime, and
+refuse hostile bytes the same way (CorruptRecordError, nothing appended); ``decompress_into``
+reuses one buffer.
 """
 
 from __future__ import annotations
@@ -19,23 +20,17 @@ from hypothesis import strategies as st
 from support.tier_builder import BuiltTier
 
 from tierlog.errors import CorruptRecordError, DecompressionLimitError
-from tierlog.reader import (
-    SCHEMA,
-    SCHEMA_NO_HEADERS,
-    RemoteTopicReader,
-    _columnar_py,
-    read_split,
-    schema,
-)
-from tierlog.reader._arrow import ColumnBuilder
-from tierlog.reader._columnar_codec import COLUMNS, OFFSET_COLUMNS
+from tierlog.reader import SCHEMA, SCHEMA_NO_HEADERS, RemoteTopicReader, read_split, schema
 from tierlog.records import Record, RecordBatch
+from tierlog.records.arrow import _columnar_py
+from tierlog.records.arrow.builder import ColumnBuilder
+from tierlog.records.arrow.codec import COLUMNS, OFFSET_COLUMNS
 from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME
 from tierlog.records.builder import build_batch
 from tierlog.records.compression import CODEC_NAMES, decompress, decompress_into
 
 try:
-    _c = importlib.import_module("tierlog.reader._columnar")
+    _c = importlib.import_module("tierlog.records.arrow._columnar")
 except ImportError:  # no compiler at install time: only the pure twin can be checked
     _c = None
 

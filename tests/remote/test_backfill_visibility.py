@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 from tierlog.reader import RemoteTopicReader, read_split
-from tierlog.reader._catalog import segment_chain
 from tierlog.remote.api import RemoteLogSegmentMetadata, TopicIdPartition
 from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
@@ -31,6 +30,7 @@ from tierlog.remote.ops.backfill_visibility import (
     read_generation,
     tagged_job,
 )
+from tierlog.remote.read.readable import segment_chain
 from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.remote.tier.topics import topic_partitions
 from tierlog.spark import TierlogOptions, plan_read

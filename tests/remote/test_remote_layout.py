@@ -16,7 +16,6 @@ from fsspec.implementations.local import LocalFileSystem
 from tierlog import Record
 from tierlog.manager.log_manager import LogManager
 from tierlog.reader import ReadStats, RemoteTopicReader
-from tierlog.reader._catalog import open_tier
 from tierlog.remote import (
     IndexType,
     RemoteLogSegmentId,
@@ -27,6 +26,7 @@ from tierlog.remote import (
     TopicIdPartition,
     list_remote_partitions,
 )
+from tierlog.remote.read.readable import open_tier
 from tierlog.remote.tier.layout import (
     MANIFEST_NAME,
     METADATA_DIR,

@@ -1,5 +1,6 @@
-"""A reader's view of the remote tier: the tier opened from a URL and storage options, the
-choice of the newest incarnation of a topic, and each partition's chain of readable segments.
+"""What a reader may read of the remote tier: the tier opened from a URL and storage options,
+the choice of the newest incarnation of a topic, and each partition's chain of readable
+segments (``segment_chain``: the links ``tierlog.reader`` reads and the topic tables convert).
 Paths, the partition listing and the request counters are the writer's own
 (``tierlog.remote.tier.layout``, ``.manifest``, ``.tier``).
 """

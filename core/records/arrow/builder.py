@@ -1,5 +1,5 @@
-"""The Arrow schemas of Spark's Kafka source (with and without headers), and the column builder
-that decodes record batches straight into ``pyarrow.RecordBatch`` objects of them.
+"""The column builder that decodes record batches of one topic-partition straight into
+``pyarrow.RecordBatch`` objects of Spark's Kafka source schema (``tierlog.records.arrow.schema``).
 """
 
 from __future__ import annotations
@@ -9,29 +9,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tierlog.reader._columnar_codec import ACCELERATED, COLUMNS, OFFSET_COLUMNS, decode_batch
+from tierlog.records.arrow.codec import ACCELERATED, COLUMNS, OFFSET_COLUMNS, decode_batch
+from tierlog.records.arrow.schema import HEADER_TYPE, HEADERS_TYPE, TIMESTAMP_TYPE, schema
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
-TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 _MS_TYPE = pa.timestamp("ms", tz="UTC")
-
-#: Spark's Kafka source schema without headers (its ``includeHeaders`` false): binary (not
-#: large_binary), int32 partition and timestampType, microsecond UTC timestamps.
-SCHEMA_NO_HEADERS = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", TIMESTAMP_TYPE),
-    pa.field("timestampType", pa.int32()),
-])
-#: Spark's Kafka source schema with headers, null when a record has none.
-SCHEMA = SCHEMA_NO_HEADERS.append(pa.field("headers", HEADERS_TYPE))
 
 #: A built RecordBatch's binary data stays below this (Arrow's binary offsets are int32); one
 #: Kafka batch (at most 64 MiB decompressed) always fits after it.
@@ -41,14 +25,9 @@ MAX_DATA_BYTES = 1 << 30
  HDR_VALID, HDR_OFFS, HK_OFFS, HK_DATA, HV_VALID, HV_OFFS, HV_DATA) = range(len(COLUMNS))
 
 
-def schema(include_headers: bool = True) -> pa.Schema:
-    """``SCHEMA`` (8 columns) or, without headers, ``SCHEMA_NO_HEADERS`` (7 columns)."""
-    return SCHEMA if include_headers else SCHEMA_NO_HEADERS
-
-
 class ColumnBuilder:
     """Decodes the records of batches of one topic-partition into Arrow buffers (C or pure
-    Python, see ``_columnar_codec``) and builds RecordBatches of ``schema(include_headers)`` from
+    Python, see ``tierlog.records.arrow.codec``) and builds RecordBatches of ``schema(include_headers)`` from
     them without per-row Python work. Not thread-safe."""
 
     def __init__(self, topic: str, partition: int, include_headers: bool = True) -> None:

@@ -1,12 +1,14 @@
-/* tierlog.reader._columnar: decodes the records of a v2 record batch straight into Arrow column
- * buffers (no Python object per record), the C twin of core/reader/_columnar_py.py.
+/* tierlog.records.arrow._columnar: decodes the records of a v2 record batch straight into
+ * Arrow column buffers (no Python object per record), the C twin of
+ * core/records/arrow/_columnar_py.py.
  *
  * decode_batch() appends the kept records of one batch's (uncompressed) records section to
- * sixteen growable buffers (bytearrays, or resizable pyarrow buffers from Arrow's pool), the buffers of tierlog.reader's Arrow columns (see COLUMNS in
- * core/reader/_columnar_codec.py), and advances their used lengths, kept in an int64 array next to
- * them. The record framing is Kafka's, judged as tierlog.records' codec judges it (the
- * differential tests hold both twins to the same verdicts): every read is checked against the
- * end of the record or of the data, so hostile bytes raise CorruptRecordError, never overread.
+ * sixteen growable buffers (bytearrays, or resizable pyarrow buffers from Arrow's pool), the
+ * buffers of the Arrow columns (see COLUMNS in core/records/arrow/codec.py), and advances
+ * their used lengths, kept in an int64 array next to them. The record framing is Kafka's,
+ * judged as tierlog.records' codec judges it (the differential tests hold both twins to the
+ * same verdicts): every read is checked against the end of the record or of the data, so
+ * hostile bytes raise CorruptRecordError, never overread.
  * On any error the used lengths are put back, so no half-decoded batch is ever appended.
  * Single-phase module; the GIL is held throughout.
  */
@@ -18,7 +20,7 @@
 /* Arrow binary/string offsets are int32. */
 #define MAX_DATA_BYTES INT32_MAX
 
-/* The columns, in the order of COLUMNS in _columnar_codec.py. */
+/* The columns, in the order of COLUMNS in codec.py. */
 enum {
     KEY_VALID, KEY_OFFS, KEY_DATA, VAL_VALID, VAL_OFFS, VAL_DATA, OFFSET, TIMESTAMP, TS_TYPE,
     HDR_VALID, HDR_OFFS, HK_OFFS, HK_DATA, HV_VALID, HV_OFFS, HV_DATA, N_COLS
@@ -27,7 +29,7 @@ enum {
 static PyObject *corrupt_error; /* tierlog.errors.CorruptRecordError */
 
 /* Varints, lengths and their errors: the framing rules shared with _speedups.c. */
-#include "../records/_record_framing.h"
+#include "../_record_framing.h"
 
 /* A column buffer: a bytearray, or a resizable pyarrow buffer (pa.allocate_buffer(n,
  * resizable=True), from Arrow's memory pool, which reuses freed memory) held through `view`. */
@@ -398,7 +400,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "tierlog.reader._columnar",
+    PyModuleDef_HEAD_INIT, "tierlog.records.arrow._columnar",
     "Decodes v2 record batches straight into Arrow column buffers (C twin of _columnar_py).",
     -1, methods,
 };

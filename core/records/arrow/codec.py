@@ -1,4 +1,4 @@
-"""Chooses the columnar batch decoder of tierlog.reader: the C accelerator ``_columnar``, or its
+"""Chooses the columnar batch decoder of tierlog.records.arrow: the C accelerator ``_columnar``, or its
 pure-Python twin ``_columnar_py`` (``TIERLOG_PURE_PYTHON=1``, or no compiler at install time).
 
 ``decode_batch`` appends the records of one batch's uncompressed records section to ``COLUMNS``,
@@ -8,8 +8,8 @@ record; ``used`` (an ``array('q')`` of 16) holds how much of each buffer is fill
 
 from __future__ import annotations
 
-from tierlog.reader import _columnar_py
 from tierlog.records._accelerator import accelerated
+from tierlog.records.arrow import _columnar_py
 
 #: The column buffers, in the order decode_batch takes them: validity bitmaps, int32 offsets
 #: (starting with a 0) and data of the binary columns, the int64 offsets and millisecond
@@ -22,7 +22,7 @@ COLUMNS = ("key_valid", "key_offsets", "key_data", "value_valid", "value_offsets
 #: The columns of int32 offsets, which start with one 0.
 OFFSET_COLUMNS = frozenset(i for i, name in enumerate(COLUMNS) if name.endswith("_offsets"))
 
-_found = accelerated("tierlog.reader._columnar", "decode_batch")
+_found = accelerated("tierlog.records.arrow._columnar", "decode_batch")
 #: True when the C decoder is in use.
 ACCELERATED = _found is not None
 # The C twin has the pure-Python function's signature (the parity tests hold them to the same

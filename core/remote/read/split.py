@@ -12,11 +12,11 @@ import pyarrow as pa
 
 from tierlog.errors import CorruptRecordError, TruncatedBatchError
 from tierlog.log.fetch_info import AbortedTracker
-from tierlog.reader._arrow import MAX_DATA_BYTES, ColumnBuilder
-from tierlog.reader._catalog import open_tier
 from tierlog.records import Record, iter_batches
+from tierlog.records.arrow.builder import MAX_DATA_BYTES, ColumnBuilder
 from tierlog.records.batch import HEADER_SIZE, LOG_APPEND_TIME, BatchOrigin, RecordBatch
 from tierlog.records.compression import NONE, ZSTD, codec_name, decompress_into
+from tierlog.remote.read.readable import open_tier
 from tierlog.remote.rlm.integrity import check_batch_offsets
 from tierlog.remote.tier.object_store import RemoteTier, RequestStats
 

@@ -1,5 +1,5 @@
 """The pure-Python twin of the C ``_columnar`` decoder: one batch's records appended to the
-column buffers of :mod:`tierlog.reader._columnar_codec` (see ``COLUMNS`` there).
+column buffers of :mod:`tierlog.records.arrow.codec` (see ``COLUMNS`` there).
 
 It decodes through the records codec's pure-Python twin (``tierlog.records._codec_py``, the
 home of the record framing rules in Python), so both twins judge the same bytes the same way;
