@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from tierlog.common.int_bounds import INT32_MAX, INT64_MAX
+from tierlog.common.secrets import MASK, is_secret
 from tierlog.errors import ConfigError
 
 #: Kafka's names for the bounds of its long and int config types.
@@ -184,6 +185,16 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("remote.log.tail.ms", "long", -1,
                   "tierlog's own: publish the flushed data below the high watermark that is "
                   "not in a tiered segment yet to the tier at most this often (-1: off).", -1),
+        ConfigKey("remote.log.table.enable", "bool", False,
+                  "tierlog's own: keep the tiered records as an Iceberg table in the tier as "
+                  "well (needs remote.storage.enable)."),
+        ConfigKey("remote.log.table.orphan.grace.ms", "long", 86_400_000,
+                  "tierlog's own: how long a table's unreferenced files are kept before the "
+                  "sweep deletes them (bounds how long a planned read may use an old "
+                  "snapshot).", 0),
+        ConfigKey("remote.log.table.snapshot.retention.ms", "long", 3_600_000,
+                  "tierlog's own: table snapshots older than this are expired (the current "
+                  "one is always kept).", 0),
         ConfigKey("min.insync.replicas", "int", 1, "Accepted for compatibility.", 1),
         ConfigKey("unclean.leader.election.enable", "bool", False,
                   "Accepted for compatibility."),
@@ -195,6 +206,50 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
                   choices=("full", "crc")),
     )
 })
+
+
+#: The prefix of a topic table's catalog properties, ``remote.log.table.catalog.<property>``:
+#: passed through to pyiceberg's ``load_catalog`` (none set: the tier's own catalog).
+TABLE_CATALOG_PREFIX = "remote.log.table.catalog."
+
+
+def topic_config_key(name: str) -> ConfigKey | None:
+    """The topic config key named ``name``: one of TOPIC_CONFIG_KEYS, or a table catalog
+    property (a string, passed through); None for an unknown name."""
+    key = TOPIC_CONFIG_KEYS.get(name)
+    if key is None and name.startswith(TABLE_CATALOG_PREFIX):
+        return ConfigKey(name, "string", None,
+                         "tierlog's own: a property of the topic table's catalog.")
+    return key
+
+
+def is_sensitive_config(name: str) -> bool:
+    """Whether a topic config holds a credential (a catalog's secret key, token, password):
+    never logged or shown; DescribeConfigs answers null for it, as Kafka does for passwords."""
+    return name.startswith(TABLE_CATALOG_PREFIX) and is_secret(name[len(TABLE_CATALOG_PREFIX):])
+
+
+def _parse_override(name: str, raw: object) -> ConfigValue:
+    key = topic_config_key(name)
+    if key is None:
+        raise ConfigError(name, "unknown topic configuration key")
+    if key.name in TOPIC_CONFIG_KEYS:
+        return key.parse(raw)
+    if name == TABLE_CATALOG_PREFIX:
+        raise ConfigError(name, "a catalog property name must follow the prefix")
+    if not isinstance(raw, str):  # the value is not shown: it may be a secret
+        raise ConfigError(name, f"expected a string, got a {type(raw).__name__}")
+    return raw.strip()
+
+
+def check_topic_config(config: LogConfig) -> None:
+    """The rules between keys that only a topic's effective config (its overrides over the
+    broker's topic defaults) can check, as Kafka's LogConfig.validate does at creation and
+    alter; ConfigError naming the keys."""
+    if config["remote.log.table.enable"] and not config["remote.storage.enable"]:
+        raise ConfigError("remote.log.table.enable",
+                          "true needs remote.storage.enable=true: the table is kept in the "
+                          "remote tier")
 
 
 class LogConfig(Mapping[str, Any]):
@@ -210,12 +265,7 @@ class LogConfig(Mapping[str, Any]):
     def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         overrides = dict(overrides or {})
         values = {name: key.default for name, key in TOPIC_CONFIG_KEYS.items()}
-        parsed: dict[str, Any] = {}
-        for name, raw in overrides.items():
-            key = TOPIC_CONFIG_KEYS.get(name)
-            if key is None:
-                raise ConfigError(name, "unknown topic configuration key")
-            parsed[name] = key.parse(raw)
+        parsed = {name: _parse_override(name, raw) for name, raw in overrides.items()}
         values.update(parsed)
         self._values: Mapping[str, Any] = MappingProxyType(values)
         self._overrides: Mapping[str, Any] = MappingProxyType(parsed)
@@ -246,7 +296,8 @@ class LogConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"LogConfig({dict(self._overrides)!r})"
+        shown = {k: MASK if is_sensitive_config(k) else v for k, v in self._overrides.items()}
+        return f"LogConfig({shown!r})"
 
     @property
     def overrides(self) -> Mapping[str, Any]:
@@ -256,6 +307,13 @@ class LogConfig(Mapping[str, Any]):
     def with_overrides(self, overrides: Mapping[str, Any]) -> LogConfig:
         """A new config with these keys changed on top of this one's overrides."""
         return LogConfig({**self._overrides, **overrides})
+
+    @property
+    def table_catalog_properties(self) -> dict[str, str]:
+        """The topic table's catalog properties, ``remote.log.table.catalog.`` removed (empty:
+        the tier's own catalog)."""
+        return {k[len(TABLE_CATALOG_PREFIX):]: v for k, v in self._values.items()
+                if k.startswith(TABLE_CATALOG_PREFIX)}
 
     @property
     def is_log_append_time(self) -> bool:

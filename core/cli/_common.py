@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tierlog.common import properties
+from tierlog.common.secrets import is_secret
 from tierlog.errors import PropertiesError, TierlogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
@@ -103,8 +104,6 @@ def parse_assignment(text: str, what: str = "--set") -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         # The text may be a storage secret with a mistyped separator: never echo one.
-        from tierlog.remote.tier.options import is_secret  # loads the tier; not for --help
-
         shown = "a text naming a secret (not shown)" if is_secret(text) else repr(text)
         raise CliError(f"{what} expects KEY=VALUE, got {shown}")
     return key.strip(), value.strip()

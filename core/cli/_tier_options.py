@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.cli._common import CliError, Settings, parse_assignments
+from tierlog.common.secrets import is_secret
 from tierlog.remote.tier.options import (
     CONFIG_PREFIXES,
     OPTIONS_PREFIX,
     MaskedOptions,
     backend_for_url,
-    is_secret,
     options_under,
 )
 

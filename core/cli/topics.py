@@ -24,6 +24,7 @@ from tierlog.cli._common import (
     topic_partitions,
 )
 from tierlog.cli.wire import add_bootstrap_options, uses_broker
+from tierlog.config import is_sensitive_config
 from tierlog.errors import RemoteStorageError
 from tierlog.log.log import Log
 from tierlog.manager.log_manager import LogManager
@@ -63,7 +64,8 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                              "broker's)")
     parser.add_argument("--config", dest="topic_config", action="append", metavar="KEY=VALUE",
                         help="a topic config override for --create, e.g. segment.bytes=1048576 "
-                             "or remote.storage.enable=true (repeatable)")
+                             "or remote.storage.enable=true, remote.log.table.enable=true, "
+                             "remote.log.table.catalog.uri=... (repeatable)")
     parser.add_argument("--add-config", action="append", metavar="K=V[,K=V...]",
                         help="with --alter: overrides to set, e.g. retention.ms=3600000,"
                              "cleanup.policy=[compact,delete] (repeatable)")
@@ -195,12 +197,15 @@ def _describe(mgr: LogManager, topic: str) -> None:
 
 
 def _shown_overrides(overrides: dict[str, Any]) -> str:
-    """``k=v,k2=v2`` as kafka-topics shows a topic's configs (lists joined by commas)."""
-    def text(value: object) -> str:
+    """``k=v,k2=v2`` as kafka-topics shows a topic's configs (lists joined by commas; a
+    sensitive value, such as a catalog's secret, is ``null`` as a broker describes it)."""
+    def text(name: str, value: object) -> str:
+        if is_sensitive_config(name):
+            return "null"
         if isinstance(value, tuple):
             return ",".join(value)
         return str(value).lower() if isinstance(value, bool) else str(value)
-    return ",".join(f"{k}={text(v)}" for k, v in sorted(overrides.items()))
+    return ",".join(f"{k}={text(k, v)}" for k, v in sorted(overrides.items()))
 
 
 def parse_config_list(items: list[str] | None) -> dict[str, str]:

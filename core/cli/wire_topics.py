@@ -104,7 +104,8 @@ def _overrides(admin: AdminClient, topics: list[str]) -> dict[str, str]:
     for resource, future in futures.items():
         entries = result(future, f"describing the configs of topic {resource.name!r}")
         out[resource.name] = ",".join(
-            f"{e.name}={e.value}" for e in sorted(entries.values(), key=lambda e: e.name)
+            f"{e.name}={'null' if e.value is None else e.value}"  # a sensitive one is null
+            for e in sorted(entries.values(), key=lambda e: e.name)
             if getattr(e.source, "value", e.source) == own)  # an int or the enum
     return out
 

@@ -38,7 +38,7 @@ from tierlog.common.data_dir_lock import DataDirLock, live_owner
 from tierlog.common.properties import read_properties_if_exists, write_properties
 from tierlog.common.scheduler import Scheduler, system_time_ms
 from tierlog.common.stats import perf_ns
-from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
+from tierlog.config import LogConfig, check_topic_config, topic_config_key
 from tierlog.contracts.cleanup_policy import CleanupResult
 from tierlog.errors import (
     ConfigError,
@@ -393,6 +393,7 @@ class LogManager:
         overrides = dict(config or {})
         topic_config = self.config.topic_defaults.with_overrides(overrides)
         self._check_cleanup_policies(topic_config)
+        check_topic_config(topic_config)
         with self._lock:
             self._check_open()
             if self.partitions(name):
@@ -750,7 +751,7 @@ class LogManager:
             self._check_open()
             current = self.topic_overrides(topic)
             for key in deleted:
-                if key not in TOPIC_CONFIG_KEYS:
+                if topic_config_key(key) is None:
                     raise ConfigError(key, "unknown topic configuration key")
                 if key in set_configs:
                     raise ConfigError(key, "is both set and deleted")
@@ -759,6 +760,7 @@ class LogManager:
             own = LogConfig(overrides)
             new_config = self.config.topic_defaults.with_overrides(own.overrides)
             self._check_cleanup_policies(new_config)
+            check_topic_config(new_config)
             old_config = self.topic_config(topic)
             if old_config["remote.storage.enable"] and not new_config["remote.storage.enable"]:
                 raise ConfigError("remote.storage.enable",
@@ -809,6 +811,7 @@ class LogManager:
             partitions = self.partitions(topic)
             if not partitions:
                 raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
+            self._remote.delete_table([self._logs[(topic, p)] for p in partitions])
             for p in partitions:
                 partition_log = self._logs[(topic, p)]
                 if isinstance(partition_log.remote, UnavailableRemote):

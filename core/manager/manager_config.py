@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from tierlog.config import LONG_MAX, TOPIC_CONFIG_KEYS, ConfigKey, LogConfig
+from tierlog.config import LONG_MAX, ConfigKey, LogConfig, topic_config_key
 from tierlog.errors import ConfigError
 from tierlog.remote.tier.options import (
     CONFIG_PREFIXES,
@@ -159,7 +159,7 @@ class ManagerConfig:
                 continue
             if name in BROKER_CONFIG_KEYS:
                 broker[name] = BROKER_CONFIG_KEYS[name].parse(raw)
-            elif name in TOPIC_CONFIG_KEYS:
+            elif topic_config_key(name) is not None:
                 topic[name] = raw
             elif name in BROKER_SYNONYMS:
                 topic.setdefault(BROKER_SYNONYMS[name], raw)

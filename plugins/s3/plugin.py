@@ -10,14 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from tierlog.common.secrets import MASK, is_secret
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.api import RemoteStorageFactory
 from tierlog.remote.tier.fsspec_storage import FsspecRemoteStorageManager
 from tierlog.remote.tier.options import (
-    MASK,
     OPTIONS_PREFIX,
-    is_secret,
     parse_options,
     require_s3_credentials,
     s3fs_kwargs,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from tierlog.common.secrets import MASK, is_secret
 from tierlog.config import parse_float, parse_int
 from tierlog.errors import ConfigError
 
@@ -28,22 +29,10 @@ CONFIG_PREFIXES = (OPTIONS_PREFIX, RSM_CONFIG_PREFIX)
 #: Spark data source option prefixes (``fsspec.`` is the older alias).
 SPARK_PREFIXES = ("storage.", "fsspec.")
 
-#: Option names whose values must never reach a log line, a repr or an error message.
-SECRET_OPTION_NAMES = frozenset({"key", "secret", "token", "password", "session_token",
-                                 "aws_access_key_id", "aws_secret_access_key",
-                                 "aws_session_token", "sse_customer_key"})
-MASK = "***"
 
 #: S3's multipart limits: parts of 5 MiB to 5 GiB (the last part may be smaller).
 MIN_PART_SIZE = 5 << 20
 MAX_PART_SIZE = 5 << 30
-
-
-def is_secret(name: str) -> bool:
-    """Whether an option (or a text naming one) may hold a credential."""
-    lowered = name.lower()
-    return lowered.rsplit(".", 1)[-1] in SECRET_OPTION_NAMES or any(
-        word in lowered for word in ("secret", "password", "token", "credential"))
 
 
 def mask_secrets(options: Mapping[str, Any]) -> dict[str, Any]:

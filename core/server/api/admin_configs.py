@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.config import TOPIC_CONFIG_KEYS, LogConfig
+from tierlog.config import check_topic_config, is_sensitive_config, topic_config_key
 from tierlog.errors import ConfigError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.context import HandlerRegistry, RequestContext
@@ -63,19 +63,21 @@ def format_value(value: object) -> str | None:
 
 def describe_topic(manager: LogManager, topic: str,
                    keys: Iterable[str] | None) -> _Entries:
-    """(name, value, source, type) of each requested topic config."""
+    """(name, value, source, type) of each requested topic config (a sensitive one's value is
+    null, as Kafka answers for passwords)."""
     config = manager.topic_config(topic)
     overrides = manager.topic_overrides(topic)
     broker_set = manager.config.topic_defaults.overrides
-    names = sorted(TOPIC_CONFIG_KEYS) if keys is None else list(keys)
+    names = sorted(config) if keys is None else list(keys)
     out = []
     for name in names:
-        key = TOPIC_CONFIG_KEYS.get(name)
-        if key is None:
+        key = topic_config_key(name)
+        if key is None or name not in config:
             continue
         source = (DYNAMIC_TOPIC_CONFIG if name in overrides
                   else STATIC_BROKER_CONFIG if name in broker_set else DEFAULT_CONFIG)
-        out.append((name, format_value(config[name]), source, CONFIG_TYPES.get(key.type, 0)))
+        value = None if is_sensitive_config(name) else format_value(config[name])
+        out.append((name, value, source, CONFIG_TYPES.get(key.type, 0)))
     return out
 
 
@@ -89,14 +91,15 @@ def alter_topic(manager: LogManager, topic: str, ops: Iterable[ConfigOp],
     deleted: list[str] = []
     for op in ops:
         name, operation = op.name, int(op.config_operation)
-        if name not in TOPIC_CONFIG_KEYS:
+        key = topic_config_key(name)
+        if key is None:
             raise ConfigError(name, "unknown topic configuration key")
         if operation == SET:
             set_configs[name] = op.value
         elif operation == DELETE:
             deleted.append(name)
         elif operation in (APPEND, SUBTRACT):
-            if TOPIC_CONFIG_KEYS[name].type != "list":
+            if key.type != "list":
                 raise ConfigError(name, "APPEND and SUBTRACT apply to list configs only")
             current = list(set_configs.get(name, config[name]) or ())
             items = [v.strip() for v in (op.value or "").split(",") if v.strip()]
@@ -107,8 +110,10 @@ def alter_topic(manager: LogManager, topic: str, ops: Iterable[ConfigOp],
             set_configs[name] = ",".join(current)
         else:
             raise ConfigError(name, f"unknown config operation {operation}")
-    if validate_only:
-        LogConfig({k: v for k, v in set_configs.items()})
+    if validate_only:  # the config the alter would make, checked as the alter checks it
+        own = {k: v for k, v in {**manager.topic_overrides(topic), **set_configs}.items()
+               if k not in deleted}
+        check_topic_config(manager.config.topic_defaults.with_overrides(own))
         return
     manager.alter_topic_config(topic, set_configs, deleted)
 
@@ -145,7 +150,8 @@ async def describe_configs(services: Services, ctx: RequestContext,
              resource_name=name, configs=tuple(
                  make(entry_t, name=k, value=v, read_only=rtype == BROKER,
                       config_source=src, is_default=src == DEFAULT_CONFIG,
-                      is_sensitive=False, synonyms=(), config_type=ctype,
+                      is_sensitive=rtype == TOPIC and is_sensitive_config(k),
+                      synonyms=(), config_type=ctype,
                       documentation=None)
                  for k, v, src, ctype in entries))
         for (rtype, name, _), (code, message, entries) in zip(asked, described, strict=True)))

@@ -13,7 +13,7 @@ import kio.schema.delete_topics.v6
 from kio.schema.errors import ErrorCode
 
 from tierlog.common.filenames import validate_topic
-from tierlog.config import LogConfig
+from tierlog.config import check_topic_config
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api.metadata import topic_uuid
@@ -97,7 +97,7 @@ def create_topic(manager: LogManager, topic: CreatableTopic, default_partitions:
 
     def run() -> None:
         validate_topic(topic.name)
-        LogConfig(configs)
+        check_topic_config(manager.config.topic_defaults.with_overrides(configs))
         if manager.partitions(topic.name):
             manager.create_topic(topic.name, count, configs)  # raises TopicExistsError
         check_new(count)
