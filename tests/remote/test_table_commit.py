@@ -291,6 +291,9 @@ def test_a_restore_cut_drops_the_files_at_and_above_it(catalog, committer) -> No
     assert len(result.removed) == 2 and result.added == (prefix.data_file.file_path,)
     assert coverage(catalog).covered == {0: 15} and links(catalog, 0) == [(0, 9), (10, 14)]
     assert offsets(catalog, 0) == list(range(15))
+    wrong = write_link(catalog.tier, table_of(catalog), 0, 12, 13)
+    with pytest.raises(TableChainError, match=r"does not start where the link cut at 14"):
+        committer.cut(0, 14, prefix=wrong)
     # A stale former owner's next link no longer continues the table: refused.
     with pytest.raises(TableChainError, match=r"file \[30, 39\] leaves a gap"):
         committer.commit([write_link(catalog.tier, table_of(catalog), 0, 30, 39)])

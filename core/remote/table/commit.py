@@ -207,8 +207,12 @@ class TableCommitter:
             new_end = offset
             if straddling:
                 remove += [f.data_file for f in straddling]
-                if prefix is not None and [f.first_offset for f in straddling] == [
-                        prefix.first_offset]:
+                if prefix is not None:
+                    if [f.first_offset for f in straddling] != [prefix.first_offset]:
+                        raise TableChainError(
+                            f"partition {partition}: the prefix [{prefix.first_offset}, "
+                            f"{prefix.last_offset}] does not start where the link cut at "
+                            f"{offset} does: {_spans(straddling)}")
                     add.append(prefix.data_file)
                 else:  # the link goes whole; one straddling the start leaves nothing held
                     new_end = max(min(f.first_offset for f in straddling),
