@@ -333,6 +333,20 @@ class LogManager:
                                   f"no plugin provides a cleanup policy named {name!r} "
                                   f"(known: {', '.join(sorted(known))})")
 
+    def _check_table_catalog(self, config: LogConfig) -> None:
+        """A table kept by the tier's own catalog commits with the tier's exclusive create: on
+        a tier without one, the topic must name a catalog (ConfigError naming the keys)."""
+        if not config["remote.log.table.enable"] or config.table_catalog_properties:
+            return
+        rlm = self._remote.manager()
+        tier = tier_of(rlm.rlmm) or tier_of(rlm.rsm)
+        if tier is not None and not tier.supports_exclusive_create:
+            raise ConfigError("remote.log.table.enable",
+                              f"the tier at {tier.root} ({type(tier.fs).__name__}) offers no "
+                              f"exclusive create, which the tier's own table catalog commits "
+                              f"with: name a catalog with remote.log.table.catalog.* (for "
+                              f"example type=rest and uri=...)")
+
     def remote_unavailable(self, topic: str, partition: int) -> RemoteStorageError | None:
         """Why the partition's remote tier is unavailable (None when attached or not tiered)."""
         partition_log = self._logs.get((topic, partition))
@@ -400,6 +414,7 @@ class LogManager:
                 raise TopicExistsError(f"topic {name!r} already exists")
             if topic_config["remote.storage.enable"]:
                 self._remote.manager()  # a configuration mistake fails before any change
+                self._check_table_catalog(topic_config)
             topic_id = new_topic_id()
 
             def open_partition(_: int, directory: Path) -> Log:
@@ -768,6 +783,7 @@ class LogManager:
                                   f"already be in the remote tier (Kafka refuses it too)")
             if new_config["remote.storage.enable"]:
                 self._remote.manager()  # a configuration mistake fails before any change
+                self._check_table_catalog(new_config)
             for p in self.partitions(topic):
                 self._reopen(topic, p, own.overrides, new_config)
             log.info("altered topic %s: set %s, deleted %s", topic,

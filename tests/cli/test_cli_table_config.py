@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from support.fault_fs import fault_storage
 
 from tierlog.cli import main
 from tierlog.manager.log_manager import LogManager
@@ -101,3 +102,24 @@ def test_a_catalog_prefix_without_a_property_name_is_refused(
                        "--config", "remote.storage.enable=true",
                        "--config", "remote.log.table.catalog.=x")
     assert code == 1 and "remote.log.table.catalog." in err and "property name" in err
+
+
+def test_a_tier_without_exclusive_create_needs_a_catalog(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # faultfs:// is an object store (neither S3 nor a directory) with no exclusive create.
+    props = tmp_path / "broker.properties"
+    props.write_text(f"log.dirs={tmp_path / 'data'}\nremote.storage.manager=fsspec\n"
+                     f"remote.storage.url=faultfs://{tmp_path}/tier\n")
+    create = ("--config", props, "topics", "--create", "--config", "remote.storage.enable=true",
+              "--config", "remote.log.table.enable=true")
+    with fault_storage():
+        code, _, err = run(capsys, *create, "--topic", "clicks")
+        assert code == 1
+        assert "offers no exclusive create" in err and "remote.log.table.catalog.*" in err
+        assert not (tmp_path / "data" / "clicks-0").exists()
+        code, _, err = run(capsys, *create, "--topic", "views",
+                           "--config", "remote.log.table.catalog.uri=http://rest:8181")
+        assert code == 0, err
+        code, _, err = run(capsys, "--config", props, "topics", "--alter", "--topic", "views",
+                           "--delete-config", "remote.log.table.catalog.uri")
+        assert code == 1 and "offers no exclusive create" in err

@@ -204,6 +204,12 @@ class RemoteTier:
                 f" not published"
             )
 
+    @property
+    def supports_exclusive_create(self) -> bool:
+        """Whether :meth:`put_if_absent` works on this tier's filesystem (an S3-compatible store,
+        a local or NFS directory)."""
+        return _is_local(self.fs) or "s3" in _protocols(self.fs)
+
     def put_if_absent(self, data: bytes, path: str) -> bool:
         """Create the small object ``path`` holding ``data`` unless it exists: the tier's
         compare-and-swap (a table commit creates its ``v<N>.metadata.json`` through it).
@@ -217,7 +223,7 @@ class RemoteTier:
         outcome is unknown (a timeout, a 5xx) raises RemoteStorageError: the object may exist.
         """
         local = _is_local(self.fs)
-        if not local and "s3" not in _protocols(self.fs):
+        if not self.supports_exclusive_create:
             raise NotImplementedError(
                 f"create {path}: {type(self.fs).__name__} offers no exclusive create (only "
                 f"S3-compatible stores and local or NFS directories do)")
