@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_compaction import TOPIC_DIR, Workload, committed_view, open_log, read_all
+from support.compaction_workload import TOPIC_DIR, Workload, committed_view, open_log, read_all
 
 from tierlog import Log, Record
 from tierlog.cleaner import swap

@@ -13,9 +13,9 @@ from typing import Any
 
 import fsspec
 import pytest
-from remote.test_restore import lose_disks_after, tier_config
 from support.cli_runner import tierlog
 from support.process_death import die
+from support.restore_world import lose_disks_after, tier_config
 
 from tierlog import Record
 from tierlog.cli import main

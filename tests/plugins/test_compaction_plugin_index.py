@@ -11,17 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import test_plugin_key_index
 
 from tierlog import Log, Record
 from tierlog.cleaner.compactor import Cleaner
 from tierlog.cleaner.retention import DeletePolicy
 from tierlog.common.filenames import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from tierlog.common.scheduler import Scheduler
-
-#: The pip-installed example plugin and a PluginHost that discovered it (shared fixtures).
-plugin_site = test_plugin_key_index.plugin_site
-host = test_plugin_key_index.host
 
 TRANSIENT = (CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)
 TOPIC = "users-0"

@@ -1,40 +1,14 @@
 """The third-party example plugin (examples/plugin-key-index): installed with pip into a
-scratch site directory, discovered through its entry point, and used by the engine —
-fed on append, persisted, rebuilt after a crash, and answering log.lookup_key."""
+scratch site directory (the room's ``plugin_site``), discovered through its entry point (the
+room's ``host``), and used by the engine — fed on append, persisted, rebuilt after a crash,
+and answering log.lookup_key."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tierlog import Log, Record
 from tierlog.errors import PluginError
-from tierlog.plugin_manager import PluginHost
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin-key-index"
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory):
-    site = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(site), str(EXAMPLE)],
-        check=True, capture_output=True, text=True,
-    )
-    assert (site / "tierlog_key_index-0.1.0.dist-info" / "entry_points.txt").exists()
-    return site
-
-
-@pytest.fixture
-def host(plugin_site, monkeypatch):
-    monkeypatch.syspath_prepend(str(plugin_site))
-    monkeypatch.delenv("TIERLOG_LOAD_PLUGINS", raising=False)
-    return PluginHost()
-
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": 2048}
 

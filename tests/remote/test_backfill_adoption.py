@@ -4,97 +4,34 @@ segments after the backfilled ones, and the backfill writer refuses the adopted 
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
+from support.backfill_rows import (
+    T0,
+    backfill,
+    fields,
+    log_batches,
+    manager_config,
+    rows,
+    tier_batches,
+)
 
 from tierlog.checkpoint.checkpoint_file import EpochEntry
 from tierlog.errors import PartitionOwnedError, TopicExistsError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
-from tierlog.records.batch import iter_batches
 from tierlog.records.record import Record
 from tierlog.remote.ops.backfill import (
     BackfillTaskWriter,
     WriteOptions,
-    collect,
     new_job_id,
     task_attempt_name,
 )
-from tierlog.remote.ops.backfill_commit import BackfillCommitter
-from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key
 from tierlog.remote.tier.manifest import load_partition
-from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.remote.tier.topics import topic_partitions
-
-T0 = 1_700_000_000_000
-
-
-def _rows(start: int, n: int) -> pa.RecordBatch:
-    idx = range(start, start + n)
-    return pa.RecordBatch.from_pydict({
-        "key": [f"k{i % 5}".encode() if i % 4 else None for i in idx],
-        "value": [f"value-{i}".encode() * (i % 3) for i in idx],
-        "headers": [[{"key": "h", "value": str(i).encode()}] if i % 3 == 0 else [] for i in idx],
-        "timestamp": pa.array([T0 + i for i in idx], pa.timestamp("ms")),
-    })
-
-
-def backfill(tier: RemoteTier, topic: str, tasks: list[list[pa.RecordBatch]],
-             **options: object) -> None:
-    """One backfill job of ``tasks`` (each a task's Arrow batches), committed."""
-    opts = WriteOptions(topic=topic, **options)  # type: ignore[arg-type]
-    job = new_job_id()
-    messages = []
-    for task, batches in enumerate(tasks):
-        writer = BackfillTaskWriter(tier, job, task, task_attempt_name(task, 0), opts,
-                                    now_ms=T0)
-        for b in batches:
-            writer.write(b)
-        messages.append(writer.commit_message())
-    chunks, created = collect(messages, job)
-    committer = BackfillCommitter(tier, time_ms=lambda: T0)
-    try:
-        committer.commit(job, chunks, created=created)
-    finally:
-        committer.close()
-
-
-def tier_batches(tier: RemoteTier, topic: str, partition: int) -> list[bytes]:
-    """The raw batches of the partition's committed segments, in offset order."""
-    tip = topic_partitions(tier, topic)[partition]
-    manifest, _ = load_partition(tier, tip)
-    out: list[bytes] = []
-    for md in sorted(manifest.committed, key=lambda m: m.start_offset):
-        data = tier.get_bytes(tier.path(segment_object_key(md, SEGMENT_SUFFIX)))
-        out += [bytes(b.view()) for b in iter_batches(data, strict=True)]
-    return out
-
-
-def log_batches(partition_log, start: int, end: int) -> list[bytes]:
-    """The raw batches Log.read returns for ``[start, end)``."""
-    out: list[bytes] = []
-    offset = start
-    while offset < end:
-        info = partition_log.read(offset, max_bytes=4096)
-        batches = list(info.batches())
-        assert batches, f"no batch at {offset}"
-        out += [bytes(b.view()) for b in batches]
-        offset = batches[-1].next_offset
-    return out
-
-
-def fields(batches: list[bytes]) -> list[tuple]:
-    return [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
-            for data in batches for b in iter_batches(data, strict=True) for r in b.records()]
-
-
-def manager_config(url: str) -> dict[str, object]:
-    return {"remote.storage.manager": "local", "remote.storage.url": url,
-            "segment.bytes": 2048, "local.retention.bytes": 0}
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd"])
 def test_an_adopted_topic_reads_the_tier_and_continues_at_its_end(tmp_path, tier, clock, codec):
-    backfill(tier, "orders", [[_rows(0, 70)], [_rows(70, 50)]], new_topic_partitions=2,
+    backfill(tier, "orders", [[rows(0, 70)], [rows(70, 50)]], new_topic_partitions=2,
              compression=codec, batch_bytes=300, segment_bytes=1200)
     written = {p: tier_batches(tier, "orders", p) for p in (0, 1)}
     url = f"file://{tier.root}"
@@ -130,7 +67,7 @@ def test_an_adopted_topic_reads_the_tier_and_continues_at_its_end(tmp_path, tier
         assert ends[-1] > len(fields(written[0]))
         # The backfill now refuses the partitions: the LogManager owns them.
         with pytest.raises(PartitionOwnedError, match=r"orders-0 .*LogManager on "):
-            backfill(tier, "orders", [[_rows(200, 3)]], new_topic_partitions=2)
+            backfill(tier, "orders", [[rows(200, 3)]], new_topic_partitions=2)
     # Reopened, the logs keep the tier's start and their end.
     with LogManager.open(tmp_path / "data", manager_config(url), time_ms=clock,
                          start_scheduler=False) as mgr:
@@ -141,7 +78,7 @@ def test_an_adopted_topic_reads_the_tier_and_continues_at_its_end(tmp_path, tier
 
 
 def test_adoption_errors_name_the_topic(tmp_path, tier, clock):
-    backfill(tier, "t", [[_rows(0, 5)]])
+    backfill(tier, "t", [[rows(0, 5)]])
     url = f"file://{tier.root}"
     with LogManager.open(tmp_path / "data", manager_config(url), time_ms=clock,
                          start_scheduler=False) as mgr:
@@ -169,7 +106,7 @@ def test_the_remote_log_manager_sweeps_old_staging_of_crashed_jobs(tmp_path, tie
     for _ in range(2):
         job = new_job_id()
         writer = BackfillTaskWriter(tier, job, 0, task_attempt_name(0, 0), opts, now_ms=T0)
-        writer.write(_rows(0, 5))
+        writer.write(rows(0, 5))
         writer.commit_message()
         jobs.append(job)
     old = tier.path(f"_staging/{jobs[0]}")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.backfill_rows import backfill, fields, log_batches, rows, tier_batches
 from support.s3 import S3_BUCKET
-from test_backfill_adoption import _rows, backfill, fields, log_batches, tier_batches
 
 from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.s3 import create_remote_storage
@@ -23,7 +23,7 @@ def s3_url() -> str:
 @pytest.mark.parametrize("codec", sorted(CODEC_NAMES))
 def test_backfill_on_s3_round_trips_every_codec(s3_url, s3_options, codec):
     tier = create_remote_storage(s3_url, s3_options).tier
-    backfill(tier, "orders", [[_rows(0, 40)], [_rows(40, 30)]], new_topic_partitions=2,
+    backfill(tier, "orders", [[rows(0, 40)], [rows(40, 30)]], new_topic_partitions=2,
              compression=codec, batch_bytes=300, segment_bytes=1000)
     reader = RemoteTopicReader(s3_url, s3_options)
     table = reader.read_table("orders", include_headers=True).to_pylist()
@@ -40,7 +40,7 @@ def test_backfill_on_s3_round_trips_every_codec(s3_url, s3_options, codec):
 
 def test_a_logmanager_adopts_a_topic_backfilled_on_s3(tmp_path, clock, s3_url, s3_options):
     tier = create_remote_storage(s3_url, s3_options).tier
-    backfill(tier, "t", [[_rows(0, 50)]], compression="lz4", batch_bytes=300,
+    backfill(tier, "t", [[rows(0, 50)]], compression="lz4", batch_bytes=300,
              segment_bytes=1000)
     written = tier_batches(tier, "t", 0)
     config = {"remote.storage.manager": "s3", "remote.storage.url": s3_url,

@@ -6,13 +6,22 @@ stable offsets and take the tier's later segments out, and the refusals name the
 from __future__ import annotations
 
 import shutil
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.s3 import S3_BUCKET
+from support.restore_world import (
+    IDEM,
+    T0,
+    HistoryWriter,
+    Source,
+    at_each_offset,
+    lose_disks_after,
+    manager_tier,
+    raw_batches,
+    tier_config,
+)
+from support.txn_layouts import COMMITTER, consumer_view
 
 from tierlog.errors import (
     ConfigError,
@@ -28,152 +37,6 @@ from tierlog.remote.api import RemoteLogSegmentState
 from tierlog.remote.tier.manifest import load_partition
 from tierlog.remote.tier.ownership import manager_owner, read_owner
 from tierlog.remote.tier.topics import topic_partitions
-
-T0 = 1_700_000_000_000
-IDEM, ABORTER, COMMITTER = 100, 7, 8
-RC = "read_committed"
-
-
-@dataclass
-class Writer:
-    """Appends to one log, timestamps one ms apart per batch, and remembers the offsets the
-    tests cut at."""
-
-    log: Any
-    sequences: dict[int, int] = field(default_factory=dict)
-    n: int = 0
-    marks: dict[str, int] = field(default_factory=dict)
-    last_idem: tuple[list[Record], int] | None = None
-
-    def _records(self, prefix: str, count: int) -> list[Record]:
-        out = [Record(key=f"{prefix}-{self.n + i}".encode(), value=b"v" * 50,
-                      timestamp=T0 + self.log.log_end_offset) for i in range(count)]
-        self.n += count
-        return out
-
-    def mark(self, name: str) -> None:
-        self.marks[name] = self.log.log_end_offset
-
-    def plain(self, count: int = 2) -> None:
-        self.log.append_records(self._records("p", count))
-
-    def idem(self, count: int = 2) -> None:
-        seq = self.sequences.get(IDEM, 0)
-        records = self._records("i", count)
-        self.log.append_records(records, producer_id=IDEM, producer_epoch=0, base_sequence=seq)
-        self.sequences[IDEM] = seq + count
-        self.last_idem = (records, seq)
-
-    def txn(self, pid: int, count: int = 2) -> None:
-        seq = self.sequences.get(pid, 0)
-        prefix = "a" if pid == ABORTER else "c"
-        self.log.append_records(self._records(prefix, count), producer_id=pid,
-                                producer_epoch=0, base_sequence=seq, transactional=True)
-        self.sequences[pid] = seq + count
-
-    def end(self, pid: int) -> None:
-        self.log.append_marker(pid, 0, commit=pid != ABORTER)
-
-
-def history(w: Writer) -> None:
-    """Six segments (five closed, tiered): idempotent batches, an aborted transaction whose
-    marker is in the next segment, committed ones spanning segments."""
-    w.plain(3); w.idem(); w.txn(ABORTER); w.plain()
-    w.log.roll()
-    w.idem(); w.end(ABORTER); w.mark("committer-first"); w.txn(COMMITTER); w.plain()
-    w.log.roll()
-    w.plain(); w.mark("committer-marker"); w.end(COMMITTER); w.mark("after-marker"); w.idem()
-    w.plain()
-    w.log.roll()
-    w.mark("seg3"); w.txn(COMMITTER); w.plain()
-    w.log.roll()
-    w.plain(); w.end(COMMITTER)
-    w.log.roll()
-    w.plain()  # the active segment: never tiered
-
-
-def raw_batches(log: Any, start: int, end: int) -> list[bytes]:
-    out: list[bytes] = []
-    offset = start
-    while offset < end:
-        batches = list(log.read(offset, max_bytes=300).batches())
-        assert batches, f"no batch at {offset}"
-        out += [bytes(b.view()) for b in batches if b.base_offset < end]
-        offset = batches[-1].next_offset
-    return out
-
-
-def at_each_offset(log: Any, start: int, end: int) -> list[bytes]:
-    """The first batch a read from each offset returns."""
-    return [bytes(next(iter(log.read(o, max_bytes=1).batches())).view())
-            for o in range(start, end)]
-
-
-def consumer_view(log: Any, start: int, upper: int) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
-    offset = start
-    while offset < upper:
-        info = log.read(offset, max_bytes=700, isolation=RC, max_offset=upper)
-        batches = list(info.batches())
-        if not batches:
-            break
-        out += [(r.offset, r.key) for r in info.records()]
-        offset = batches[-1].next_offset
-    return out
-
-
-@dataclass
-class Source:
-    """What the lost LogManager wrote, as read through it before the disks went."""
-
-    data: Path
-    config: dict[str, Any]
-    topic_id: str
-    tier_end: int
-    marks: dict[str, int]
-    batches: list[bytes]
-    each: list[bytes]
-    view: list[tuple[int, bytes]]
-    last_idem: tuple[list[Record], int]
-    epochs: list[Any]
-
-
-def tier_config(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
-    # Reads from moto on a loaded CI host can pass Kafka's 500 ms remote.fetch.max.wait.ms.
-    base = {"segment.bytes": 1 << 20, "local.retention.bytes": 0,
-            "remote.fetch.max.wait.ms": 30_000}
-    if kind == "local":
-        return {**base, "remote.storage.manager": "local",
-                "remote.storage.url": f"file://{tmp_path}/tier"}
-    options = request.getfixturevalue("s3_options")
-    return {**base, "remote.storage.manager": "s3",
-            "remote.storage.url": f"s3://{S3_BUCKET}/restore-{uuid.uuid4().hex[:12]}",
-            **{f"remote.storage.options.{k}": v for k, v in options.items()}}
-
-
-def lose_disks_after(tmp_path: Path, config: dict[str, Any], clock: Any,
-                     write: Any = history, log_start: str | None = None) -> Source:
-    """Write ``orders`` (partition 0) through a LogManager (with its log start offset
-    raised to the mark ``log_start`` before anything is tiered: DeleteRecords), tier it,
-    read back everything the tier holds, close and delete the data dir."""
-    data = tmp_path / "data"
-    with LogManager.open(data, config, time_ms=clock, start_scheduler=False) as mgr:
-        (log,) = mgr.create_topic("orders", 1, {"remote.storage.enable": True})
-        w = Writer(log)
-        write(w)
-        log.update_high_watermark(log.log_end_offset)
-        if log_start is not None:
-            log.delete_records_before(w.marks[log_start])
-        assert not mgr.tier_now()["orders-0"].errors
-        mgr.scheduler.run_due()
-        end = log.highest_offset_in_remote + 1
-        assert log.local_log_start_offset == end  # the tiered segments are gone locally
-        start = log.log_start_offset
-        source = Source(data, config, log.topic_id, end, w.marks, raw_batches(log, start, end),
-                        at_each_offset(log, start, end), consumer_view(log, start, end),
-                        w.last_idem or ([], -1), log.leader_epoch_cache.entries())
-    shutil.rmtree(data)
-    return source
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -230,7 +93,7 @@ def test_a_cut_mid_segment_restores_its_bytes_below_the_cut_locally(
         assert raw_batches(log, 0, cut) == below
         assert at_each_offset(log, 0, cut) == source.each[:cut]
         assert consumer_view(log, 0, cut) == [(o, k) for o, k in source.view if o < cut]
-        tier = _tier(mgr)
+        tier = manager_tier(mgr)
         tip = topic_partitions(tier, "orders")[0]
         manifest, _ = load_partition(tier, tip)
         # The bytes below the cut went to the tier as a segment of their own before the
@@ -282,15 +145,9 @@ def _base(batch: bytes) -> int:
     return int.from_bytes(batch[:8], "big")
 
 
-def _tier(mgr: LogManager) -> Any:
-    rlm = mgr.remote_log_manager
-    assert rlm is not None
-    return rlm.rsm.tier  # type: ignore[attr-defined]
-
-
 def test_the_tier_end_inside_a_transaction_is_not_restored(
         tmp_path: Path, clock: Any, request: pytest.FixtureRequest) -> None:
-    def write(w: Writer) -> None:
+    def write(w: HistoryWriter) -> None:
         w.plain(); w.mark("open"); w.txn(COMMITTER); w.plain()
         w.log.roll()
         w.end(COMMITTER); w.plain()  # the marker stays in the active segment
@@ -320,8 +177,8 @@ def test_refusals_name_the_problem(
             mgr.restore_topic("orders")
         assert mgr.partitions("orders") == [] and not list(other.glob("orders-*"))
         mgr.restore_topic("orders", force_takeover=True)
-        tip = topic_partitions(_tier(mgr), "orders")[0]
-        owner = read_owner(_tier(mgr), tip)
+        tip = topic_partitions(manager_tier(mgr), "orders")[0]
+        owner = read_owner(manager_tier(mgr), tip)
         assert owner is not None and owner.owner == manager_owner(other)
         with pytest.raises(TopicExistsError, match="'orders' already exists"):
             mgr.restore_topic("orders")

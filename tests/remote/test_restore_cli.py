@@ -7,9 +7,9 @@ import shutil
 
 import fsspec
 import pytest
+from support.backfill_rows import backfill, fields, log_batches, rows, tier_batches
 from support.cli_runner import tierlog, user_error
-from test_backfill_adoption import _rows, backfill, fields, log_batches, tier_batches
-from test_restore import T0, lose_disks_after, raw_batches, tier_config
+from support.restore_world import T0, lose_disks_after, raw_batches, tier_config
 
 from tierlog.cli.restore import parse_timestamp
 from tierlog.manager.log_manager import LogManager
@@ -78,7 +78,7 @@ def test_iso_timestamps_are_utc_unless_zoned():
 
 def test_a_backfilled_topic_is_restored_to_a_point_in_time(tmp_path, clock):
     tier = RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
-    backfill(tier, "events", [[_rows(0, 90)]], compression="zstd", batch_bytes=300,
+    backfill(tier, "events", [[rows(0, 90)]], compression="zstd", batch_bytes=300,
              segment_bytes=1200)
     written = tier_batches(tier, "events", 0)
     bases = [fields([b])[0][0] for b in written]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from support.cli_runner import user_error
-from test_restore import Source, lose_disks_after, tier_config
+from support.restore_world import Source, lose_disks_after, tier_config
 
 from tierlog.errors import TierDamagedError
 from tierlog.manager.log_manager import LogManager

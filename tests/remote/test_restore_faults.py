@@ -13,7 +13,8 @@ from typing import Any
 import fsspec
 import pytest
 from support.fault_fs import Faults, fault_storage
-from test_restore import IDEM, Source, consumer_view, lose_disks_after, raw_batches
+from support.restore_world import IDEM, Source, lose_disks_after, raw_batches
+from support.txn_layouts import consumer_view
 
 from tierlog.errors import TierlogError
 from tierlog.manager.log_manager import LogManager

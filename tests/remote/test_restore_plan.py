@@ -14,7 +14,14 @@ from typing import Any
 import fsspec
 import pytest
 from support.cli_runner import tierlog, user_error
-from test_restore import T0, Source, _tier, lose_disks_after, raw_batches, tier_config
+from support.restore_world import (
+    T0,
+    Source,
+    lose_disks_after,
+    manager_tier,
+    raw_batches,
+    tier_config,
+)
 
 from tierlog.errors import (
     ConfigError,
@@ -218,7 +225,7 @@ def test_on_s3_a_new_topic_leaves_the_source_untouched_and_damage_is_refused(
     below = [b for b in source.batches if int.from_bytes(b[:8], "big") < cut]
     with _open(source, clock, tmp_path / "fork") as mgr:
         assert mgr.tier_topics() == ["orders"]
-        tier = _tier(mgr)
+        tier = manager_tier(mgr)
         (src,) = [p for p in tier.fs.ls(tier.root, refresh=True) if "/orders-0-" in p]
 
         def objects() -> dict[str, bytes]:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fault_fs import fault_storage
-from test_remote_read_committed import ABORTER, COMMITTER, LAYOUTS, Writer
+from support.txn_layouts import ABORTER, COMMITTER, LAYOUTS, RC, LayoutWriter
 
 from tierlog import Record
 from tierlog.config import LogConfig
@@ -28,7 +28,7 @@ from tierlog.remote import TopicIdPartition
 from tierlog.remote.tier.layout import is_tail_object_name, tail_object_name
 from tierlog.remote.tier.tail_manifest import TailManifest, TailObject
 
-RC, RU = "read_committed", "read_uncommitted"
+RU = "read_uncommitted"
 LEVELS = (RU, RC)
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def tail_names(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in (tmp_path / "tier").glob("*/_tail/*.log"))
 
 
-def _open_txn_after(w: Writer) -> None:
+def _open_txn_after(w: LayoutWriter) -> None:
     """Data past the committed segments: plain records, an aborted and a committed
     transaction, and an open one (the last stable offset stops before it)."""
     w.plain(); w.txn(ABORTER); w.txn(COMMITTER); w.plain(); w.end(ABORTER); w.end(COMMITTER)
@@ -83,7 +83,7 @@ def test_reader_returns_what_a_consumer_reads(tmp_path, clock, tier_url, layout,
                           time_ms=clock, start_scheduler=False)
     try:
         log = mgr.create_topic("orders", 1)[0]
-        w = Writer(log)
+        w = LayoutWriter(log)
         LAYOUTS[layout](w)
         mgr.tier_now()
         _open_txn_after(w)
@@ -113,7 +113,7 @@ def test_reader_returns_what_a_consumer_reads(tmp_path, clock, tier_url, layout,
 
 def test_the_tail_alone_before_any_segment_closes(manager, tier_url):
     log = manager.create_topic("orders", 1)[0]
-    w = Writer(log)
+    w = LayoutWriter(log)
     _open_txn_after(w)
     manager.publish_tail_now()
     reader = RemoteTopicReader(tier_url)
@@ -136,7 +136,7 @@ def test_timestamps_resolve_in_the_tail(manager, tier_url, clock):
 
 def test_delete_records_and_retention_move_the_tail_start(manager, tier_url, tmp_path):
     log = manager.create_topic("orders", 1)[0]
-    w = Writer(log)
+    w = LayoutWriter(log)
     w.plain(10); log.roll(); w.plain(10)
     manager.tier_now()
     w.plain(10)
@@ -159,7 +159,7 @@ def test_retention_by_size_deletes_tail_objects_with_their_segments(tmp_path, cl
                           time_ms=clock, start_scheduler=False)
     try:
         log = mgr.create_topic("orders", 1)[0]
-        w = Writer(log)
+        w = LayoutWriter(log)
         for _ in range(16):
             w.plain(8)
             mgr.publish_tail_now()
@@ -181,7 +181,7 @@ def test_retention_by_size_deletes_tail_objects_with_their_segments(tmp_path, cl
 
 def test_incremental_objects_and_deletion_once_copied(manager, tier_url, tmp_path):
     log = manager.create_topic("orders", 1)[0]
-    w = Writer(log)
+    w = LayoutWriter(log)
     w.plain(5)
     manager.publish_tail_now()
     first = tail_names(tmp_path)
@@ -202,7 +202,7 @@ def test_incremental_objects_and_deletion_once_copied(manager, tier_url, tmp_pat
 
 def test_truncation_below_the_published_end_is_republished(manager, tier_url):
     log = manager.create_topic("orders", 1)[0]
-    w = Writer(log)
+    w = LayoutWriter(log)
     for _ in range(5):
         w.plain(2)
     manager.publish_tail_now()
@@ -217,7 +217,7 @@ def test_truncation_below_the_published_end_is_republished(manager, tier_url):
 
 def test_only_flushed_data_is_published(manager):
     log = manager.create_topic("orders", 1)[0]
-    Writer(log).plain(10)
+    LayoutWriter(log).plain(10)
     assert log.recovery_point == 0
     manager.publish_tail_now()
     assert log.recovery_point >= 10
@@ -253,7 +253,7 @@ def test_a_crash_losing_unflushed_data_never_leaves_it_in_the_tier(tmp_path, tie
         rows = tier_rows(reader, RU)
         assert rows == consumer(log, RU)[:len(rows)] and len(rows) == 20
         log.update_high_watermark(log.log_end_offset)
-        Writer(log).plain(3)
+        LayoutWriter(log).plain(3)
         mgr.publish_tail_now()
         assert tier_rows(reader, RU) == consumer(log, RU)
     finally:
@@ -269,7 +269,7 @@ def test_failed_manifest_replace_keeps_the_old_tail_and_the_orphan_is_swept(tmp_
         mgr = LogManager.open(tmp_path / "data", conf, time_ms=clock, start_scheduler=False)
         try:
             log = mgr.create_topic("orders", 1)[0]
-            w = Writer(log)
+            w = LayoutWriter(log)
             w.plain(5)
             mgr.publish_tail_now()
             reader = RemoteTopicReader(f"file://{tmp_path}/tier")
@@ -304,7 +304,7 @@ def test_scheduler_publishes_at_most_once_per_interval_and_only_on_change(
             mgr.scheduler.run_due()
             assert mgr.await_tail_publishing(10)
 
-        w = Writer(log)
+        w = LayoutWriter(log)
         w.plain(3)
         tick(100)
         assert reader.latest_offsets("orders") == {0: 3}
@@ -336,7 +336,7 @@ def test_s3_reader_returns_what_a_consumer_reads(tmp_path, clock, s3_options):
     mgr = LogManager.open(tmp_path / "data", conf, time_ms=clock, start_scheduler=False)
     try:
         log = mgr.create_topic("orders", 1)[0]
-        w = Writer(log)
+        w = LayoutWriter(log)
         LAYOUTS["marker-in-next-remote-segment"](w)
         mgr.tier_now()
         _open_txn_after(w)
@@ -429,7 +429,7 @@ def test_spark_reads_what_a_consumer_reads(spark, tmp_path, clock, where, reques
     mgr = LogManager.open(tmp_path / "data", conf, time_ms=clock, start_scheduler=False)
     try:
         log = mgr.create_topic("orders", 1)[0]
-        w = Writer(log)
+        w = LayoutWriter(log)
         LAYOUTS["data-spanning-two-segments"](w)
         mgr.tier_now()
         _open_txn_after(w)

@@ -125,7 +125,7 @@ def test_a_retried_task_never_duplicates(spark, tmp_path):
 def test_spark_to_tier_to_log_read_after_adoption(spark, tmp_path, clock):
     """Spark writes a topic, a LogManager adopts it: Log.read returns exactly what Spark
     reads back (every field), appends continue at the end, and Spark may no longer write it."""
-    from remote.test_backfill_adoption import log_batches, manager_config
+    from support.backfill_rows import log_batches, manager_config
 
     from tierlog.manager.log_manager import LogManager
     from tierlog.records.batch import iter_batches
