@@ -4,6 +4,7 @@ one remote ``.log`` object, read with one ranged GET and decoded into Arrow reco
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,8 @@ READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 DEFAULT_BATCH_ROWS = 65_536
+#: The column ``mark_aborted`` adds.
+ABORTED_COLUMN = "aborted"
 _INT64_MIN = -(1 << 63)
 
 
@@ -77,6 +80,15 @@ class ReadSplit:
     object_size: int | None = None
     """The object's size by the tier's metadata: a read finding fewer bytes, or a batch
     running past it, is damage reported with both sizes."""
+    mark_aborted: bool = False
+    """Keep the records of ``aborted`` transactions (read_uncommitted only) and add a boolean
+    ``aborted`` column, true for their rows: Kafka's read_committed rule applied batch by batch,
+    as a topic table's file records it (rows where it is false are read_committed's rows)."""
+
+    def __post_init__(self) -> None:
+        if self.mark_aborted and self.isolation_level != READ_UNCOMMITTED:
+            raise ValueError("mark_aborted keeps the aborted rows: it needs read_uncommitted, "
+                             f"not {self.isolation_level}")
 
     @property
     def size_in_bytes(self) -> int:
@@ -91,19 +103,23 @@ def _first_at_or_after(records: list[Record], timestamp: int) -> int | None:
                 None)
 
 
-def read_split(split: ReadSplit, *, stats: RequestStats | None = None
-               ) -> Iterator[pa.RecordBatch]:
-    """The split's records as RecordBatches of ``schema(split.include_headers)`` (about
-    ``batch_rows`` rows each, cut between Kafka batches): one ranged GET, every codec
-    decompressed (into one buffer kept across batches), control records skipped, CRCs checked.
-    Records are decoded straight into Arrow buffers (``ColumnBuilder``); only per-batch
-    decisions are taken here."""
+def read_split(split: ReadSplit, *, stats: RequestStats | None = None,
+               tier: RemoteTier | None = None) -> Iterator[pa.RecordBatch]:
+    """The split's records as RecordBatches of ``schema(split.include_headers)`` (plus
+    ``aborted`` with ``mark_aborted``; about ``batch_rows`` rows each, cut between Kafka
+    batches): one ranged GET, every codec decompressed (into one buffer kept across batches),
+    control records skipped, CRCs checked. Records are decoded straight into Arrow buffers
+    (``ColumnBuilder``); only per-batch decisions are taken here. ``tier``: an open tier to
+    read through (the RemoteLogManager's own) instead of the one the split's URL opens."""
     if split.byte_end <= split.byte_start or split.end_offset <= split.start_offset:
         return
-    tier, origin, data = _fetch(split, stats)
+    tier, origin, data = _fetch(split, stats, tier)
     builder = ColumnBuilder(split.topic, split.partition, split.include_headers)
     scratch = bytearray()
-    tracker: AbortedTracker | None = None
+    judge = (_AbortedBatches(split)
+             if split.isolation_level == READ_COMMITTED or split.mark_aborted else None)
+    # (rows, aborted) of each data batch added since the last build, with mark_aborted
+    marks: list[tuple[int, bool]] | None = [] if split.mark_aborted else None
     start, end = split.start_offset, split.end_offset
     seek, stop, min_ts = split.seek_timestamp, split.stop_timestamp, split.min_timestamp
     for batch in _whole_batches(data, origin, split, tier):
@@ -126,27 +142,40 @@ def read_split(split: ReadSplit, *, stats: RequestStats | None = None
             start, seek = max(start, found), None
         if batch.last_offset < start:
             continue
-        if split.isolation_level == READ_COMMITTED:
-            # Built at the first batch read (an AbortedTracker is never false).
-            tracker = tracker or _aborted_tracker(split, max(batch.base_offset, start))
-            if tracker.skip(batch):
-                continue
+        aborted = judge is not None and judge.aborted(batch, start)
+        if aborted and marks is None:
+            continue
         if batch.is_control:
             continue
-        _add_batch(builder, batch, data, scratch, start, end,
-                   _INT64_MIN if min_ts is None else min_ts)
+        added = _add_batch(builder, batch, data, scratch, start, end,
+                           _INT64_MIN if min_ts is None else min_ts)
+        if marks is not None and added:
+            marks.append((added, aborted))
         if len(builder) >= split.batch_rows or builder.data_bytes >= MAX_DATA_BYTES:
-            yield builder.build()
+            yield _build(builder, marks)
     if len(builder):
-        yield builder.build()
+        yield _build(builder, marks)
 
 
-def _fetch(split: ReadSplit, stats: RequestStats | None
+def _build(builder: ColumnBuilder, marks: list[tuple[int, bool]] | None) -> pa.RecordBatch:
+    """The builder's RecordBatch, with the ``aborted`` column of ``marks`` (then emptied)."""
+    batch = builder.build()
+    if marks is None:
+        return batch
+    flags = [pa.repeat(pa.scalar(aborted), sum(rows for rows, _ in run))  # one per flag run
+             for aborted, run in itertools.groupby(marks, key=lambda mark: mark[1])]
+    marks.clear()
+    column = pa.concat_arrays(flags) if flags else pa.array([], pa.bool_())
+    return batch.append_column(ABORTED_COLUMN, column)
+
+
+def _fetch(split: ReadSplit, stats: RequestStats | None, tier: RemoteTier | None
            ) -> tuple[RemoteTier, BatchOrigin, memoryview]:
     """``(tier, origin, data)``: the split's bytes, with the next batch's header past them
     fetched and every batch's offsets checked (damage to a base offset, outside the CRC,
     would drop or renumber rows silently)."""
-    tier = open_tier(split.url, split.storage_options, stats)
+    if tier is None:
+        tier = open_tier(split.url, split.storage_options, stats)
     origin = BatchOrigin(split.log_path, split.byte_start, split.topic, split.partition)
     fetch_end = max(split.byte_end, split.fetch_end or 0)
     try:
@@ -168,11 +197,22 @@ def _reaching(batch: RecordBatch, timestamp: int) -> int | None:
     return _first_at_or_after(batch.records(verify_crc=False), timestamp)
 
 
-def _aborted_tracker(split: ReadSplit, first: int) -> AbortedTracker:
-    """The aborted transactions of a read_committed read whose first batch read starts at
-    ``first``: those whose marker precedes the data read were closed before it."""
-    return AbortedTracker((txn_first, pid) for pid, txn_first, last in split.aborted
-                          if last >= first)
+class _AbortedBatches:
+    """Kafka's read_committed rule over the batches a split reads, fed every batch read,
+    control batches included (an ABORT marker ends its transaction's range)."""
+
+    def __init__(self, split: ReadSplit) -> None:
+        self.split = split
+        self.tracker: AbortedTracker | None = None
+
+    def aborted(self, batch: RecordBatch, start: int) -> bool:
+        """Whether ``batch`` belongs to an aborted transaction. The tracker is built at the
+        first batch read, from the transactions whose marker does not precede it."""
+        if self.tracker is None:
+            first = max(batch.base_offset, start)
+            self.tracker = AbortedTracker((txn_first, pid) for pid, txn_first, last
+                                          in self.split.aborted if last >= first)
+        return self.tracker.skip(batch)
 
 
 def _whole_batches(data: memoryview, origin: BatchOrigin, split: ReadSplit, tier: RemoteTier
@@ -194,13 +234,14 @@ def _whole_batches(data: memoryview, origin: BatchOrigin, split: ReadSplit, tier
 
 
 def _add_batch(builder: ColumnBuilder, batch: RecordBatch, data: memoryview, scratch: bytearray,
-               start: int, end: int, min_ts: int) -> None:
+               start: int, end: int, min_ts: int) -> int:
     """Decompress (into ``scratch``) and decode one data batch's records into ``builder``,
-    those in ``[start, end)`` stamped at or after ``min_ts``. CorruptRecordError names the
-    object, the batch and the check that failed (the CRC first, when it fails too)."""
+    those in ``[start, end)`` stamped at or after ``min_ts``; returns how many were added.
+    CorruptRecordError names the object, the batch and the check that failed (the CRC first,
+    when it fails too)."""
     count = batch.record_count
     if count == 0:
-        return
+        return 0
     codec = batch.compression
     if codec > ZSTD:
         batch.records()  # raises the CorruptRecordError that names the unknown codec
@@ -215,9 +256,9 @@ def _add_batch(builder: ColumnBuilder, batch: RecordBatch, data: memoryview, scr
             with data[position:section_end] as section:
                 records_end = decompress_into(codec, section, scratch)
             records, records_start = scratch, 0
-        builder.add(records, records_start, records_end, count, batch.base_offset,
-                    batch.base_timestamp, batch.timestamp_type, log_append_time, start, end,
-                    min_ts)
+        return builder.add(records, records_start, records_end, count, batch.base_offset,
+                           batch.base_timestamp, batch.timestamp_type, log_append_time, start,
+                           end, min_ts)
     except CorruptRecordError as e:
         batch.ensure_valid()  # damage the CRC catches is reported as a CRC failure
         check = "record framing" if codec == NONE else f"record framing ({codec_name(codec)})"
