@@ -1,8 +1,9 @@
 """TablePlan: one snapshot's coverage and files. Files pruned by partition and by the offset
 statistics, with their offset bounds; a range split at the coverage, its start raised to the
 table's start; a partition with nothing covered; a table with no commit; files and coverage of
-the same snapshot while others commit; columns found by name in any schema; a file without
-offset bounds named."""
+the same snapshot while others commit; the committer's links (bounds are the rows', a link of no
+rows is not planned); columns found by name in any schema; a file without offset bounds
+named."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField, StringType
 from support.table_commits import IDENT, SCHEMA, SPEC, commit_rows, rows
+from support.table_files import write_link
 
 from tierlog.errors import CorruptRemoteMetadataError
 from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.commit import TableCommitter
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.plan import PlannedFile, TablePlan
 from tierlog.remote.tier.object_store import RemoteTier
@@ -143,3 +146,19 @@ def test_a_file_without_offset_bounds_is_named(catalog: TierCatalog) -> None:
     with pytest.raises(CorruptRemoteMetadataError, match="has no bounds of column 'offset'") as e:
         TablePlan.of(table).files(0, 0, 3)
     assert path in str(e.value)
+
+
+def test_the_committers_links_plan_by_their_rows(tier: RemoteTier, catalog: TierCatalog
+                                                 ) -> None:
+    table = catalog.load_table(IDENT)
+    links = [write_link(tier, table, 0, 0, 9),
+             write_link(tier, table, 0, 10, 19, offsets=range(10, 17)),  # 17-19: markers
+             write_link(tier, table, 0, 20, 24, offsets=[]),             # markers only
+             write_link(tier, table, 0, 25, 29)]
+    TableCommitter(catalog, IDENT, backoff=lambda attempt: None).commit(links, starts={0: 0})
+    plan = TablePlan.of(catalog.load_table(IDENT))
+    assert plan.coverage.covered == {0: 30}
+    assert bounds(plan.files(0, 0, 30)) == [(0, 0, 9, 10), (0, 10, 16, 7), (0, 25, 29, 5)]
+    assert plan.files(0, 17, 25) == []  # no row there, in the table or the log
+    split = plan.split(0, 12, 40)
+    assert (split.table, split.tail) == (range(12, 30), range(30, 40))

@@ -25,10 +25,7 @@ from pyiceberg.types import IntegerType, LongType, NestedField, PrimitiveType
 
 from tierlog.errors import CorruptRemoteMetadataError
 from tierlog.remote.table.coverage import Coverage
-
-#: The columns a plan needs, found by name in the table's schema (any schema holding them).
-PARTITION_COLUMN = "partition"
-OFFSET_COLUMN = "offset"
+from tierlog.remote.table.schema import OFFSET, PARTITION
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +73,9 @@ class TablePlan:
         """The snapshot of this plan; None for a table with no commit yet."""
         self.coverage = coverage
         """The offsets that snapshot holds, per partition."""
-        self._partition = _column(table, PARTITION_COLUMN, IntegerType)
-        self._offset = _column(table, OFFSET_COLUMN, LongType)
+        # Found by name, so any schema holding the two columns plans (their ids may differ).
+        self._partition = _column(table, PARTITION, IntegerType)
+        self._offset = _column(table, OFFSET, LongType)
 
     @classmethod
     def of(cls, table: Table) -> TablePlan:
