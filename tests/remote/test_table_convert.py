@@ -32,7 +32,7 @@ from support.tier_builder import (
 from tierlog import Log, Record
 from tierlog.errors import ConfigError, CorruptRecordError, CorruptRemoteMetadataError
 from tierlog.plugins.local import create_remote_storage
-from tierlog.reader import SCHEMA, RemoteTopicReader
+from tierlog.reader import SCHEMA, ReadSplit, RemoteTopicReader
 from tierlog.remote import RemoteLogMetadataManager, TopicIdPartition
 from tierlog.remote.read.readable import ChainLink, segment_chain
 from tierlog.remote.read.transactions import aborted_txns, last_stable_offset
@@ -340,3 +340,10 @@ def test_data_file_names_round_trip(path: str, fields: tuple[Any, ...]) -> None:
 def test_other_names_are_not_data_files(path: str) -> None:
     with pytest.raises(CorruptRemoteMetadataError, match=r"not a table data file|not an offset"):
         DataFileName.parse(path)
+
+
+def test_marking_aborted_rows_needs_read_uncommitted() -> None:
+    with pytest.raises(ValueError, match=r"mark_aborted .* read_uncommitted"):
+        ReadSplit(url="file:///t", storage_options={}, topic="t", partition=0, log_path="x",
+                  byte_start=0, byte_end=1, start_offset=0, end_offset=1,
+                  isolation_level="read_committed", mark_aborted=True)
