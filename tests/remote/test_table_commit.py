@@ -17,8 +17,7 @@ import s3fs
 from fsspec.implementations.local import LocalFileSystem
 from pyiceberg.table import Table
 from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
-from support.table_commits import IDENT, SCHEMA, SPEC
-from support.table_files import write_link
+from support.table_files import IDENT, create_table, write_link
 
 from tierlog.errors import TableChainError, TableCommitConflictError, TableCoverageError
 from tierlog.remote.table.catalog import TierCatalog
@@ -36,7 +35,7 @@ def no_backoff(attempt: int) -> None:
 @pytest.fixture
 def catalog(tier: RemoteTier) -> TierCatalog:
     catalog = TierCatalog(tier)
-    catalog.create_table(IDENT, SCHEMA, partition_spec=SPEC)
+    create_table(catalog)
     return catalog
 
 
@@ -224,7 +223,7 @@ def test_a_lost_response_is_reloaded_and_found_committed(s3_endpoint, s3_options
                         client_kwargs={"region_name": S3_REGION}, skip_instance_cache=True)
     tier = RemoteTier(fs, f"{S3_BUCKET}/commit-{uuid.uuid4().hex[:12]}")
     catalog = TierCatalog(tier)
-    table = catalog.create_table(IDENT, SCHEMA, partition_spec=SPEC)
+    table = create_table(catalog)
     committer = TableCommitter(catalog, IDENT, backoff=no_backoff)
     ready = [write_link(tier, table, 0, 0, 4), write_link(tier, table, 1, 0, 2)]
     fs.lose = "v2.metadata.json"

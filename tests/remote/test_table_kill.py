@@ -15,7 +15,7 @@ import fsspec
 import pyarrow.compute as pc
 import pytest
 from support.clock import FakeClock
-from support.table_commits import IDENT, SCHEMA, SPEC
+from support.table_files import IDENT, create_table
 from support.table_kill import KILL_POINTS, LANDED, LINKS, PARTITIONS, ROWS, run
 
 from tierlog.common.clock import system_time_ms
@@ -37,8 +37,7 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     processes = []
     for point in KILL_POINTS:
         root = str(tmp_path_factory.mktemp(f"kill-{point}") / "tier")
-        TierCatalog(RemoteTier(fsspec.filesystem("file"), root)).create_table(
-            IDENT, SCHEMA, partition_spec=SPEC)
+        create_table(TierCatalog(RemoteTier(fsspec.filesystem("file"), root)))
         process = context.Process(target=run, args=(root, point))
         process.start()
         processes.append((point, process))

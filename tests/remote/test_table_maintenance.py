@@ -12,8 +12,7 @@ from collections.abc import Iterator
 import pytest
 from support.clock import FakeClock
 from support.s3 import S3_BUCKET, s3_client
-from support.table_commits import IDENT, SCHEMA, SPEC
-from support.table_files import write_link
+from support.table_files import IDENT, TOPIC, TOPIC_ID, create_table, write_link
 
 from tierlog.common.clock import system_time_ms
 from tierlog.remote.table.catalog import TierCatalog
@@ -24,7 +23,6 @@ from tierlog.remote.tier.object_store import RemoteTier
 
 GRACE_MS = 60_000
 RETENTION_MS = 3_600_000
-TOPIC, TOPIC_ID = IDENT[1].split("-", 1)
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -41,7 +39,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[RemoteTier]:
 @pytest.fixture
 def catalog(tier: RemoteTier) -> TierCatalog:
     catalog = TierCatalog(tier)
-    catalog.create_table(IDENT, SCHEMA, partition_spec=SPEC)
+    create_table(catalog)
     return catalog
 
 
@@ -99,7 +97,7 @@ def test_snapshots_expire_once_superseded_longer_than_the_retention(catalog, clo
 
 def test_the_sweep_deletes_orphans_only_past_the_grace(store, clock) -> None:
     catalog = TierCatalog(store)
-    table = catalog.create_table(IDENT, SCHEMA, partition_spec=SPEC)
+    table = create_table(catalog)
     commit_links(catalog, [(0, 4), (5, 9)])
     location = path_of(store, table.location())
     # What crashed writers leave: a file never committed, a lost commit's manifest and
@@ -165,8 +163,7 @@ def test_metadata_versions_beyond_the_newest_kept_go_after_the_grace(catalog, cl
 
 def test_drop_deletes_the_table_and_everything_under_it(catalog) -> None:
     commit_links(catalog, [(0, 4)])
-    other = ("tierlog", f"{TOPIC}-AAAAAAAAAAAAAAAAAAAAAA")
-    catalog.create_table(other, SCHEMA, partition_spec=SPEC)
+    other = create_table(catalog, "AAAAAAAAAAAAAAAAAAAAAA").name()
     drop_table(catalog.tier, TOPIC, TOPIC_ID)
     assert not catalog.table_exists(IDENT)
     assert not catalog.tier.fs.exists(catalog.tier.path(table_key(TOPIC, TOPIC_ID)))

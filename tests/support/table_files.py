@@ -1,33 +1,47 @@
-"""Links as table files for the committer's tests: a Parquet file of a toy topic table's rows
-(partition, offset), published to the tier under its link's name, with its DataFile built from
-the writer's footer, as the conversion of a segment makes them (no re-read)."""
+"""A topic's table and its links as data files, for the committer's and maintenance's tests:
+a link's rows (the table's own schema) written as a Parquet file under the link's name,
+published to the tier, with its DataFile built from the writer's footer as the conversion of a
+segment builds it (no re-read). Rows are made up, no segment is decoded: these tests are about
+commits, not conversion."""
 
 from __future__ import annotations
 
 import tempfile
-import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.io.pyarrow import (
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
-)
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyiceberg.typedef import Record
 
-from support.table_commits import SCHEMA
 from tierlog.remote.table.commit import ReadyFile
+from tierlog.remote.table.convert import data_file
+from tierlog.remote.table.naming import DataFileName
+from tierlog.remote.table.schema import ARROW_SCHEMA, open_or_create_table, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
 
+TOPIC, TOPIC_ID = "clicks", "q0Vs7vGvSZ6ljmj-ZmXC1A"
+IDENT = table_identifier(TOPIC, TOPIC_ID)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
-def link_file_name(partition: int, first: int, last: int, segment_id: str) -> str:
-    return (f"data/p{partition}/{first:020d}-{last:020d}-{segment_id}-"
-            f"{uuid.uuid4().hex[:8]}.parquet")
+
+def create_table(catalog: Catalog, topic_id: str = TOPIC_ID) -> Table:
+    """The topic's table, as tiering creates it."""
+    return open_or_create_table(catalog, TOPIC, topic_id)
+
+
+def rows(partition: int, offsets: Sequence[int]) -> pa.Table:
+    """Records at ``offsets`` of ``partition``, as table rows (none aborted)."""
+    n = len(offsets)
+    return pa.table({
+        "key": [b"k%d" % o for o in offsets], "value": [b"v%d" % o for o in offsets],
+        "topic": [TOPIC] * n, "partition": pa.array([partition] * n, pa.int32()),
+        "offset": pa.array(offsets, pa.int64()),
+        "timestamp": pa.array([T0] * n, pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array([0] * n, pa.int32()), "headers": [None] * n,
+        "aborted": [False] * n}).cast(ARROW_SCHEMA)
 
 
 def write_link(tier: RemoteTier, table: Table, partition: int, first: int, last: int, *,
@@ -35,30 +49,14 @@ def write_link(tier: RemoteTier, table: Table, partition: int, first: int, last:
     """The link ``[first, last]`` of ``partition`` as a published file: rows at ``offsets``
     (all of the link by default; ``[]`` for a link with no data rows)."""
     offsets = list(range(first, last + 1)) if offsets is None else list(offsets)
-    rows = pa.table({"partition": pa.array([partition] * len(offsets), pa.int32()),
-                     "offset": pa.array(offsets, pa.int64())}, schema=SCHEMA.as_arrow())
-    location = f"{table.location()}/{link_file_name(partition, first, last, segment_id)}"
+    name = DataFileName.new(partition, first, last, segment_id)
+    location = f"{table.location().rstrip('/')}/{name.key}"
     with tempfile.TemporaryDirectory() as tmp:
-        local = Path(tmp) / "link.parquet"
+        local = Path(tmp) / name.name
         footers: list[pq.FileMetaData] = []
-        pq.write_table(rows, local, store_schema=False, metadata_collector=footers)
+        pq.write_table(rows(partition, offsets), local, store_schema=False,
+                       metadata_collector=footers)
         tier.put_file(local, str(tier.fs._strip_protocol(location)))
         size = local.stat().st_size
     return ReadyFile(partition, first, last,
-                     data_file(table, location, partition, footers[0], size))
-
-
-def data_file(table: Table, location: str, partition: int, footer: pq.FileMetaData,
-              size: int) -> DataFile:
-    """The DataFile of a written file, from its footer (the partition given: a file of no
-    rows has no statistics to infer it from)."""
-    metadata = table.metadata
-    stats = data_file_statistics_from_parquet_metadata(
-        parquet_metadata=footer,
-        stats_columns=compute_statistics_plan(metadata.schema(), metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(metadata.schema()))
-    return DataFile.from_args(
-        content=DataFileContent.DATA, file_path=location, file_format=FileFormat.PARQUET,
-        partition=Record(partition),
-        file_size_in_bytes=size, sort_order_id=None, spec_id=metadata.default_spec_id,
-        equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
+                     data_file(table, location, footers[0], size, partition))

@@ -20,8 +20,7 @@ from typing import Any
 
 import fsspec
 
-from support.table_commits import IDENT
-from support.table_files import write_link
+from support.table_files import IDENT, write_link
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import TableCommitter
 from tierlog.remote.table.coverage import Coverage

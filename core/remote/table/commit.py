@@ -11,10 +11,9 @@ link's rows are in the table exactly once whatever crashes where (DESIGN §3.3, 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
@@ -24,6 +23,7 @@ from pyiceberg.typedef import Identifier
 
 from tierlog.errors import TableChainError, TableCommitConflictError, TableCoverageError
 from tierlog.remote.table.coverage import Coverage
+from tierlog.remote.table.naming import DataFileName
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ATTEMPTS = 20
 _BACKOFF_STEP_S = 0.005
 
-#: ``<20-digit first>-<20-digit last>-<segmentId>-<attempt8>.parquet``: a data file's link.
-_FILE_NAME = re.compile(r"(\d{20})-(\d{20})-.+-[0-9a-f]{8}\.parquet")
 
 
 def sleep_backoff(attempt: int) -> None:
@@ -84,7 +82,7 @@ class _Change:
     coverage: Coverage
     add: tuple[DataFile, ...] = ()
     remove: tuple[DataFile, ...] = ()
-    skipped: tuple[ReadyFile, ...] = field(default=())
+    skipped: tuple[ReadyFile, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +302,9 @@ class TableCommitter:
 
 def current_files(table: Table, partition: int | None = None) -> list[CurrentFile]:
     """The data files of ``table``'s current snapshot (of one partition, or all), in
-    (partition, offset) order, each with the link its name says it holds. 0-row files
-    included (a scan's planning leaves them out)."""
+    (partition, offset) order, each with the link its name says it holds (a file of no rows
+    has no offset bounds; a scan's planning leaves it out). CorruptRemoteMetadataError for a
+    file not named for a link."""
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
@@ -315,19 +314,9 @@ def current_files(table: Table, partition: int | None = None) -> list[CurrentFil
             data_file = entry.data_file
             p = _partition_of(data_file)
             if partition is None or p == partition:
-                first, last = link_of(data_file.file_path)
-                found.append(CurrentFile(p, first, last, data_file))
+                name = DataFileName.parse(data_file.file_path)
+                found.append(CurrentFile(p, name.first_offset, name.last_offset, data_file))
     return sorted(found, key=lambda f: (f.partition, f.first_offset))
-
-
-def link_of(path: str) -> tuple[int, int]:
-    """The link ``(first, last)`` a data file's name says it holds; TableChainError for a
-    file the committer did not name (the table holds only files of links)."""
-    match = _FILE_NAME.fullmatch(path.rsplit("/", 1)[-1])
-    if match is None:
-        raise TableChainError(f"{path} is not named for a link (<first>-<last>-<segmentId>-"
-                              f"<attempt>.parquet): not a file of a topic table")
-    return int(match.group(1)), int(match.group(2))
 
 
 def _partition_of(data_file: DataFile) -> int:

@@ -27,6 +27,7 @@ from pyiceberg.typedef import Identifier
 
 from tierlog.common.clock import system_time_ms
 from tierlog.remote.table.catalog import METADATA_DIR, VERSION_HINT
+from tierlog.remote.table.naming import DATA_DIR
 from tierlog.remote.tier.layout import table_key
 from tierlog.remote.tier.object_store import RemoteTier, modified_ms, translate_errors
 
@@ -38,7 +39,6 @@ DEFAULT_ORPHAN_GRACE_MS = 86_400_000  # remote.log.table.orphan.grace.ms
 #: The newest metadata versions the sweep never deletes, whatever their age.
 KEEP_METADATA_VERSIONS = 100
 _EXPIRY_ATTEMPTS = 3
-DATA_DIR = "data"
 _VERSION_FILE = re.compile(r"v([1-9]\d{0,18})\.metadata\.json")
 
 
