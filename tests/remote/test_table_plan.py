@@ -15,7 +15,8 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import BinaryType, IntegerType, LongType, NestedField, StringType
 from support.table_commits import IDENT, SCHEMA, SPEC, commit_rows, rows
-from support.table_files import write_link
+from support.table_files import IDENT as TOPIC_IDENT
+from support.table_files import create_table, write_link
 
 from tierlog.errors import CorruptRemoteMetadataError
 from tierlog.remote.table.catalog import TierCatalog
@@ -148,15 +149,16 @@ def test_a_file_without_offset_bounds_is_named(catalog: TierCatalog) -> None:
     assert path in str(e.value)
 
 
-def test_the_committers_links_plan_by_their_rows(tier: RemoteTier, catalog: TierCatalog
-                                                 ) -> None:
-    table = catalog.load_table(IDENT)
+def test_the_committers_links_plan_by_their_rows(tier: RemoteTier) -> None:
+    catalog = TierCatalog(tier)
+    table = create_table(catalog)  # the topic table's own schema
     links = [write_link(tier, table, 0, 0, 9),
              write_link(tier, table, 0, 10, 19, offsets=range(10, 17)),  # 17-19: markers
              write_link(tier, table, 0, 20, 24, offsets=[]),             # markers only
              write_link(tier, table, 0, 25, 29)]
-    TableCommitter(catalog, IDENT, backoff=lambda attempt: None).commit(links, starts={0: 0})
-    plan = TablePlan.of(catalog.load_table(IDENT))
+    TableCommitter(catalog, TOPIC_IDENT, backoff=lambda attempt: None).commit(
+        links, starts={0: 0})
+    plan = TablePlan.of(catalog.load_table(TOPIC_IDENT))
     assert plan.coverage.covered == {0: 30}
     assert bounds(plan.files(0, 0, 30)) == [(0, 0, 9, 10), (0, 10, 16, 7), (0, 25, 29, 5)]
     assert plan.files(0, 17, 25) == []  # no row there, in the table or the log
