@@ -26,6 +26,7 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Identifier
 
 from tierlog.common.clock import system_time_ms
+from tierlog.config import TOPIC_CONFIG_KEYS
 from tierlog.remote.table.catalog import METADATA_DIR, VERSION_HINT
 from tierlog.remote.table.naming import DATA_DIR
 from tierlog.remote.tier.layout import table_key
@@ -33,9 +34,11 @@ from tierlog.remote.tier.object_store import RemoteTier, modified_ms, translate_
 
 log = logging.getLogger(__name__)
 
-#: Kafka-style defaults of the topic configs of the same names.
-DEFAULT_SNAPSHOT_RETENTION_MS = 3_600_000  # remote.log.table.snapshot.retention.ms
-DEFAULT_ORPHAN_GRACE_MS = 86_400_000  # remote.log.table.orphan.grace.ms
+#: The defaults of the topic configs ``remote.log.table.snapshot.retention.ms`` and
+#: ``remote.log.table.orphan.grace.ms``.
+DEFAULT_SNAPSHOT_RETENTION_MS: int = TOPIC_CONFIG_KEYS[
+    "remote.log.table.snapshot.retention.ms"].default
+DEFAULT_ORPHAN_GRACE_MS: int = TOPIC_CONFIG_KEYS["remote.log.table.orphan.grace.ms"].default
 #: The newest metadata versions the sweep never deletes, whatever their age.
 KEEP_METADATA_VERSIONS = 100
 _EXPIRY_ATTEMPTS = 3
