@@ -21,6 +21,7 @@ import pytest
 from pyiceberg.conversions import from_bytes
 from pyiceberg.table import StaticTable, Table
 from pyiceberg.types import LongType, TimestamptzType
+from support.s3 import S3_ACCESS_KEY, S3_REGION, S3_SECRET
 from support.tier_builder import (
     BuiltTier,
     PartitionWriter,
@@ -347,3 +348,27 @@ def test_marking_aborted_rows_needs_read_uncommitted() -> None:
         ReadSplit(url="file:///t", storage_options={}, topic="t", partition=0, log_path="x",
                   byte_start=0, byte_end=1, start_offset=0, end_offset=1,
                   isolation_level="read_committed", mark_aborted=True)
+
+
+def test_converts_and_commits_on_s3(s3_tier: BuiltTier, s3_endpoint: str) -> None:
+    tier = s3_tier.rsm.tier
+    catalog = TierCatalog(tier)
+    tip = s3_tier.partitions[("orders", 0)].tip
+    files = _convert_chain(tier, open_or_create_table(catalog, "orders", tip.topic_id), tip)
+    assert all(f.path.startswith(f"s3://{tier.root}/_tables/") for f in files)
+    identifier = table_identifier("orders", tip.topic_id)
+    TableCommitter(catalog, identifier, backoff=lambda _attempt: None).commit(
+        [ReadyFile(f.partition, f.first_offset, f.last_offset, f.data_file) for f in files],
+        starts={0: files[0].first_offset})
+    rows = catalog.load_table(identifier).scan().to_arrow().sort_by(OFFSET)
+    options = {"endpoint_url": s3_endpoint, "key": S3_ACCESS_KEY, "secret": S3_SECRET,
+               "client_kwargs": {"region_name": S3_REGION}}
+    end = {0: files[-1].last_offset + 1}
+    reader = RemoteTopicReader(s3_tier.url, options)
+    expected = reader.read_table("orders", [0], ending_offsets=end)
+    committed = reader.read_table("orders", [0], ending_offsets=end,
+                                  isolation_level="read_committed")
+    assert rows[OFFSET].to_pylist() == expected["offset"].to_pylist()
+    assert rows["value"].to_pylist() == expected["value"].to_pylist()
+    kept = rows.filter(pc.invert(rows[ABORTED]))
+    assert kept[OFFSET].to_pylist() == committed["offset"].to_pylist()
