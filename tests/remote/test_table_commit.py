@@ -304,3 +304,29 @@ def test_a_restore_cut_drops_the_files_at_and_above_it(catalog, committer) -> No
     with pytest.raises(TableCoverageError, match="below the table's start 5"):
         committer.cut(0, 3)
     assert_current_files_exist(catalog)
+
+
+def test_a_repair_replaces_a_links_file_or_adds_a_missing_one(catalog, committer) -> None:
+    old = committed(catalog, committer, [(0, 9), (10, 19), (20, 29)])
+    table = table_of(catalog)
+    # A file lost from the table (what scrub finds): the snapshot no longer names link 2.
+    tx = table.transaction()
+    with tx.update_snapshot(snapshot_properties=coverage(catalog).summary()).overwrite() as ow:
+        ow.delete_data_file(next(f.data_file for f in current_files(table)
+                                 if f.first_offset == 10))
+    tx.commit_transaction()
+    assert links(catalog, 0) == [(0, 9), (20, 29)]
+    again = [write_link(catalog.tier, table, 0, 0, 9), write_link(catalog.tier, table, 0, 10, 19)]
+    result = committer.repair([*again, old[2]])
+    assert result.removed == (old[0].data_file.file_path,)
+    assert set(result.added) == {f.data_file.file_path for f in again}
+    assert result.skipped == (old[2],)  # the table's file already
+    assert links(catalog, 0) == [(0, 9), (10, 19), (20, 29)]
+    assert offsets(catalog, 0) == list(range(30))
+    assert coverage(catalog) == Coverage({0: 30}, {0: 0})  # a repair moves no coverage
+    with pytest.raises(TableChainError, match=r"\[25, 34\] is not within the offsets"):
+        committer.repair([write_link(catalog.tier, table, 0, 25, 34)])
+    with pytest.raises(TableChainError, match=r"overlaps the table's files \[0, 9\], \[10, 19\]"):
+        committer.repair([write_link(catalog.tier, table, 0, 5, 14)])
+    with pytest.raises(TableChainError, match="of one repair overlap"):
+        committer.repair([write_link(catalog.tier, table, 0, 0, 9), old[0]])

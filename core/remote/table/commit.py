@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
@@ -219,6 +220,48 @@ class TableCommitter:
                            remove=tuple(remove))
 
         return self._run(f"cut p{partition} at {offset}", plan)
+
+    def repair(self, ready: Sequence[ReadyFile]) -> CommitResult:
+        """Put each ready file in the table in place of its link's current file (scrub's
+        repair: a damaged or missing file converted again), in one snapshot; coverage does not
+        change. A link whose file is missing is added when no current file overlaps it. A
+        file already current is skipped. TableChainError, nothing committed, for a link not
+        within the partition's covered range or overlapping a current file of another span."""
+
+        files = sorted(ready, key=lambda f: (f.partition, f.first_offset))
+        for a, b in pairwise(files):
+            if a.partition == b.partition and b.first_offset <= a.last_offset:
+                raise TableChainError(
+                    f"partition {a.partition}: files [{a.first_offset}, {a.last_offset}] and "
+                    f"[{b.first_offset}, {b.last_offset}] of one repair overlap")
+
+        def plan(table: Table, coverage: Coverage) -> _Change:
+            current = current_files(table)
+            add: list[DataFile] = []
+            remove: list[DataFile] = []
+            skipped: list[ReadyFile] = []
+            for f in files:
+                p, span = f.partition, (f.first_offset, f.last_offset)
+                end = coverage.end(p)
+                if end is None or f.last_offset >= end:
+                    raise TableChainError(
+                        f"partition {p}: file [{f.first_offset}, {f.last_offset}] is not within "
+                        f"the offsets the table covers (to {end}); a repair replaces only")
+                mine = [c for c in current if c.partition == p
+                        and c.first_offset <= f.last_offset and f.first_offset <= c.last_offset]
+                if any(c.data_file.file_path == f.data_file.file_path for c in mine):
+                    skipped.append(f)
+                    continue
+                if any((c.first_offset, c.last_offset) != span for c in mine):
+                    raise TableChainError(
+                        f"partition {p}: file [{f.first_offset}, {f.last_offset}] overlaps "
+                        f"the table's files {_spans(mine)} of other links")
+                remove += [c.data_file for c in mine]
+                add.append(f.data_file)
+            return _Change(coverage, add=tuple(add), remove=tuple(remove),
+                           skipped=tuple(skipped))
+
+        return self._run(f"repair {len(ready)} files", plan)
 
     # -- the loop -------------------------------------------------------------------------
 
