@@ -165,6 +165,7 @@ def test_a_committer_that_lost_the_race_recomputes_on_the_winner(tmp_path, catal
     fs.before_commit = lambda: committer.commit([theirs])  # lands between
     result = racing.commit([mine], starts={1: 0})
     assert result.conflicts == 1 and backoffs == [1]
+    assert result.added == (mine.data_file.file_path,)  # the same file redone, not rewritten
     # The redo recomputed the summary on the winner's snapshot: partition 0's end kept.
     assert coverage(catalog) == result.coverage == Coverage({0: 10, 1: 7}, {0: 0, 1: 0})
     assert offsets(catalog, 0) == list(range(10)) and offsets(catalog, 1) == list(range(7))
