@@ -193,9 +193,19 @@ class PartitionPlanner:
 
     def plan(self, request: PartitionRequest) -> list[ReadSplit]:
         """The splits reading ``request``, in offset order (empty when nothing matches)."""
+        bounds = self.bounds(request)
+        if bounds is None:
+            return []
+        return self._splits(request, self.tail_objects, *bounds)
+
+    def bounds(self, request: PartitionRequest
+               ) -> tuple[int, int, tuple[str, int] | None, tuple[str, int] | None] | None:
+        """``(start, end, seek, stop)``: the offsets ``[start, end)`` of ``request`` and, for a
+        read starting or ending at a timestamp, the object and timestamp whose batches resolve
+        it (the true start or end lies inside ``[start, end)``); None when nothing matches."""
         tail = self.tail_objects
         if not self.chain and not tail:
-            return []
+            return None
         latest = self.latest(request.isolation_level)
         start = self._resolve_start(request.start, latest)
         end = self._resolve_end(request.end, latest)
@@ -204,7 +214,7 @@ class PartitionPlanner:
         if request.start_timestamp is not None:
             reached = self._start_at_timestamp(request.start_timestamp, tail)
             if reached is None:
-                return []
+                return None
             start, seek = reached
         if request.end_timestamp is not None:
             end, stop = self._end_at_timestamp(request.end_timestamp, tail, end)
@@ -215,11 +225,11 @@ class PartitionPlanner:
         if request.min_timestamp is not None:
             first = self._first_offset_at_timestamp(request.min_timestamp, tail)
             if first is None:
-                return []
+                return None
             start = max(start, first)
         if start >= end:
-            return []
-        return self._splits(request, tail, start, end, seek, stop)
+            return None
+        return start, end, seek, stop
 
     def _start_at_timestamp(self, timestamp: int, tail: tuple[TailObject, ...]
                             ) -> tuple[int, tuple[str, int]] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, TypedDict, Unpack
@@ -21,7 +21,7 @@ from tierlog.reader._planner import (
     PartitionPlanner,
     PartitionRequest,
 )
-from tierlog.records.arrow.schema import schema
+from tierlog.records.arrow.schema import SCHEMA, schema
 from tierlog.records.timestamps import format_timestamp_ms
 from tierlog.remote import RemoteLogSegmentMetadata, TopicIdPartition
 from tierlog.remote.ops.backfill_visibility import JobVisibility
@@ -62,6 +62,8 @@ class ReadOptions(TypedDict, total=False):
     topic_id: str | None
     timestamp_strategy: str
     include_headers: bool
+    columns: Sequence[str] | None
+    use_table: bool
 
 
 def _timestamp_for(value: PerPartition | None, partition: int, what: str) -> int | None:
@@ -72,6 +74,26 @@ def _timestamp_for(value: PerPartition | None, partition: int, what: str) -> int
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int or a mapping of partition to int, got {value!r}")
     return value
+
+
+def projection(columns: Sequence[str] | None, include_headers: bool = True) -> pa.Schema:
+    """The schema of a read returning ``columns`` (any of ``SCHEMA``'s, in the caller's
+    order; None: ``schema(include_headers)``); ValueError naming an unknown or repeated one,
+    or ``headers`` asked for with ``include_headers=False``."""
+    if columns is None:
+        return schema(include_headers)
+    if isinstance(columns, str):
+        raise TypeError(f"columns must be a sequence of column names, got {columns!r}")
+    seen: set[str] = set()
+    for name in columns:
+        if name not in SCHEMA.names:
+            raise ValueError(f"no column {name!r}: a read returns {', '.join(SCHEMA.names)}")
+        if name in seen:
+            raise ValueError(f"column {name!r} is asked for twice")
+        if name == "headers" and not include_headers:
+            raise ValueError("column 'headers' is asked for with include_headers=False")
+        seen.add(name)
+    return pa.schema([SCHEMA.field(name) for name in columns])
 
 
 def _offset_for(value: str | PerPartition, partition: int, default: int, what: str) -> int:
@@ -217,27 +239,30 @@ class RemoteTopicReader:
         """The ReadSplits of a read (see ``read``), in partition then offset order: one per
         remote segment, more for segments larger than ``split_bytes``. Fetches the metadata
         and the few index objects the bounds need; reads no ``.log`` bytes."""
-        if timestamp_strategy not in TIMESTAMP_STRATEGIES:
-            raise ValueError(f"timestamp_strategy must be one of "
-                             f"{', '.join(TIMESTAMP_STRATEGIES)}, got {timestamp_strategy!r}")
         with self.consistent():
-            splits = self._plan(topic, partitions, starting_offsets, ending_offsets,
-                                starting_timestamp, ending_timestamp, min_offset, max_offset,
-                                min_timestamp, isolation_level, batch_rows, topic_id,
-                                timestamp_strategy)
+            splits = [split for planner, request in self._requests(
+                topic, partitions, starting_offsets, ending_offsets, starting_timestamp,
+                ending_timestamp, min_offset, max_offset, min_timestamp, isolation_level,
+                batch_rows, topic_id, timestamp_strategy) for split in planner.plan(request)]
         if not include_headers:
             splits = [replace(s, include_headers=False) for s in splits]
         return splits
 
-    def _plan(self, topic: str, partitions: Iterable[int] | None,
-              starting_offsets: str | PerPartition, ending_offsets: str | PerPartition,
-              starting_timestamp: PerPartition | None, ending_timestamp: PerPartition | None,
-              min_offset: int | None, max_offset: int | None, min_timestamp: int | None,
-              isolation_level: str, batch_rows: int, topic_id: str | None,
-              timestamp_strategy: str) -> list[ReadSplit]:
+    def _requests(self, topic: str, partitions: Iterable[int] | None,
+                  starting_offsets: str | PerPartition, ending_offsets: str | PerPartition,
+                  starting_timestamp: PerPartition | None,
+                  ending_timestamp: PerPartition | None, min_offset: int | None,
+                  max_offset: int | None, min_timestamp: int | None, isolation_level: str,
+                  batch_rows: int, topic_id: str | None, timestamp_strategy: str
+                  ) -> list[tuple[PartitionPlanner, PartitionRequest]]:
+        """Each partition's planner and checked request, in partition order (those with
+        nothing to read left out)."""
+        if timestamp_strategy not in TIMESTAMP_STRATEGIES:
+            raise ValueError(f"timestamp_strategy must be one of "
+                             f"{', '.join(TIMESTAMP_STRATEGIES)}, got {timestamp_strategy!r}")
         found = self._partitions_of(topic, topic_id, partitions)
         wanted = sorted(found) if partitions is None else sorted(set(partitions))
-        splits: list[ReadSplit] = []
+        requests: list[tuple[PartitionPlanner, PartitionRequest]] = []
         for p in wanted:
             request = PartitionRequest(
                 start=_offset_for(starting_offsets, p, EARLIEST, "starting_offsets"),
@@ -250,8 +275,8 @@ class RemoteTopicReader:
             planner = self._planner(found[p], batch_rows)
             checked = self._checked(planner, request, timestamp_strategy)
             if checked is not None:
-                splits += planner.plan(checked)
-        return splits
+                requests.append((planner, checked))
+        return requests
 
     def read(
         self,
@@ -270,6 +295,8 @@ class RemoteTopicReader:
         topic_id: str | None = None,
         timestamp_strategy: str = "latest",
         include_headers: bool = True,
+        columns: Sequence[str] | None = None,
+        use_table: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """The records of ``topic`` as RecordBatches of ``SCHEMA``, partition by partition
         (``SCHEMA_NO_HEADERS``, Spark's seven columns, with ``include_headers=False``).
@@ -289,22 +316,51 @@ class RemoteTopicReader:
         and the read starts at the earliest), and for a ``starting_timestamp`` later than
         every record when ``timestamp_strategy`` is ``error`` (``latest``, the default here:
         nothing is read).
+
+        ``columns``: the columns to return, any of ``SCHEMA``'s in any order (ValueError
+        naming an unknown one). ``use_table``: read the offsets the topic's table covers from
+        its Parquet files (tierlog.reader._table; the same rows, faster), the rest from the
+        segments; False reads the segments alone.
         """
-        splits = self.plan(topic, partitions, starting_offsets=starting_offsets,
-                           ending_offsets=ending_offsets, starting_timestamp=starting_timestamp,
-                           ending_timestamp=ending_timestamp, min_offset=min_offset,
-                           max_offset=max_offset, min_timestamp=min_timestamp,
-                           isolation_level=isolation_level, batch_rows=batch_rows,
-                           topic_id=topic_id, timestamp_strategy=timestamp_strategy,
-                           include_headers=include_headers)
-        for split in splits:
-            yield from read_split(split, stats=self.stats)
+        out = projection(columns, include_headers)
+        headers = "headers" in out.names
+        if not use_table:
+            for split in self.plan(
+                    topic, partitions, starting_offsets=starting_offsets,
+                    ending_offsets=ending_offsets, starting_timestamp=starting_timestamp,
+                    ending_timestamp=ending_timestamp, min_offset=min_offset,
+                    max_offset=max_offset, min_timestamp=min_timestamp,
+                    isolation_level=isolation_level, batch_rows=batch_rows, topic_id=topic_id,
+                    timestamp_strategy=timestamp_strategy, include_headers=headers):
+                yield from _project(read_split(split, stats=self.stats), out)
+            return
+        # Imported here: pyiceberg loads only for reads that may use a table.
+        from tierlog.reader._table import TableRead
+
+        with self.consistent():
+            requests = self._requests(
+                topic, partitions, starting_offsets, ending_offsets, starting_timestamp,
+                ending_timestamp, min_offset, max_offset, min_timestamp, isolation_level,
+                batch_rows, topic_id, timestamp_strategy)
+        if not requests:
+            return
+        tip = requests[0][0].tip
+        table = TableRead.open(self._tier, tip.topic, tip.topic_id, batch_rows=batch_rows)
+
+        def segments(planner: PartitionPlanner, request: PartitionRequest
+                     ) -> Iterator[pa.RecordBatch]:
+            for split in planner.plan(request):
+                yield from _project(read_split(replace(split, include_headers=headers),
+                                               stats=self.stats), out)
+
+        for planner, request in requests:
+            yield from table.partition(planner, request, out, segments)
 
     def read_table(self, topic: str, partitions: Iterable[int] | None = None,
                    **options: Unpack[ReadOptions]) -> pa.Table:
         """``read`` gathered into one Table (options as for ``read``)."""
-        return pa.Table.from_batches(list(self.read(topic, partitions, **options)),
-                                     schema=schema(options.get("include_headers", True)))
+        out = projection(options.get("columns"), options.get("include_headers", True))
+        return pa.Table.from_batches(list(self.read(topic, partitions, **options)), schema=out)
 
     # -- internals ----------------------------------------------------------------------
 
@@ -381,3 +437,9 @@ class RemoteTopicReader:
             self._tier, self.url, self.storage_options, tip, self._chain(tip),
             split_bytes=self.split_bytes, batch_rows=batch_rows, verify_crc=self.verify_crc,
             tail=tail)
+
+
+def _project(batches: Iterator[pa.RecordBatch], out: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``batches`` with the columns of ``out``, in its order."""
+    for batch in batches:
+        yield batch if batch.schema.names == out.names else batch.select(out.names)
