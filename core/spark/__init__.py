@@ -11,11 +11,16 @@ df = spark.read.format("tierlog").option("path", "s3://bucket/tier") \\
 Modules: ``options`` (parsing and checks, shared by batch and streaming), ``schema``,
 ``pushdown`` (pushed filters as bounds), ``planning`` (splits, ``minPartitions``),
 ``source`` (the batch data source), ``stream`` (the streaming reader, with
-``stream_offsets`` and ``stream_plan``), ``session`` (a configured local session).
+``stream_offsets`` and ``stream_plan``), ``session`` (a configured local session), ``tables``
+(``table``/``register_views``: the covered offsets read from the topic's table by Spark's
+Parquet reader; imported on first use, as it loads pyiceberg).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from tierlog.common.lazy_exports import lazy_getattr
 from tierlog.spark.options import NAME, STORAGE_PREFIXES, TierlogOptions
 from tierlog.spark.planning import plan_read
 from tierlog.spark.pushdown import PushedBounds
@@ -28,6 +33,13 @@ from tierlog.spark.source import (
     register,
 )
 from tierlog.spark.stream import TierlogStreamReader
+
+if TYPE_CHECKING:
+    from tierlog.spark.tables import register_views, table
+
+#: Imported on first use (PEP 562): the workers import this package, and need no pyiceberg.
+__getattr__ = lazy_getattr(__name__, {"register_views": "tierlog.spark.tables",
+                                      "table": "tierlog.spark.tables"}, globals())
 
 __all__ = [
     "NAME",
@@ -42,6 +54,8 @@ __all__ = [
     "TierlogStreamReader",
     "plan_read",
     "register",
+    "register_views",
     "schema_ddl",
     "session",
+    "table",
 ]
