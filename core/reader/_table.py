@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,7 +44,7 @@ from tierlog.remote.table.schema import (
 from tierlog.remote.tier.layout import table_key
 from tierlog.remote.tier.object_store import RemoteTier
 
-__all__ = ["TableRead"]
+__all__ = ["RowFilter", "TableRead"]
 
 log = logging.getLogger(__name__)
 
@@ -114,30 +115,29 @@ class TableRead:
     def _rows(self, partition: int, offsets: range, request: PartitionRequest,
               columns: pa.Schema) -> Iterator[pa.RecordBatch]:
         """The table's rows of ``offsets`` of ``partition`` passing the request's filters, in
-        offset order, with ``columns`` and ``offset``; none of its files is listed or HEADed
-        (their sizes come from the manifests)."""
+        offset order, with ``columns`` and the filter's; none of its files is listed or HEADed
+        (their sizes come from the manifests), and row groups the filter rules out by their
+        statistics are not read."""
         assert self.plan is not None
         files = self.plan.files(partition, offsets.start, offsets.stop)
         if not files:
             return
-        where = ((pc.field(PARTITION) == partition) & (pc.field(OFFSET) >= offsets.start)
-                 & (pc.field(OFFSET) < offsets.stop))
-        if request.isolation_level == READ_COMMITTED:
-            where &= ~pc.field(ABORTED)
-        if request.min_timestamp is not None:
-            where &= pc.field(TIMESTAMP) >= pa.scalar(request.min_timestamp * 1000,
-                                                      TIMESTAMP_TYPE)
+        rows = RowFilter(partition, offsets.start, offsets.stop,
+                         request.isolation_level == READ_COMMITTED, request.min_timestamp)
+        where = rows.expression()
         key = table_key(self.topic, self.topic_id)
         fs = self._filesystem()
         fragments = [_FORMAT.make_fragment(self.tier.path(key, DataFileName.parse(f.path).key),
-                                           filesystem=fs, file_size=f.size)
+                                           filesystem=fs, file_size=f.size).subset(where)
                      for f in files]
         dataset = ds.FileSystemDataset(fragments, ARROW_SCHEMA, _FORMAT, fs)
-        wanted = [*columns.names, *([] if OFFSET in columns.names else [OFFSET])]
-        for batch in dataset.to_batches(columns=wanted, filter=where,
-                                        batch_size=self.batch_rows):
-            if batch.num_rows:
-                yield batch
+        wanted = list(dict.fromkeys([*columns.names, *rows.columns]))
+        # The filter is applied here, not by the scan: a batch whose every row passes (the
+        # common case) is passed on as read instead of copied.
+        for batch in dataset.to_batches(columns=wanted, batch_size=self.batch_rows):
+            kept = rows.apply(batch)
+            if kept.num_rows:
+                yield kept
 
     def _filesystem(self) -> pafs.FileSystem:
         """The tier's filesystem for pyarrow: its own local one for a directory, else the
@@ -153,6 +153,49 @@ class TableRead:
         self.plan = None
         log.warning("table %s in the tier cannot be read (%s: %s); reading the segments "
                     "instead", self._name, type(error).__name__, str(error)[:300])
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """The rows of a table part: ``partition``, offsets ``[start, end)``, not aborted under
+    read_committed, stamped at or after ``min_timestamp`` (epoch ms) when given."""
+
+    partition: int
+    start: int
+    end: int
+    committed: bool
+    min_timestamp: int | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads."""
+        return (PARTITION, OFFSET, *((ABORTED,) if self.committed else ()),
+                *((TIMESTAMP,) if self.min_timestamp is not None else ()))
+
+    def expression(self) -> pc.Expression:
+        """As a dataset expression (prunes row groups by their statistics)."""
+        where = ((pc.field(PARTITION) == self.partition) & (pc.field(OFFSET) >= self.start)
+                 & (pc.field(OFFSET) < self.end))
+        if self.committed:
+            where &= ~pc.field(ABORTED)
+        if self.min_timestamp is not None:
+            where &= pc.field(TIMESTAMP) >= self._timestamp()
+        return where
+
+    def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch``'s rows that pass: ``batch`` itself when all do."""
+        offsets = batch.column(OFFSET)
+        mask = pc.and_(pc.equal(batch.column(PARTITION), self.partition),
+                       pc.and_(pc.greater_equal(offsets, self.start), pc.less(offsets, self.end)))
+        if self.committed:
+            mask = pc.and_(mask, pc.invert(batch.column(ABORTED)))
+        if self.min_timestamp is not None:
+            mask = pc.and_(mask, pc.greater_equal(batch.column(TIMESTAMP), self._timestamp()))
+        return batch if pc.all(mask).as_py() else batch.filter(mask)
+
+    def _timestamp(self) -> pa.Scalar:
+        assert self.min_timestamp is not None
+        return pa.scalar(self.min_timestamp * 1000, TIMESTAMP_TYPE)
 
 
 def _between(request: PartitionRequest, start: int, end: int) -> PartitionRequest:
