@@ -2,7 +2,8 @@
 ``spark.read.format("tierlog")`` at both isolation levels (aborted transactions in the table's
 files, a log start inside a file, a tail beyond the table, offsets inside files), the covered
 part a native ``FileScan parquet``, many files listed on the driver, SQL over the views, and the
-source reading everything when Spark's Hadoop has no ``s3a`` (plain PySpark on moto).
+source reading everything when Spark's Hadoop has no ``s3a`` (plain PySpark on moto) or the
+read starts at a timestamp.
 
 Spark is slow on this host: each test runs a few queries only.
 """
@@ -28,8 +29,9 @@ from support.table_tier import (
     convert_partition,
     ready,
 )
-from support.tier_builder import ISOLATIONS, build_simple_tier
+from support.tier_builder import BASE_TIME_MS, ISOLATIONS, build_simple_tier
 
+from tierlog.errors import ConfigError
 from tierlog.remote import TopicIdPartition
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import TableCommitter
@@ -206,3 +208,14 @@ def test_without_hadoop_aws_the_source_reads_it_all(spark: SparkSession, s3_tt: 
     assert "S3AFileSystem" in warnings[0]
     assert "FileScan parquet" not in plan_of(df)
     assert len(rows(df)) == len(s3_tt.expected("orders", "read_committed"))
+
+
+def test_timestamps_read_through_the_source_and_bad_options_fail_at_the_call(
+        spark: SparkSession, tt: TableTier) -> None:
+    df = table(spark, tt.url, "orders", startingTimestamp=BASE_TIME_MS)
+    plan = plan_of(df)
+    assert "FileScan parquet" not in plan and "BatchScan tierlog" in plan
+    with pytest.raises(ConfigError, match="startingoffsets"):
+        table(spark, tt.url, "orders", startingOffsets="latest")
+    with pytest.raises(ConfigError, match="subscribe"):
+        table(spark, tt.url, "orders", assign='{"orders": [0]}')
