@@ -72,6 +72,7 @@ from tierlog.remote.tier.layout import (
     METADATA_DIR,
     OWNER_NAME,
     SEGMENT_SUFFIX,
+    TABLES_DIR,
     TAIL_DIR,
     TAIL_MANIFEST_NAME,
     is_metadata_object_name,
@@ -177,6 +178,7 @@ def scrub_tier(
             if progress is not None:
                 progress(partition_dir_name(tip))
             scrubber.partition(tip)
+        scrubber.tables(partitions)
         if topic is None:
             scrubber.staging(staging_retention_ms, time_ms or (lambda: now))
     finally:
@@ -462,6 +464,23 @@ class _Scrubber:
                 self._report.repairs.append(Repair(finding, "deleted the object"))
 
     # -- tier-wide -------------------------------------------------------------------------
+
+    def tables(self, partitions: list[TopicIdPartition]) -> None:
+        """The tables of the scrubbed topics that have one (one LIST of ``_tables/``), each
+        against its segments (``tierlog.remote.ops.scrub_table``, imported only then: it
+        needs pyiceberg)."""
+        names = set(self._tier.list_names(self._tier.path(TABLES_DIR), dirs=True))
+        topics: dict[tuple[str, str], list[TopicIdPartition]] = {}
+        for tip in partitions:
+            if f"{tip.topic}-{tip.topic_id}" in names:
+                topics.setdefault((tip.topic, tip.topic_id), []).append(tip)
+        if not topics:
+            return
+        from tierlog.remote.ops.scrub_table import TableScrubber
+        scrubber = TableScrubber(self._tier, self._report, deep=self._deep,
+                                 repair=self._repair, jobs=self._jobs)
+        for (name, topic_id), tips in sorted(topics.items()):
+            scrubber.topic(name, topic_id, tips)
 
     def staging(self, retention_ms: int, time_ms: Callable[[], int]) -> None:
         """Crashed backfill jobs' staging older than ``retention_ms`` (and awaited by no job

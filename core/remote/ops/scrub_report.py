@@ -46,12 +46,23 @@ class FindingKind(enum.Enum):
     """A segment in COPY_SEGMENT_STARTED for longer than the grace period."""
     STUCK_DELETE = "stuck_delete"
     """A segment in DELETE_SEGMENT_STARTED for longer than the grace period."""
+    TABLE_MISSING_FILE = "table_missing_file"
+    """A committed segment below the offsets a topic's table covers has no file in it."""
+    TABLE_DAMAGED_FILE = "table_damaged_file"
+    """A table file disagrees with its segment or with the table: missing object, size,
+    key-value metadata, row count (``--deep``: against the segment's records)."""
+    TABLE_STRAY_FILE = "table_stray_file"
+    """A table file of a segment that is not a committed link of the partition's chain."""
+    TABLE_TILING = "table_tiling"
+    """A partition's table files do not tile the offsets its table covers (gap, overlap,
+    a file below the start or past the covered end)."""
 
     @property
     def repairable(self) -> bool:
         """Whether ``--repair`` fixes every finding of this kind (the rest needs a human,
         except a missing or corrupt offset or time index, which ``--repair`` rebuilds from
-        its segment's ``.log`` when that passes)."""
+        its segment's ``.log`` when that passes, and a missing or damaged table file, which
+        it converts again from its segment when that passes)."""
         return self in _REPAIRABLE
 
 
@@ -107,6 +118,8 @@ class ScrubReport:
     deep: bool
     partitions: int = 0
     segments: int = 0
+    tables: int = 0
+    """Topic tables checked against their segments (``tierlog.remote.ops.scrub_table``)."""
     findings: list[Finding] = field(default_factory=list)
     repairs: list[Repair] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -128,6 +141,7 @@ class ScrubReport:
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "deep": self.deep, "ok": self.ok,
                 "partitions": self.partitions, "segments": self.segments,
+                "tables": self.tables,
                 "findings": [f.to_dict() for f in self.findings],
                 "repairs": [r.to_dict() for r in self.repairs],
                 "notes": list(self.notes), "requests": dict(self.requests)}

@@ -1,0 +1,386 @@
+"""Scrub a topic's Iceberg table against its segments (``tierlog scrub`` on a tier whose topics
+have tables, DESIGN §6): :class:`TableScrubber`, called by ``tierlog.remote.ops.scrub`` for each
+topic incarnation the tier holds a table of (``_tables/<topic>-<topicId>/``).
+
+Per partition of the current snapshot, with its coverage ``[start, covered)``:
+
+- the current files tile ``[start, covered)`` in chain order: no gap, no overlap, nothing
+  beyond ``covered`` (``table_tiling``);
+- each committed chain link below ``covered`` has exactly one file, named for the link
+  (``tierlog.remote.table.naming``): the same segment id, first and last offset (the first link
+  may start later than its file, when the log start offset moved into it), else
+  ``table_missing_file``;
+- that file's Parquet key-value metadata (segment id, first and last offset) agrees with its
+  name, its ``tierlog.records`` with the DataFile's ``record_count``, a HEAD of it with
+  ``file_size_in_bytes`` (``table_damaged_file``); ``deep`` decodes the segment's data records
+  of the file's offsets (at or past ``start``) and compares their count;
+- no file names a segment that is not a committed link of the partition's chain
+  (``table_stray_file``).
+
+``repair`` converts each link (below the tier's last stable offset) with a missing or damaged
+file again (``convert_link``, the
+tiering run's own conversion) and puts the files in the table in one snapshot per topic
+(``TableCommitter.repair``: the damaged DataFile replaced, a missing one added, coverage
+unchanged). A link whose segment cannot be converted (its ``.log`` is damaged) is noted and
+left; tiling problems and stray files need a human. Only the tier's own catalog is scrubbed.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tierlog.errors import (
+    CorruptRecordError,
+    CorruptRemoteMetadataError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+    TableChainError,
+)
+from tierlog.records.batch import iter_batches
+from tierlog.remote.api import TopicIdPartition
+from tierlog.remote.ops.backfill_visibility import JobVisibility
+from tierlog.remote.ops.scrub_report import Finding, FindingKind, Repair, ScrubReport
+from tierlog.remote.read.readable import ChainLink, segment_chain
+from tierlog.remote.read.transactions import aborted_txns, last_stable_offset
+from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.commit import CurrentFile, ReadyFile, TableCommitter, current_files
+from tierlog.remote.table.convert import (
+    KV_FIRST_OFFSET,
+    KV_LAST_OFFSET,
+    KV_RECORDS,
+    KV_SEGMENT_ID,
+    convert_link,
+)
+from tierlog.remote.table.coverage import Coverage
+from tierlog.remote.table.naming import DataFileName
+from tierlog.remote.table.schema import OFFSET, table_identifier
+from tierlog.remote.tier.layout import (
+    SEGMENT_SUFFIX,
+    partition_dir_name,
+    segment_object_key,
+    table_key,
+)
+from tierlog.remote.tier.object_store import RemoteTier
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TableScrubber"]
+
+_UNHELD = "no table file holds these offsets, which the table covers"
+#: A Parquet file ends with its footer's length (4 bytes, little-endian) and ``PAR1``.
+_TRAILER = 8
+_MAGIC = b"PAR1"
+
+
+@dataclass(frozen=True, slots=True)
+class _Damaged:
+    """A link to convert again: its file is missing or damaged (``file`` None: missing)."""
+
+    tip: TopicIdPartition
+    link: ChainLink
+    file: CurrentFile | None
+    finding: Finding
+
+
+class TableScrubber:
+    """Scrubs the tables of one scrub's topics into its ``report`` (see the module docstring).
+    ``jobs`` is the scrub's view of backfill jobs: their unpublished segments are not
+    committed links."""
+
+    def __init__(self, tier: RemoteTier, report: ScrubReport, *, deep: bool, repair: bool,
+                 jobs: JobVisibility) -> None:
+        self._tier = tier
+        self._report = report
+        self._deep = deep
+        self._repair = repair
+        self._jobs = jobs
+        self._catalog = TierCatalog(tier)
+
+    def _find(self, finding: Finding) -> Finding:
+        self._report.findings.append(finding)
+        return finding
+
+    def topic(self, topic: str, topic_id: str, tips: Sequence[TopicIdPartition]) -> None:
+        """Scrub the table of one topic incarnation, whose partitions are ``tips``."""
+        identifier = table_identifier(topic, topic_id)
+        name = ".".join(identifier)
+        location = self._tier.path(table_key(topic, topic_id))
+        try:
+            table = self._catalog.load_table(identifier)
+            coverage = Coverage.of_snapshot(table.current_snapshot(), name)
+            files = current_files(table)
+        except (CorruptRemoteMetadataError, RemoteStorageError) as exc:
+            self._find(Finding(FindingKind.CORRUPT_METADATA, None,
+                               f"table {name} cannot be read: {exc}", object=location))
+            return
+        self._report.tables += 1
+        damaged: list[_Damaged] = []
+        for tip in sorted(tips, key=lambda t: t.partition):
+            mine = [f for f in files if f.partition == tip.partition]
+            damaged += self._partition(tip, coverage, mine)
+        known = {t.partition for t in tips}
+        for f in files:
+            if f.partition not in known:
+                self._find(Finding(FindingKind.TABLE_STRAY_FILE, None,
+                                   f"table {name} holds a file of partition {f.partition}, "
+                                   f"which the tier does not hold",
+                                   object=f.data_file.file_path,
+                                   offsets=(f.first_offset, f.last_offset)))
+        if self._repair and damaged:
+            self._repair_files(topic, topic_id, damaged)
+
+    # -- one partition ---------------------------------------------------------------------
+
+    def _partition(self, tip: TopicIdPartition, coverage: Coverage,
+                   files: list[CurrentFile]) -> list[_Damaged]:
+        name = partition_dir_name(tip)
+        p = tip.partition
+        covered = coverage.end(p)
+        if covered is None:
+            for f in files:
+                self._find(Finding(FindingKind.TABLE_TILING, name,
+                                   "a table file of a partition the table records no coverage "
+                                   "of", object=f.data_file.file_path,
+                                   offsets=(f.first_offset, f.last_offset)))
+            return []
+        start = coverage.start.get(p, 0)
+        try:
+            chain = segment_chain(self._tier, tip, jobs=self._jobs)
+        except (CorruptRemoteMetadataError, RemoteStorageError) as exc:
+            self._report.notes.append(f"{name}: its table is not checked: its segments cannot "
+                                      f"be listed ({exc})")
+            return []
+        links = [link for link in chain if link.last_offset < covered]
+        matched: dict[str, ChainLink] = {}
+        damaged: list[_Damaged] = []
+        for i, link in enumerate(links):
+            held = [f for f in files if _holds(f, link, first=i == 0)]
+            if not held:
+                finding = self._find(Finding(
+                    FindingKind.TABLE_MISSING_FILE, name,
+                    f"the table covers offsets below {covered} but has no file of this "
+                    f"committed segment", segment_id=link.segment.segment_id,
+                    offsets=(link.first_offset, link.last_offset)))
+                damaged.append(_Damaged(tip, link, None, finding))
+                continue
+            for f in held:
+                matched[f.data_file.file_path] = link
+            if len(held) > 1:
+                self._find(Finding(FindingKind.TABLE_TILING, name,
+                                   f"{len(held)} table files hold this segment's offsets: "
+                                   + ", ".join(f.data_file.file_path for f in held),
+                                   segment_id=link.segment.segment_id,
+                                   offsets=(link.first_offset, link.last_offset)))
+                continue
+            problem = self._file_problem(held[0], link, start)
+            if problem is not None:
+                finding = self._find(Finding(
+                    FindingKind.TABLE_DAMAGED_FILE, name, problem,
+                    segment_id=link.segment.segment_id, object=held[0].data_file.file_path,
+                    offsets=(held[0].first_offset, held[0].last_offset)))
+                damaged.append(_Damaged(tip, link, held[0], finding))
+        committed = {link.segment.segment_id for link in chain}
+        for f in files:
+            if f.data_file.file_path in matched:
+                continue
+            segment = DataFileName.parse(f.data_file.file_path).segment_id
+            if segment in committed and f.last_offset >= covered:
+                continue  # past the covered end: a tiling finding
+            why = ("names a segment that is not committed" if segment not in committed else
+                   "does not hold a committed link of the chain (its offsets differ)")
+            self._find(Finding(FindingKind.TABLE_STRAY_FILE, name, f"the table file {why}",
+                               segment_id=segment, object=f.data_file.file_path,
+                               offsets=(f.first_offset, f.last_offset)))
+        self._check_tiling(name, files, start, covered,
+                           missing=[(d.link.first_offset, d.link.last_offset)
+                                    for d in damaged if d.file is None])
+        return damaged
+
+    def _check_tiling(self, name: str, files: list[CurrentFile], start: int, covered: int,
+                      missing: list[tuple[int, int]]) -> None:
+        """Gaps (but those of links already found missing), overlaps and overhangs of the
+        files against ``[start, covered)``."""
+        problems: list[tuple[str, tuple[int, int]]] = []
+        at = start
+        for f in files:
+            if f.last_offset < start:
+                problems.append((f"a file wholly below the table's start {start}",
+                                 (f.first_offset, f.last_offset)))
+                continue
+            if f.first_offset > at:
+                problems += [(_UNHELD, gap) for gap in _outside(at, f.first_offset - 1, missing)]
+            elif f.first_offset < at and at > start:
+                problems.append(("two table files hold these offsets",
+                                 (f.first_offset, min(at - 1, f.last_offset))))
+            at = max(at, f.last_offset + 1)
+        if at > covered:
+            problems.append((f"table files hold offsets at or past the covered end {covered}",
+                             (covered, at - 1)))
+        elif at < covered:
+            problems += [(_UNHELD, gap) for gap in _outside(at, covered - 1, missing)]
+        for detail, offsets in problems:
+            self._find(Finding(FindingKind.TABLE_TILING, name, detail, offsets=offsets))
+
+    def _file_problem(self, f: CurrentFile, link: ChainLink, start: int) -> str | None:
+        """What is wrong with the file of ``link`` (None: nothing): its size, its key-value
+        metadata, its row count, and with ``deep`` its rows against the segment's records."""
+        path = self._tier.path(table_key(link.segment.topic_id_partition.topic,
+                                         link.segment.topic_id_partition.topic_id),
+                               DataFileName.parse(f.data_file.file_path).key)
+        expected_size = f.data_file.file_size_in_bytes
+        try:
+            size = self._tier.size(path)
+        except RemoteResourceNotFoundError:
+            return "the table's data file is missing from the tier"
+        if size != expected_size:
+            return f"the data file holds {size} bytes, the table records {expected_size}"
+        try:
+            metadata = _footer(self._tier, path, size)
+        except (CorruptRecordError, OSError, pa.ArrowException) as exc:
+            return f"the data file's Parquet footer cannot be read: {exc}"
+        kv = {k.decode(errors="replace"): v.decode(errors="replace")
+              for k, v in (metadata.metadata or {}).items()}
+        name = DataFileName.parse(f.data_file.file_path)
+        wanted = {KV_SEGMENT_ID: name.segment_id, KV_FIRST_OFFSET: str(name.first_offset),
+                  KV_LAST_OFFSET: str(name.last_offset),
+                  KV_RECORDS: str(f.data_file.record_count)}
+        wrong = [f"{k} is {kv.get(k)!r}, expected {v!r}" for k, v in wanted.items()
+                 if kv.get(k) != v]
+        if wrong:
+            return "the data file's key-value metadata disagrees: " + "; ".join(wrong)
+        if metadata.num_rows != f.data_file.record_count:
+            return (f"the data file holds {metadata.num_rows} rows, the table records "
+                    f"{f.data_file.record_count}")
+        if self._deep:
+            return self._count_problem(f, link, path, start)
+        return None
+
+    def _count_problem(self, f: CurrentFile, link: ChainLink, path: str, start: int
+                       ) -> str | None:
+        """The file's rows at or past ``start`` against the segment's data records there."""
+        segment_path = self._tier.path(segment_object_key(link.segment, SEGMENT_SUFFIX))
+        low = max(f.first_offset, start)
+        try:
+            records = _data_records(self._tier.get_bytes(segment_path), low, f.last_offset,
+                                    segment_path)
+        except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
+            return f"its segment cannot be decoded to count its records: {exc}"
+        rows = f.data_file.record_count
+        if low > f.first_offset:  # rows below the start may be in it: count those at or past
+            offsets = pq.read_table(self._tier.fs.open(path, "rb"), columns=[OFFSET])[OFFSET]
+            rows = sum(1 for o in offsets.to_pylist() if o >= low)
+        if rows != records:
+            return (f"the data file holds {rows} rows of offsets {low}..{f.last_offset}, the "
+                    f"segment {records} data records")
+        return None
+
+    # -- repair ----------------------------------------------------------------------------
+
+    def _repair_files(self, topic: str, topic_id: str, damaged: list[_Damaged]) -> None:
+        """Convert each damaged link again and put the files in the table in one snapshot."""
+        identifier = table_identifier(topic, topic_id)
+        table = self._catalog.load_table(identifier)
+        coverage = Coverage.of_snapshot(table.current_snapshot(), ".".join(identifier))
+        ready: list[tuple[ReadyFile, _Damaged]] = []
+        chains: dict[TopicIdPartition, list[ChainLink]] = {}
+        stable: dict[TopicIdPartition, int] = {}
+        for d in damaged:
+            chain = chains.get(d.tip) or chains.setdefault(
+                d.tip, segment_chain(self._tier, d.tip, jobs=self._jobs))
+            if d.tip not in stable:
+                stable[d.tip] = last_stable_offset(self._tier, d.tip, chain)
+            if d.link.last_offset >= stable[d.tip]:
+                self._note(f"{partition_dir_name(d.tip)}: the table file of segment "
+                           f"{d.link.segment.segment_id} is not rebuilt: the segment is not "
+                           f"below the tier's last stable offset {stable[d.tip]} (the table "
+                           f"covers offsets whose transactions have no outcome yet)")
+                continue
+            # A file straddling the start keeps its span: the repair replaces it in place.
+            link = d.link if d.file is None else ChainLink(d.link.segment, d.file.first_offset,
+                                                          d.link.last_offset)
+            try:
+                written = convert_link(
+                    self._tier, table, d.tip, link,
+                    aborted_txns=aborted_txns(self._tier, chain, link.first_offset,
+                                              link.last_offset + 1),
+                    log_start_offset=coverage.start.get(d.tip.partition, 0))
+            except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
+                self._note(f"{partition_dir_name(d.tip)}: the table file of segment "
+                           f"{link.segment.segment_id} is not rebuilt: {exc}")
+                continue
+            ready.append((ReadyFile(written.partition, written.first_offset,
+                                    written.last_offset, written.data_file), d))
+        if not ready:
+            return
+        try:
+            result = TableCommitter(self._catalog, identifier).repair([r for r, _ in ready])
+        except TableChainError as exc:
+            self._note(f"table {'.'.join(identifier)}: the repair was not committed: {exc}")
+            return
+        for r, d in ready:
+            action = ("converted the segment again and added the file" if d.file is None
+                      else "converted the segment again and replaced the file")
+            self._report.repairs.append(Repair(
+                d.finding, f"{action} {r.data_file.file_path} (snapshot {result.snapshot_id})"))
+
+    def _note(self, note: str) -> None:
+        self._report.notes.append(note)
+        log.debug("%s", note)  # a note of the report: shown once
+
+
+def _holds(f: CurrentFile, link: ChainLink, *, first: bool) -> bool:
+    """Whether ``f`` is named for ``link`` (the chain's first link may start after its file:
+    the log start offset moved into it after the conversion)."""
+    if f.last_offset != link.last_offset or f.first_offset > link.first_offset:
+        return False
+    if f.first_offset < link.first_offset and not first:
+        return False
+    return DataFileName.parse(f.data_file.file_path).segment_id == link.segment.segment_id
+
+
+def _outside(first: int, last: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges of ``[first, last]`` in none of ``spans`` (inclusive, in order)."""
+    found = []
+    at = first
+    for a, b in sorted(spans):
+        if b < at or a > last:
+            continue
+        if a > at:
+            found.append((at, a - 1))
+        at = max(at, b + 1)
+    if at <= last:
+        found.append((at, last))
+    return found
+
+
+def _footer(tier: RemoteTier, path: str, size: int) -> pq.FileMetaData:
+    """The Parquet footer of the object at ``path`` (two ranged GETs: the trailer, then the
+    footer). CorruptRecordError naming it when it is not a Parquet file."""
+    if size < len(_MAGIC) + _TRAILER:
+        raise CorruptRecordError(f"{path}: {size} bytes is too short for a Parquet file")
+    trailer = tier.get_bytes(path, size - _TRAILER, size)
+    (length,) = struct.unpack("<I", trailer[:4])
+    if trailer[4:] != _MAGIC or length + _TRAILER + len(_MAGIC) > size:
+        raise CorruptRecordError(f"{path}: no Parquet footer at its end")
+    footer = tier.get_bytes(path, size - _TRAILER - length, size)
+    return pq.read_metadata(pa.BufferReader(_MAGIC + footer))
+
+
+def _data_records(data: bytes, low: int, high: int, source: str) -> int:
+    """The data records (control records are not rows) of ``[low, high]`` in a segment's
+    ``.log`` bytes, every batch's CRC checked."""
+    count = 0
+    for batch in iter_batches(data, strict=True):
+        if batch.next_offset <= low or batch.base_offset > high or batch.is_control:
+            continue
+        try:
+            count += sum(1 for r in batch.records() if low <= r.offset <= high)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{source}: {exc}") from exc
+    return count
