@@ -70,6 +70,7 @@ from tierlog.remote.ops.restore_fork import (
     discard_fork,
     fork_plan,
 )
+from tierlog.remote.ops.restore_table import cut_tables
 from tierlog.remote.rlm.producer_snapshots import TierProducerSnapshots
 from tierlog.remote.rlm.rlm import Progress, RemoteLogManager, TierResult
 from tierlog.remote.rlm.unavailable import UnavailableRemote
@@ -646,6 +647,8 @@ class LogManager:
                 if state.local_bytes:
                     partition_log.roll()  # the prefix closed at the cut, snapshot there
                 forked.extend(filter(None, [commit_cut_prefix(rlm, partition_log, state)]))
+            # The topic's table follows the cut before the segments above it leave the tier.
+            cut_tables(tier_of(rlm.rlmm) or tier_of(rlm.rsm), list(states.values()))
             cut_tier(rlm.rlmm, rlm.rsm, list(states.values()), time_ms=self._time_ms)
 
         try:

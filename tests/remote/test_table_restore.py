@@ -1,0 +1,146 @@
+"""The table follows a restore (tierlog.remote.ops.restore_table, DESIGN §6): a topic tiered with
+its table, its disks lost, restored to a cut: the table's rows are then the restored log's own
+(``Log.read``: every data record below the cut, the aborted flag as read_committed drops them),
+the cut segment's prefix converted into the file in place of the cut link's, coverage ending at
+the cut; a fork to a new topic starts no table; a restore without a cut keeps the table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.restore_world import Source, lose_disks_after, tier_config
+from support.table_tier import convert_partition, ready
+from support.txn_layouts import consumer_view
+
+from tierlog import Log
+from tierlog.manager.log_manager import LogManager
+from tierlog.plugins.local import create_remote_storage
+from tierlog.remote.ops.restore import plan_restore
+from tierlog.remote.ops.restore_table import cut_tables
+from tierlog.remote.ops.scrub import FindingKind, scrub_tier
+from tierlog.remote.read.readable import segment_chain
+from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.commit import TableCommitter, current_files
+from tierlog.remote.table.coverage import Coverage
+from tierlog.remote.table.naming import DataFileName
+from tierlog.remote.table.schema import open_or_create_table, table_identifier
+from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import topic_partitions
+
+TOPIC = "orders"
+
+
+@pytest.fixture
+def source(request: pytest.FixtureRequest, tmp_path: Path, clock: Any) -> Source:
+    """``orders`` tiered to a local tier, its table holding every stable link, disks lost."""
+    src = lose_disks_after(tmp_path, tier_config("local", tmp_path, request), clock)
+    tier = source_tier(src)
+    tip = topic_partitions(tier, TOPIC)[0]
+    catalog = TierCatalog(tier)
+    table = open_or_create_table(catalog, TOPIC, tip.topic_id)
+    files = convert_partition(tier, table, tip)
+    TableCommitter(catalog, table_identifier(TOPIC, tip.topic_id)).commit(
+        [ready(f) for f in files], starts={0: segment_chain(tier, tip)[0].first_offset})
+    return src
+
+
+def source_tier(source: Source) -> RemoteTier:
+    tier: RemoteTier = create_remote_storage(source.config["remote.storage.url"], {}).tier
+    return tier
+
+
+def table_rows(tier: RemoteTier, topic_id: str) -> list[tuple[int, bytes, bool]]:
+    """(offset, key, aborted) of the table's rows of partition 0, in offset order."""
+    table = TierCatalog(tier).load_table(table_identifier(TOPIC, topic_id))
+    rows = table.scan(selected_fields=("offset", "key", "aborted")).to_arrow().to_pylist()
+    return sorted((r["offset"], r["key"], r["aborted"]) for r in rows)
+
+
+def log_rows(log: Log, end: int) -> list[tuple[int, bytes, bool]]:
+    """(offset, key, aborted) of the log's data records below ``end``, from ``Log.read``:
+    aborted when read_committed leaves it out."""
+    committed = {o for o, _ in consumer_view(log, log.log_start_offset, end)}
+    found = []
+    offset = log.log_start_offset
+    while offset < end:
+        batches = list(log.read(offset, max_bytes=1 << 16).batches())
+        for batch in batches:
+            if not batch.is_control:
+                found += [(r.offset, r.key, r.offset not in committed) for r in batch.records()
+                          if r.offset < end]
+        offset = batches[-1].next_offset
+    return found
+
+
+def coverage(tier: RemoteTier, topic_id: str) -> Coverage:
+    table = TierCatalog(tier).load_table(table_identifier(TOPIC, topic_id))
+    return Coverage.of_snapshot(table.current_snapshot(), "t")
+
+
+@pytest.mark.parametrize("mark", ["after-marker", "seg3"])
+def test_a_cut_cuts_the_table_to_the_restored_logs_rows(source: Source, clock: Any,
+                                                         mark: str) -> None:
+    cut = source.marks[mark]
+    with LogManager.open(source.data, source.config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        tier = source_tier(source)
+        assert coverage(tier, source.topic_id).end(0) > cut
+        (log,) = mgr.restore_topic(TOPIC, to_offset=cut, execute=True)
+        assert log.log_end_offset == cut
+        assert coverage(tier, source.topic_id).end(0) == cut
+        rows = table_rows(tier, source.topic_id)
+        assert rows == log_rows(log, cut)
+        assert any(aborted for _, _, aborted in rows)  # the flag is checked, not vacuous
+        table = TierCatalog(tier).load_table(table_identifier(TOPIC, source.topic_id))
+        last = current_files(table, 0)[-1]
+        assert last.last_offset == cut - 1
+        if log.local_log_start_offset < cut:  # the cut fell inside a segment: its prefix's file
+            prefix = max(segment_chain(tier, topic_partitions(tier, TOPIC)[0]),
+                         key=lambda link: link.last_offset).segment
+            assert DataFileName.parse(last.data_file.file_path).segment_id == prefix.segment_id
+    kinds = {f.kind for f in scrub_tier(tier, topic=TOPIC, grace_ms=10**12).findings}
+    assert not kinds & {FindingKind.TABLE_MISSING_FILE, FindingKind.TABLE_DAMAGED_FILE,
+                        FindingKind.TABLE_STRAY_FILE, FindingKind.TABLE_TILING}
+
+
+def test_a_restore_run_again_cuts_the_table_once(source: Source, clock: Any) -> None:
+    cut = source.marks["after-marker"]
+    with LogManager.open(source.data, source.config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        tier = source_tier(source)
+        mgr.restore_topic(TOPIC, to_offset=cut, execute=True)
+        table = TierCatalog(tier).load_table(table_identifier(TOPIC, source.topic_id))
+        snapshot = table.current_snapshot()
+        plan = plan_restore(mgr.remote_log_manager.rlmm, mgr.remote_log_manager.rsm, TOPIC,
+                            time_ms=clock, to_offset=cut, owners=None)
+        cut_tables(tier, plan.partitions)
+        again = TierCatalog(tier).load_table(table_identifier(TOPIC, source.topic_id))
+        assert again.current_snapshot().snapshot_id == snapshot.snapshot_id
+
+
+def test_a_fork_to_a_new_topic_starts_no_table(source: Source, clock: Any) -> None:
+    cut = source.marks["after-marker"]
+    with LogManager.open(source.data, source.config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        tier = source_tier(source)
+        before = coverage(tier, source.topic_id)
+        (log,) = mgr.restore_topic(TOPIC, to_offset=cut, to_topic="orders-fork")
+        assert not TierCatalog(tier).table_exists(table_identifier("orders-fork", log.topic_id))
+        assert coverage(tier, source.topic_id) == before  # the source's table is untouched
+
+
+def test_a_restore_without_a_cut_keeps_the_table(source: Source, clock: Any) -> None:
+    with LogManager.open(source.data, source.config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        tier = source_tier(source)
+        before = coverage(tier, source.topic_id)
+        table = TierCatalog(tier).load_table(table_identifier(TOPIC, source.topic_id))
+        snapshot = table.current_snapshot().snapshot_id
+        (log,) = mgr.restore_topic(TOPIC)
+        assert coverage(tier, source.topic_id) == before
+        again = TierCatalog(tier).load_table(table_identifier(TOPIC, source.topic_id))
+        assert again.current_snapshot().snapshot_id == snapshot
+        assert table_rows(tier, source.topic_id) == log_rows(log, before.end(0))
