@@ -234,18 +234,36 @@ def test_corrupt_table_metadata_falls_back_with_one_warning(
     assert "cannot be read" in warnings[0].getMessage()
 
 
+def _data_file(tt: TableTier, index: int) -> str:
+    """The tier path of partition 0's ``index``-th data file of ``orders``."""
+    key = table_key("orders", tt.topic_id("orders"))
+    return tt.tier.path(key, tt.files[("orders", 0)][index].path.split(f"{key}/", 1)[1])
+
+
 @pytest.mark.parametrize("isolation", ISOLATIONS)
-def test_a_missing_data_file_falls_back_where_the_table_stopped(
+def test_a_missing_data_file_falls_back_to_the_segments(
         fresh: TableTier, isolation: str, caplog: pytest.LogCaptureFixture) -> None:
-    # The second file of partition 0 is gone: its rows and the rest come from the segments,
-    # after the first file's rows came from the table.
-    gone = fresh.files[("orders", 0)][1]
-    key = table_key("orders", fresh.topic_id("orders"))
-    fresh.tier.fs.rm_file(fresh.tier.path(key, gone.path.split(f"{key}/", 1)[1]))
+    fresh.tier.fs.rm_file(_data_file(fresh, 1))
     caplog.set_level(logging.WARNING, TABLE_LOGGER)
     got = RemoteTopicReader(fresh.url).read_table("orders", isolation_level=isolation)
     assert records_of(got) == fresh.expected("orders", isolation)
     _assert_one_warning(caplog, "orders-", "FileNotFoundError")
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_damaged_data_file_falls_back_to_the_segments(
+        fresh: TableTier, isolation: str, caplog: pytest.LogCaptureFixture) -> None:
+    # The pages of partition 0's second file are damaged (its footer is intact, so the scan
+    # fails, not the planning): partition 0 comes from the segments from the first offset the
+    # table part had not returned, none twice; partition 1 too (one warning for the read).
+    path = _data_file(fresh, 1)
+    data = bytearray(fresh.tier.get_bytes(path))
+    data[4:len(data) // 2] = b"\xff" * (len(data) // 2 - 4)
+    fresh.tier.fs.pipe_file(path, bytes(data))
+    caplog.set_level(logging.WARNING, TABLE_LOGGER)
+    got = RemoteTopicReader(fresh.url).read_table("orders", isolation_level=isolation)
+    assert records_of(got) == fresh.expected("orders", isolation)
+    _assert_one_warning(caplog, "orders-")
 
 
 def test_a_topic_without_a_table_reads_the_segments_without_a_warning(
@@ -257,3 +275,25 @@ def test_a_topic_without_a_table_reads_the_segments_without_a_warning(
     got = RemoteTopicReader(url).read_table("clicks", isolation_level="read_committed")
     assert records_of(got) == built.expected("clicks", "read_committed")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_tier_on_s3_reads_its_table(tmp_path: Path, s3_options: dict[str, str]) -> None:
+    from support.s3 import S3_BUCKET
+
+    from tierlog.plugins.s3 import create_remote_storage as create_s3_storage
+
+    url = f"s3://{S3_BUCKET}/reader-table-{tmp_path.name}"
+    s3 = build_table_tier(tmp_path, create_s3_storage(url, s3_options), url, rounds=2,
+                          topics=("orders",))
+    # the files are read through the s3 filesystem: a damaged covered segment is not read
+    link = s3.files[("orders", 0)][0]
+    md = next(s for s in s3.built.partitions[("orders", 0)].segments
+              if s.start_offset == link.first_offset)
+    path = s3.tier.path(segment_object_key(md, SEGMENT_SUFFIX))
+    s3.tier.fs.pipe_file(path, b"\x00" * len(s3.tier.get_bytes(path)))
+    reader = RemoteTopicReader(url, s3_options)
+    for isolation in ISOLATIONS:
+        got = reader.read_table("orders", [0], isolation_level=isolation,
+                                ending_offsets={0: link.last_offset + 1})
+        assert records_of(got) == [(p, r) for p, r in s3.expected("orders", isolation, [0])
+                                   if r.offset <= link.last_offset]
