@@ -163,6 +163,9 @@ class CommitResult:
     records: int
     skipped: bool = False
     """True for a replayed streaming batch id: nothing was written."""
+    table_error: str | None = None
+    """Why a table of a topic written was not updated with the job's segments (None: each
+    topic with a table has them; tierlog.remote.ops.backfill_table). The job is committed."""
 
 
 class Readable(Protocol):
@@ -263,7 +266,10 @@ class BackfillCommitter:
             tip = s.metadata.topic_id_partition
             first, _ = offsets.get(tip, (s.metadata.start_offset, 0))
             offsets[tip] = (first, s.metadata.end_offset)
-        return CommitResult(job_id, offsets, sum(s.chunk.records for s in plan.segments))
+        # The topics' tables follow (imported here: the table modules import restore's).
+        from tierlog.remote.ops.backfill_table import update_tables
+        return CommitResult(job_id, offsets, sum(s.chunk.records for s in plan.segments),
+                            table_error=update_tables(self._tier, offsets) if offsets else None)
 
     def abort(self, job_id: str) -> None:
         """Delete the job's staging (nothing of it is visible)."""
