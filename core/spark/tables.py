@@ -1,12 +1,13 @@
 """``tierlog.spark.table``: a topic read by Spark at its own Parquet speed. The offsets the
 topic's table covers are read by ``spark.read.parquet`` over the files one table snapshot
 plans; the rest (the tail) by the ``tierlog`` source; the two meet where that snapshot's
-coverage ends, so the rows are the source's, always (DESIGN §5 "Spark").
+coverage ends, so the rows are the source's, always (docs/tables.md, "Spark over the table").
 
 The read's offsets are resolved once, on the driver, by the source's own planning
 (``planning.plan_read`` over ``TierlogOptions``); the tail is then a ``tierlog`` read of
 fixed offsets. When Spark's Hadoop cannot open the files' scheme (``s3a`` without
-hadoop-aws), or a topic has no table, the source reads it all.
+hadoop-aws), or a topic has no table, that read of fixed offsets covers it all; a read by
+timestamp is the source's own.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ class _Range:
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """A read split between the table (``head``, with its files' URLs) and the tail."""
+    """A read's ranges (``ranges``), split between the table (``head``, with its files' URLs)
+    and the tail."""
 
+    ranges: list[_Range]
     head: list[_Range]
     files: list[str]
     tail: list[_Range]
@@ -74,9 +77,10 @@ def table(spark: SparkSession, path: str, topic: str | None = None,
     ``subscribe``) and ``options`` (the source's names: ``subscribe``/``subscribePattern``/
     ``assign``, ``startingOffsets``, ``endingOffsets``, ``isolation.level``,
     ``includeHeaders``, ``failOnDataLoss``, ``storage.*``, ...): the same schema and rows, the
-    offsets each topic's table covers read by Spark's Parquet reader. The offsets are fixed
-    when this is called (a later query of the DataFrame reads the same ones); ConfigError and
-    the source's other errors are raised here. Reads by timestamp go through the source."""
+    offsets each topic's table covers read by Spark's Parquet reader. The offsets are resolved
+    when this is called and every query of the DataFrame reads those (a read by timestamp is
+    the source's own, resolved by each query); ConfigError and the source's other errors are
+    raised here."""
     given = _given(path, topic, options)
     parsed = TierlogOptions.parse(given)
     parsed.check_batch()
@@ -85,18 +89,19 @@ def table(spark: SparkSession, path: str, topic: str | None = None,
                  "%s source", parsed.url, NAME)
         return _source(spark, given)
     planned = _plan(parsed)
-    if not planned.files:
-        return _source(spark, given)
-    why = _unreachable(spark, planned.files[0])
-    if why is not None:
+    schema = _source(spark, given).schema
+    tail = planned.tail
+    if planned.files:
+        why = _unreachable(spark, planned.files[0])
+        if why is None:
+            head = _head(spark, planned, parsed, schema)
+            return head.unionByName(_source(spark, _tail_options(given, tail))) if tail else head
         log.warning("table files under %s:// not readable by this Spark (%s): reading through "
                     "the %s source", planned.files[0].partition("://")[0], why, NAME)
-        return _source(spark, given)
-    schema = _source(spark, given).schema
-    head = _head(spark, planned, parsed, schema)
-    if not planned.tail:
-        return head
-    return head.unionByName(_source(spark, _tail_options(given, planned.tail)))
+        tail = planned.ranges
+    if not tail:
+        return spark.createDataFrame([], schema)
+    return _source(spark, _tail_options(given, tail))
 
 
 def register_views(spark: SparkSession, path: str, topics: Sequence[str] | None = None, *,
@@ -159,9 +164,10 @@ def _plan(o: TierlogOptions) -> _Planned:
                       plan.files(partition, parts.table.start, parts.table.stop)]
         if parts.tail:
             tail.append(_Range(topic, partition, parts.tail.start, parts.tail.stop))
+    everything = list(ranges.values())
     if not files:  # nothing covered holds a row: the source reads it all
-        return _Planned([], [], list(ranges.values()))
-    return _Planned(head, files, tail)
+        return _Planned(everything, [], [], everything)
+    return _Planned(everything, head, files, tail)
 
 
 def _table_plan(tier: RemoteTier, topic: str, topic_id: str | None) -> TablePlan | None:
@@ -237,7 +243,8 @@ def _ranges_predicate(ranges: Sequence[_Range]) -> Column:
 
 
 def _tail_options(given: Mapping[str, str], tail: Sequence[_Range]) -> dict[str, str]:
-    """The source's options reading exactly ``tail``: ``assign`` with fixed offsets."""
+    """The source's options reading exactly ``tail`` (not empty): ``assign`` with fixed
+    offsets."""
     options = {k: v for k, v in given.items() if k.lower() not in _RANGE_OPTIONS}
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}

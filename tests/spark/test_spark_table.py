@@ -210,11 +210,15 @@ def test_without_hadoop_aws_the_source_reads_it_all(spark: SparkSession, s3_tt: 
     assert len(rows(df)) == len(s3_tt.expected("orders", "read_committed"))
 
 
-def test_timestamps_read_through_the_source_and_bad_options_fail_at_the_call(
+def test_timestamps_an_empty_read_and_bad_options(
         spark: SparkSession, tt: TableTier) -> None:
     df = table(spark, tt.url, "orders", startingTimestamp=BASE_TIME_MS)
     plan = plan_of(df)
     assert "FileScan parquet" not in plan and "BatchScan tierlog" in plan
+    nothing = json.dumps({"orders": {"0": 5, "1": 5}})
+    empty = table(spark, tt.url, "orders", startingOffsets=nothing, endingOffsets=nothing)
+    assert empty.schema == load(spark, tt.url, subscribe="orders").schema
+    assert empty.count() == 0
     with pytest.raises(ConfigError, match="startingoffsets"):
         table(spark, tt.url, "orders", startingOffsets="latest")
     with pytest.raises(ConfigError, match="subscribe"):
