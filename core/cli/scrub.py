@@ -21,7 +21,9 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                     "with their recorded sizes and CRCs, offsets have no gap or overlap in the "
                     "epoch lineage, indexes agree with their segment, the log start offset and "
                     "the tail are consistent; lists orphan objects and segments stuck in "
-                    "COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED. Exits 1 on any problem "
+                    "COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED; a topic's Iceberg table "
+                    "against its segments (one file per committed segment, same record count, "
+                    "no file without its segment). Exits 1 on any problem "
                     "left unrepaired. The tier's storage options come from --option, --set, "
                     "the --config file or <data-dir>/server.properties, in that order.")
     parser.add_argument("url", nargs="?", default=None,
@@ -34,7 +36,8 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                              "batches, index tails)")
     parser.add_argument("--repair", action="store_true",
                         help="delete orphans and stale staging, rebuild missing or corrupt "
-                             "offset and time indexes from their segment, roll back stuck "
+                             "offset and time indexes from their segment, convert a segment "
+                             "whose table file is missing or damaged again, roll back stuck "
                              "copies and finish stuck deletes (nothing else is ever changed)")
     parser.add_argument("--force-owned", action="store_true",
                         help="with --repair, also repair stuck states of partitions a live log "
@@ -91,7 +94,8 @@ def print_report(report: ScrubReport) -> None:
     left = len(report.unrepaired())
     mode = "deep" if report.deep else "quick"
     print(f"{report.url}: {mode} scrub of {plural(report.partitions, 'partition')}, "
-          f"{plural(report.segments, 'committed segment')}: "
-          f"{plural(len(report.findings), 'problem')}, {len(report.repairs)} repaired, "
+          f"{plural(report.segments, 'committed segment')}"
+          + (f", {plural(report.tables, 'table')}" if report.tables else "")
+          + f": {plural(len(report.findings), 'problem')}, {len(report.repairs)} repaired, "
           f"{left} left; {report.requests.get('gets', 0)} GETs, "
           f"{report.requests.get('bytes', 0):,} bytes read")

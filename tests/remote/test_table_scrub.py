@@ -8,12 +8,14 @@ The damage is made with pyiceberg and the tier's own objects, as a bug or an ope
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.manifest import DataFile
+from support.cli_runner import tierlog
 from support.table_tier import TableTier, build_table_tier, ready
 
 from tierlog.plugins.local import create_remote_storage
@@ -133,6 +135,22 @@ def test_a_truncated_file_is_found_and_repair_replaces_it(tt: TableTier) -> None
     assert damaged.path not in current
     assert table_findings(scrub(tt, deep=True)) == []
     assert rows(tt, 1) == before
+
+
+def test_the_cli_names_a_lost_file_and_repairs_it(tt: TableTier) -> None:
+    lost = tt.files[(TOPIC, 1)][0]
+    drop_file(tt, lost.path)
+    args = ("scrub", tt.url, "--topic", TOPIC, "--quiet", "--grace-ms", str(10**12))
+    found = tierlog(*args, check=False)
+    assert found.returncode == 1
+    assert (f"table_missing_file: {TOPIC}-1-{tt.topic_id(TOPIC)}, segment {lost.segment_id}, "
+            f"offsets {lost.first_offset}..{lost.last_offset}") in found.stdout
+    assert ", 1 table: " in found.stdout
+    report = json.loads(tierlog(*args, "--repair", "--json", check=False).stdout)
+    assert report["tables"] == 1
+    [repair] = [r for r in report["repairs"] if r["finding"]["kind"].startswith("table_")]
+    assert repair["action"].startswith("converted the segment again and added the file")
+    assert table_findings(scrub(tt)) == []
 
 
 def test_a_missing_object_is_a_damaged_file(tt: TableTier) -> None:
