@@ -4,7 +4,8 @@ files directly, and against the reader decoding the segments (``use_table=False`
 One partition of 1 M records (1000 per batch, 100-byte values, a header on every tenth record)
 in 16 MiB segments, tiered with the test suite's tier builder onto the ``local`` plugin; every
 segment converted with ``convert_link`` and committed with ``TableCommitter`` as the tiering
-run does. Reads: the whole partition (all columns, then ``value`` alone), read_committed.
+run does. Reads, read_committed: the whole partition (all columns, then ``value`` alone), and
+one record (the fixed cost of a read).
 """
 
 from __future__ import annotations
@@ -93,6 +94,15 @@ def main() -> dict[str, float]:
             results[f"table_path_records_per_s_{key}"] = RECORDS / tb
             results[f"parquet_records_per_s_{key}"] = RECORDS / pb
             results[f"segments_records_per_s_{key}"] = RECORDS / sb
+        # The fixed cost of a read: one record (the table path reads a row group, and plans).
+        one_t, _ = best_of(lambda: reader.read_table(TOPIC, isolation_level=ISOLATION,
+                                                     max_offset=0), 7)
+        one_s, _ = best_of(lambda: reader.read_table(TOPIC, isolation_level=ISOLATION,
+                                                     max_offset=0, use_table=False), 7)
+        rows += [("[one record] reader, table path", f"{one_t * 1e3:8.1f} ms"),
+                 ("[one record] reader, segments", f"{one_s * 1e3:8.1f} ms")]
+        results["one_record_table_path_s"] = one_t
+        results["one_record_segments_s"] = one_s
     report(f"Reading a topic through its table: {RECORDS:,} records, one process, "
            f"{ISOLATION}", rows)
     return results
