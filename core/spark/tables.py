@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyiceberg.exceptions import NoSuchTableError
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -139,7 +139,8 @@ def _plan(o: TierlogOptions) -> _Planned:
     """The read's ranges, resolved as the source resolves them, split at each topic's table
     snapshot: covered offsets to the head, the rest to the tail."""
     ranges: dict[tuple[str, int], _Range] = {}
-    for split in plan_read(o):
+    # Only the ranges count here: no finer splits for minPartitions (the tail's own plan has).
+    for split in plan_read(replace(o, min_partitions=None)):
         known = ranges.get((split.topic, split.partition))
         start, end = split.start_offset, split.end_offset
         if known is not None:
