@@ -334,8 +334,8 @@ class RemoteTopicReader:
                     timestamp_strategy=timestamp_strategy, include_headers=headers):
                 yield from _project(read_split(split, stats=self.stats), out)
             return
-        # Imported here: pyiceberg loads only for reads that may use a table.
-        from tierlog.reader._table import TableRead
+        # Imported here: tierlog.remote.ops is not needed by reads that use no table.
+        from tierlog.remote.ops.restore_table import has_table
 
         with self.consistent():
             requests = self._requests(
@@ -344,8 +344,6 @@ class RemoteTopicReader:
                 batch_rows, topic_id, timestamp_strategy)
         if not requests:
             return
-        tip = requests[0][0].tip
-        table = TableRead.open(self._tier, tip.topic, tip.topic_id, batch_rows=batch_rows)
 
         def segments(planner: PartitionPlanner, request: PartitionRequest
                      ) -> Iterator[pa.RecordBatch]:
@@ -353,6 +351,16 @@ class RemoteTopicReader:
                 yield from _project(read_split(replace(split, include_headers=headers),
                                                stats=self.stats), out)
 
+        tip = requests[0][0].tip
+        if not has_table(self._tier, tip.topic, tip.topic_id):
+            # One LIST; pyiceberg (0.4-0.7 s to import) loads only for a topic with a table.
+            for planner, request in requests:
+                yield from segments(planner, request)
+            return
+        # Imported here: pyiceberg loads only for reads that may use a table.
+        from tierlog.reader._table import TableRead
+
+        table = TableRead.open(self._tier, tip.topic, tip.topic_id, batch_rows=batch_rows)
         for planner, request in requests:
             yield from table.partition(planner, request, out, segments)
 
