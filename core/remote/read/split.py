@@ -180,7 +180,7 @@ def _fetch(split: ReadSplit, stats: RequestStats | None, tier: RemoteTier | None
     fetch_end = max(split.byte_end, split.fetch_end or 0)
     try:
         fetched = tier.get_range(split.log_path, split.byte_start, fetch_end,
-                                 split.object_size or fetch_end)
+                                 split.object_size or fetch_end, pooled=True)
     except CorruptRecordError as e:  # a cut object: both sizes, the object named here
         raise origin.locate(e) from e
     check_batch_offsets(fetched, origin, first_offset=split.segment_first_offset,

@@ -282,18 +282,25 @@ class RemoteTier:
         self.stats.record_bytes(len(data))
         return bytes(data)
 
-    def get_range(self, path: str, start: int, end: int | None, expected_size: int) -> bytes:
+    def get_range(self, path: str, start: int, end: int | None, expected_size: int, *,
+                  pooled: bool = False) -> bytes | memoryview:
         """The bytes ``[start, end)`` (``end`` None or past ``expected_size``: to it) of an
         object whose metadata says it holds ``expected_size`` bytes, in one request. Fewer
         bytes than that range (a cut object, a range starting at or past its real end included,
         which object stores refuse as not satisfiable) raise :func:`cut_short_error` with the size
-        the object really has (one HEAD); the caller names the object (``BatchOrigin.locate``)."""
+        the object really has (one HEAD); the caller names the object (``BatchOrigin.locate``).
+        ``pooled``: on a local tier, a read-only memoryview of a buffer from Arrow's memory pool
+        (``pread`` into memory the pool reuses: a 64 MiB segment in ~10 ms, not the ~55 ms of
+        page faults a fresh ``bytes`` costs); bytes elsewhere."""
         stop = expected_size if end is None else min(end, expected_size)
         wanted = stop - start
         if wanted <= 0:
             return b""
         try:
-            data = self.get_bytes(path, start, stop)
+            if pooled and _is_local(self.fs):
+                data: bytes | memoryview = self._pread_pooled(path, start, stop)
+            else:
+                data = self.get_bytes(path, start, stop)
         except RemoteStorageError as e:
             if not _range_not_satisfiable(e.__cause__):
                 raise
@@ -305,6 +312,22 @@ class RemoteTier:
             raise cut_short_error(start, start + wanted, len(data), expected_size,
                                   self.size(path))
         return data
+
+    def _pread_pooled(self, path: str, start: int, stop: int) -> memoryview:
+        """A local object's bytes ``[start, stop)`` (fewer at its end) in an Arrow pool buffer."""
+        import pyarrow as pa  # only readers ask for pooled reads, and they have it loaded
+
+        with translate_errors("read", path):
+            self.stats.record("gets")
+            buffer = pa.allocate_buffer(stop - start)
+            got = 0
+            with memoryview(buffer) as raw, raw.cast("B") as view, \
+                    open(self.fs._strip_protocol(path), "rb", buffering=0) as f:
+                while got < len(view) and (n := os.preadv(f.fileno(), [view[got:]],
+                                                          start + got)) > 0:
+                    got += n
+        self.stats.record_bytes(got)
+        return memoryview(buffer).cast("B")[:got].toreadonly()
 
     def size(self, path: str) -> int:
         """The object's size in bytes, by one HEAD; RemoteResourceNotFoundError when it does
