@@ -316,14 +316,17 @@ def build_simple_tier(
     records: int = 10_000, per_batch: int = 1000, value_size: int = 100,
     compression: str = "none", segment_bytes: int = 64 << 20,
     topic_id: str = "c2Vn6QbUSz6vHqYkQ1dM0w",
+    values: Callable[[int], bytes] | None = None,
 ) -> tuple[Log, list[RemoteLogSegmentMetadata]]:
-    """One partition of plain records (for benchmarks and examples), every segment tiered."""
+    """One partition of plain records (for benchmarks and examples), every segment tiered;
+    each value is ``b"v" * value_size``, or ``values(i)`` for the i-th record."""
     log = Log.open(directory / f"{topic}-0", {"segment.bytes": segment_bytes},
                    time_ms=StepClock(), topic_id=topic_id)
     payload = b"v" * value_size
     stamp = itertools.count(BASE_TIME_MS)
     for start in range(0, records, per_batch):
-        batch = [Record(key=f"k{i % 1000}".encode(), value=payload,
+        batch = [Record(key=f"k{i % 1000}".encode(),
+                        value=payload if values is None else values(i),
                         headers=(("src", b"bench"),) if i % 10 == 0 else (),
                         timestamp=next(stamp))
                  for i in range(start, min(start + per_batch, records))]
