@@ -830,6 +830,7 @@ class LogManager:
             partitions = self.partitions(topic)
             if not partitions:
                 raise UnknownTopicOrPartitionError(f"unknown topic {topic}")
+            self._remote.delete_table([self._logs[(topic, p)] for p in partitions])
             for p in partitions:
                 partition_log = self._logs[(topic, p)]
                 if isinstance(partition_log.remote, UnavailableRemote):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -217,6 +217,15 @@ class ManagerRemote:
         """Wait until the tail publishes submitted so far have finished; False on timeout."""
         rlm = self.rlm
         return True if rlm is None or rlm.tail is None else rlm.tail.await_publishing(timeout_s)
+
+    def delete_table(self, logs: Sequence[Log]) -> None:
+        """Drop the table of the topic whose partitions are ``logs`` (being deleted), before
+        its remote data goes; nothing when a partition's tier is unavailable (deleting it
+        raises that next, and deleting again drops the table then)."""
+        if self.rlm is None or any(lg.remote is None or isinstance(lg.remote, UnavailableRemote)
+                                   for lg in logs):
+            return
+        self.rlm.drop_table(logs)
 
     def delete_partition(self, partition_log: Log) -> None:
         """Delete the partition's remote data, if it has any."""

@@ -7,6 +7,7 @@ start offset and ``offset_for_timestamp`` go through it transparently.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import threading
@@ -44,11 +45,13 @@ from tierlog.remote.rlm.quota import RateQuota
 from tierlog.remote.rlm.remote_reader import RemoteLogReader, topic_id_partition
 from tierlog.remote.rlm.tail import TAIL_MS, TailPublisher
 from tierlog.remote.rlm.unfinished import roll_back_unfinished
+from tierlog.remote.tier.layout import table_key
 from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.remote.tier.ownership import manager_owner, record_owner, tier_of
 
 if TYPE_CHECKING:
     from tierlog.log.segment import LogSegment
+    from tierlog.remote.rlm.table_step import TableStep
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -62,6 +65,8 @@ Progress = Callable[[str, RemoteLogSegmentMetadata], None]
 #: How long close() waits for tiering runs already going (Kafka waits 10 s for its pools);
 #: a run still hung on the remote tier after that is abandoned.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+#: The topic config that keeps a topic's tiered records as an Iceberg table in the tier too.
+TABLE_ENABLE = "remote.log.table.enable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,10 @@ class TierResult:
     deleted_remote: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     orphans_removed: int = 0
     errors: list[str] = field(default_factory=list)
+    #: A table topic's: the partition's covered end in its table after the run (None: none),
+    #: and what failed of the table's work (never a failure of the copies).
+    table_covered: int | None = None
+    table_errors: list[str] = field(default_factory=list)
 
 
 class RemoteLogManager:
@@ -174,6 +183,10 @@ class RemoteLogManager:
         #: Tail publishing (``remote.log.tail.ms``), when the RSM exposes its tier (ours
         #: does; a third-party RSM's tier is opaque to us, so its topics get no tail).
         tier = getattr(rsm, "tier", None)
+        self._tier = tier if isinstance(tier, RemoteTier) else None
+        #: The table step of topics with remote.log.table.enable (built on first need: it
+        #: imports pyiceberg), over the same tier as the tail; None until then.
+        self._table_step: TableStep | None = None
         self.tail: TailPublisher | None = (
             TailPublisher(tier, self._lock_for, time_ms=time_ms, threads=copy_threads,
                           request_timeout_s=limits.request_timeout_ms / 1000)
@@ -315,9 +328,11 @@ class RemoteLogManager:
                         f"not returned yet; tiering of the partition waits for it")
                 result.orphans_removed = self._remove_unfinished(log_, tip)
                 # Readers of the tier start at the log start offset (DeleteRecords, retention).
+                log_start = log_.log_start_offset
                 self._meta("update the log start offset", tip, lambda: (
-                    self.rlmm.update_log_start_offset(tip, log_.log_start_offset)))
+                    self.rlmm.update_log_start_offset(tip, log_start)))
                 self._copy_segments(log_, tip, result, progress)
+                self._tier_table(log_, tip, log_start, result)
                 self._remote_retention(log_, tip, result)
             except (RemoteStorageError, OSError) as exc:
                 result.errors.append(str(exc))
@@ -328,6 +343,64 @@ class RemoteLogManager:
             else:
                 self.retries.succeeded(tip)
         return result
+
+    # -- topic tables --------------------------------------------------------------------
+
+    def tables(self) -> TableStep | None:
+        """The table step (built on first call), None when the tier is a third-party RSM's
+        (opaque to us: its topics get no table)."""
+        if self._tier is None or self._table_step is not None:
+            return self._table_step
+        # Imported here, outside the locks: pyiceberg loads only once a topic has a table.
+        from tierlog.remote.rlm.table_step import TableStep
+        step = TableStep(self._tier, self._calls, time_ms=self._time_ms,
+                         backoff=self.retries.backoff)
+        with self._locks_lock:
+            if self._table_step is None:
+                self._table_step = step
+            return self._table_step
+
+    def _tier_table(self, log_: TieredLog, tip: TopicIdPartition, log_start: int,
+                    result: TierResult) -> None:
+        """The run's table step, after the copies (tierlog.remote.rlm.table_step): its
+        failure goes to ``result.table_errors`` and the step's own backoff, not the copies'."""
+        if not log_.config[TABLE_ENABLE]:
+            return
+        tables = self.tables()
+        if tables is None:
+            result.table_errors.append(
+                f"{log_.directory.name}: {TABLE_ENABLE} needs tierlog's own remote storage; "
+                f"this tier is a third-party plugin's")
+            return
+        run = tables.run(tip, log_start, log_.highest_offset_in_remote)
+        result.table_covered = run.covered
+        if run.error is not None:
+            result.table_errors.append(run.error)
+
+    def drop_table(self, logs: Sequence[TieredLog]) -> bool:
+        """Drop the table of the topic incarnation whose partitions are ``logs`` (the topic is
+        being deleted; before its remote data goes), when it has one. Holds every partition's
+        lock, so no run of the topic is in its table step meanwhile, and the step never
+        creates that incarnation's table again. False when there was none."""
+        tier = self._tier
+        if not logs or tier is None:
+            return False
+        tips = sorted((topic_id_partition(lg) for lg in logs), key=lambda t: t.partition)
+        topic, topic_id = tips[0].topic, tips[0].topic_id
+        with contextlib.ExitStack() as held:
+            for tip in tips:
+                held.enter_context(self._lock_for(tip))
+            if not logs[0].config[TABLE_ENABLE]:  # a table kept from when it was enabled?
+                parent, name = table_key(topic, topic_id).rsplit("/", 1)
+                names = self._calls.call(f"{topic}: look for its table", lambda: (
+                    tier.list_names(tier.path(parent), dirs=True)))
+                if name not in names:
+                    return False
+            tables = self.tables()
+            if tables is None:
+                return False
+            tables.drop(topic, topic_id)
+            return True
 
     # -- bounded calls to the tier ---------------------------------------------------------
 
@@ -518,15 +591,37 @@ class RemoteLogManager:
                 doomed.append(metadata)
             else:
                 break
+        new_start = min(max((m.end_offset for m in doomed), default=-1) + 1,
+                        log_.log_end_offset)
+        if doomed and not self._table_before_delete(log_, tip, new_start, result):
+            return
         for metadata in doomed:
             self._update(metadata, _DELETE_STARTED)
             self._delete_data(log_, metadata)
             result.deleted_remote.append(metadata)
         if doomed:
-            new_start = max(m.end_offset for m in doomed) + 1
-            log_.maybe_increment_log_start_offset(min(new_start, log_.log_end_offset))
+            log_.maybe_increment_log_start_offset(new_start)
             log.info("%s: deleted %d remote segments; log start offset is now %d",
                      log_.directory.name, len(doomed), log_.log_start_offset)
+
+    def _table_before_delete(self, log_: TieredLog, tip: TopicIdPartition, new_start: int,
+                             result: TierResult) -> bool:
+        """A table topic's files of the segments remote retention is about to delete leave
+        its table first (the start moved to ``new_start``), so the current snapshot never
+        names a deleted segment's rows; False (the segments stay this run) when that fails."""
+        if not log_.config[TABLE_ENABLE]:
+            return True
+        tables = self.tables()
+        if tables is None:
+            return True
+        try:
+            tables.advance_start(tip, new_start)
+        except Exception as exc:  # noqa: BLE001 - a table failure never fails the run
+            result.table_errors.append(f"{tip}: table start {new_start} before remote "
+                                       f"retention: {exc}; the segments stay this run")
+            log.warning("%s", result.table_errors[-1])
+            return False
+        return True
 
     def _update(self, metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
         tip = metadata.remote_log_segment_id.topic_id_partition

@@ -1,0 +1,345 @@
+"""The tiering run's table step (issue 23): each committed segment of a topic with
+``remote.log.table.enable`` becomes one Parquet file of the topic's Iceberg table in the tier, and
+the table follows the tier's log start offset, retention and topic deletion.
+
+One step of one partition (:meth:`TableStep.run`, called by ``RemoteLogManager.tier_log`` after
+the copy and before remote retention):
+
+1. open the topic's table (created on first use) and read which offsets it covers;
+2. apply the log start offset the run recorded in the tier, when the table's start is behind it
+   (files wholly below it are removed; a file straddling it stays, with the start recorded in
+   the snapshot: every reader filters rows below ``start[p]``);
+3. convert each committed chain link above ``covered[p]`` and below the tier's last stable
+   offset (every transaction outcome in it is then known) into a published Parquet file;
+4. commit those files through the topic's group commit: one snapshot holds every file ready
+   across the topic's partitions whose runs reach it together, with the coverage moved in the
+   same snapshot.
+
+A failure here never fails the copy: it is returned to the run (``TierResult.table_errors``)
+and backs the partition's table step off (:attr:`TableStep.retries`, the RemoteLogManager's
+backoff); the copies go on, and the next due run converts from the table's coverage again (a
+file published but not committed is an orphan the table's sweep removes). The step never takes
+the log's lock: it reads the tier, not the local log, so appends go on beside it. Every
+conversion and commit waits at most ``remote.storage.request.timeout.ms`` (RemoteCalls); one
+abandoned may still land later, which is harmless: the commit's compare-and-swap and the
+coverage check make a commit land once.
+
+This module imports pyiceberg (through ``tierlog.remote.table``): the RemoteLogManager imports it
+only when a topic with a table is tiered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.remote.api import TopicIdPartition
+from tierlog.remote.read.readable import ChainLink, segment_chain
+from tierlog.remote.read.transactions import aborted_txns, chain_end, last_stable_offset
+from tierlog.remote.rlm.backoff import ExponentialBackoff, RetrySchedule
+from tierlog.remote.rlm.deadline import RemoteCalls
+from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
+from tierlog.remote.table.convert import convert_link
+from tierlog.remote.table.coverage import Coverage
+from tierlog.remote.table.maintenance import drop_table
+from tierlog.remote.table.schema import open_or_create_table, table_identifier
+from tierlog.remote.tier.object_store import RemoteTier
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+__all__ = ["TableRun", "TableStep"]
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class TableRun:
+    """What one table step did for one partition."""
+
+    covered: int | None = None
+    """The partition's covered end in the table after the step (None: nothing of it covered,
+    or the step did not get as far as reading the table)."""
+    committed: int = 0
+    """The files of the partition this step added to the table."""
+    error: str | None = None
+    """Why the step stopped short (None when it did all it could)."""
+
+
+@dataclass(slots=True)
+class _Ticket:
+    """One partition's files waiting for the topic's group commit, and their outcome."""
+
+    files: Sequence[ReadyFile]
+    starts: Mapping[int, int]
+    done: bool = False
+    error: Exception | None = None
+    result: CommitResult | None = None
+
+
+class _TopicTable:
+    """One topic incarnation's table: its committer and its group commit. Thread-safe.
+
+    Partitions hand their ready files to :meth:`commit`; whichever gets the commit lock first
+    commits everything queued by then in one snapshot, and the others find their ticket done.
+    When such a shared commit fails, each ticket is committed alone, so one partition's error
+    (a gap) never holds back another's files.
+    """
+
+    def __init__(self, topic: str, committer: TableCommitter,
+                 bounded: Callable[[str, Callable[[], CommitResult]], CommitResult]) -> None:
+        self.topic = topic
+        self.committer = committer
+        self.identifier = committer.identifier
+        #: The table's name in messages (``tierlog.<topic>-<topicId>``).
+        self.name = ".".join(committer.identifier)
+        self._bounded = bounded
+        self._queue: list[_Ticket] = []
+        self._queue_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+
+    def commit(self, files: Sequence[ReadyFile], starts: Mapping[int, int]) -> CommitResult:
+        """Commit ``files`` (``starts``: the first offset of each partition the table covers
+        nothing of yet), with whatever other partitions have queued meanwhile."""
+        ticket = _Ticket(files, starts)
+        with self._queue_lock:
+            self._queue.append(ticket)
+        with self._commit_lock:  # the holder's commit waits at most the request timeout
+            if not ticket.done:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit_batch(batch)
+        if ticket.error is not None:
+            raise ticket.error
+        assert ticket.result is not None
+        return ticket.result
+
+    def _commit_batch(self, batch: list[_Ticket]) -> None:
+        try:
+            result = self._commit_files([f for t in batch for f in t.files],
+                                        {p: o for t in batch for p, o in t.starts.items()})
+        except Exception as exc:  # noqa: BLE001 - each ticket's partition gets its own outcome
+            if len(batch) == 1:
+                _finish(batch[0], error=exc)
+                return
+            log.info("%s: the table commit of %d partitions together failed (%s); committing "
+                     "each alone", self.topic, len(batch), exc)
+            for ticket in batch:
+                try:
+                    _finish(ticket, result=self._commit_files(ticket.files, ticket.starts))
+                except Exception as one:  # noqa: BLE001 - the partition's own error
+                    _finish(ticket, error=one)
+            return
+        for ticket in batch:
+            _finish(ticket, result=result)
+
+    def _commit_files(self, files: Sequence[ReadyFile], starts: Mapping[int, int]
+                      ) -> CommitResult:
+        return self._bounded(f"{self.topic}: commit {len(files)} table files",
+                             lambda: self.committer.commit(files, starts=starts))
+
+
+def _finish(ticket: _Ticket, *, result: CommitResult | None = None,
+            error: Exception | None = None) -> None:
+    ticket.result, ticket.error, ticket.done = result, error, True
+
+
+class TableStep:
+    """The table step of every table topic one RemoteLogManager tiers, over its tier and with
+    its bounded calls (``calls``). Thread-safe: a partition's steps run one at a time (its
+    tiering run holds the partition's lock); a topic's partitions run in parallel and share
+    the topic's group commit.
+
+    ``retries`` backs off a partition whose step failed (``backoff``: the RemoteLogManager's
+    policy), apart from its copies, which a table failure never delays.
+    """
+
+    def __init__(self, tier: RemoteTier, calls: RemoteCalls, *, time_ms: Callable[[], int],
+                 backoff: ExponentialBackoff) -> None:
+        self.tier = tier
+        self._calls = calls
+        self._time_ms = time_ms
+        #: The tier's own catalog (``remote.log.table.catalog.*`` is not read yet).
+        self.catalog = TierCatalog(tier)
+        #: When each partition whose table step failed may run it again.
+        self.retries: RetrySchedule[TopicIdPartition] = RetrySchedule(backoff)
+        self._tables: dict[tuple[str, str], _TopicTable] = {}
+        #: Each partition's (covered end, start) as its last step left them: a run that
+        #: copied nothing new skips the table (no request) when they are still current.
+        self._known: dict[TopicIdPartition, tuple[int, int]] = {}
+        #: Topic incarnations whose table was dropped (being deleted): never created again
+        #: by a run that was still going.
+        self._dropped: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    # -- the step ------------------------------------------------------------------------
+
+    def run(self, tip: TopicIdPartition, log_start_offset: int, highest_in_remote: int
+            ) -> TableRun:
+        """The step of one partition of a table topic, after its run's copies:
+        ``log_start_offset`` is the one the run recorded in the tier, ``highest_in_remote``
+        the last offset the tier holds. Skipped while the partition backs off, and (with no
+        request) when its last step left the table covering all the tier holds from the log
+        start offset."""
+        with self._lock:
+            known = self._known.get(tip)
+        if not self.retries.due(tip, self._time_ms()):
+            log.debug("%s: table step backs off after %d failures; skipped", tip,
+                      self.retries.attempts(tip))
+            return TableRun(None if known is None else known[0])
+        if known is not None and known[0] > highest_in_remote and known[1] >= log_start_offset:
+            return TableRun(known[0])
+        covered: int | None = None
+        committed = 0
+        try:
+            table = self._table(tip)
+            iceberg = self._bounded(f"{tip}: load its table",
+                                    lambda: self.catalog.load_table(table.identifier))
+            coverage = Coverage.of_snapshot(iceberg.current_snapshot(), table.name)
+            coverage = self._apply_log_start(table, tip, coverage, log_start_offset)
+            covered = coverage.end(tip.partition)
+            ready, starts, failure = self._convert(iceberg, tip, coverage, log_start_offset)
+            if ready:
+                result = table.commit(ready, starts)
+                coverage = result.coverage
+                covered = coverage.end(tip.partition)
+                committed = len(result.added)
+                log.info("%s: the table holds offsets below %s (%d files added)", tip,
+                         covered, committed)
+            if failure is not None:
+                raise failure
+        except Exception as exc:  # noqa: BLE001 - a table failure never fails the copy
+            return self._failed(tip, covered, committed, exc)
+        self.retries.succeeded(tip)
+        with self._lock:
+            if covered is None:
+                self._known.pop(tip, None)
+            else:
+                self._known[tip] = (covered, coverage.start.get(tip.partition, -1))
+        return TableRun(covered, committed)
+
+    def _failed(self, tip: TopicIdPartition, covered: int | None, committed: int,
+                exc: Exception) -> TableRun:
+        due = self.retries.failed(tip, self._time_ms())
+        message = f"{tip}: table step: {exc}"
+        log.warning("%s (failure %d in a row, retried in %d ms; the copies go on)", message,
+                    self.retries.attempts(tip), due - self._time_ms())
+        with self._lock:
+            self._known.pop(tip, None)
+        return TableRun(covered, committed, message)
+
+    def _convert(self, iceberg: Table, tip: TopicIdPartition, coverage: Coverage,
+                 log_start_offset: int
+                 ) -> tuple[list[ReadyFile], dict[int, int], Exception | None]:
+        """The ready files of the chain links the table does not cover yet below the tier's
+        last stable offset (each link's transaction outcomes are then in the tier), in offset
+        order, and the partition's start when the table covers nothing of it yet. A
+        conversion that fails stops there and is returned; the files before it commit."""
+        chain = self._bounded(f"{tip}: read the segment chain",
+                              lambda: segment_chain(self.tier, tip))
+        if not chain:
+            return [], {}, None
+        stable = self._bounded(f"{tip}: read the tier's last stable offset",
+                               lambda: last_stable_offset(self.tier, tip, chain))
+        covered = coverage.end(tip.partition)
+        todo = [link for link in chain if link.last_offset < stable
+                and (covered is None or link.last_offset >= covered)]
+        if stable < chain_end(chain):
+            log.debug("%s: a transaction open at the tier's end stops the table at %d", tip,
+                      stable)
+        starts = {} if covered is not None else {tip.partition: chain[0].first_offset}
+        ready: list[ReadyFile] = []
+        for link in todo:
+            try:
+                ready.append(self._convert_link(iceberg, tip, chain, link, log_start_offset))
+            except Exception as exc:  # noqa: BLE001 - the files before it still commit
+                return ready, starts, exc
+        return ready, starts, None
+
+    def _convert_link(self, iceberg: Table, tip: TopicIdPartition,
+                      chain: Sequence[ChainLink], link: ChainLink,
+                      log_start_offset: int) -> ReadyFile:
+        span = f"{link.first_offset}-{link.last_offset}"
+        aborted = self._bounded(
+            f"{tip}: read the aborted transactions of offsets {span}",
+            lambda: aborted_txns(self.tier, chain, link.first_offset, link.last_offset + 1))
+        written = self._bounded(
+            f"{tip}: convert segment {span} to a table file",
+            lambda: convert_link(self.tier, iceberg, tip, link, aborted_txns=aborted,
+                                 log_start_offset=log_start_offset))
+        return ReadyFile(written.partition, written.first_offset, written.last_offset,
+                         written.data_file)
+
+    # -- the table follows the log ---------------------------------------------------------
+
+    def _apply_log_start(self, table: _TopicTable, tip: TopicIdPartition, coverage: Coverage,
+                         log_start_offset: int) -> Coverage:
+        """Move the partition's start in the table up to the tier's log start offset when it
+        is behind (once the table covers something of the partition: its first file starts
+        at the chain's first link, which is at or past it)."""
+        partition = tip.partition
+        if coverage.end(partition) is None \
+                or coverage.start.get(partition, -1) >= log_start_offset:
+            return coverage
+        return self._apply_start(table, tip, log_start_offset)
+
+    def advance_start(self, tip: TopicIdPartition, offset: int) -> None:
+        """Record the log start offset ``offset`` of a partition in its table, in one
+        snapshot that removes the files wholly below it (a file straddling it stays: readers
+        filter rows below ``start[p]``). Remote retention calls it before deleting segments,
+        so their files leave the current snapshot before their objects go; it raises when the
+        commit fails, and the caller keeps the segments."""
+        self._apply_start(self._table(tip), tip, offset)
+
+    def _apply_start(self, table: _TopicTable, tip: TopicIdPartition, offset: int) -> Coverage:
+        result = self._bounded(
+            f"{tip}: set the table's start to {offset}",
+            lambda: table.committer.apply_start(tip.partition, offset))
+        with self._lock:
+            self._known.pop(tip, None)
+        if result.removed:
+            log.info("%s: the table starts at %d (%d files removed)", tip, offset,
+                     len(result.removed))
+        return result.coverage
+
+    def drop(self, topic: str, topic_id: str) -> None:
+        """Drop the table of a topic incarnation being deleted (every object of it; nothing
+        to do when it has none). The step never creates that incarnation's table again."""
+        with self._lock:
+            self._dropped.add((topic, topic_id))
+            self._tables.pop((topic, topic_id), None)
+            for tip in [t for t in self._known if (t.topic, t.topic_id) == (topic, topic_id)]:
+                del self._known[tip]
+        self._bounded(f"{topic}: drop its table",
+                      lambda: drop_table(self.tier, topic, topic_id))
+        log.info("%s: dropped its table", topic)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _table(self, tip: TopicIdPartition) -> _TopicTable:
+        """The topic's table, created in the tier on first use."""
+        key = (tip.topic, tip.topic_id)
+        with self._lock:
+            table = self._tables.get(key)
+            dropped = key in self._dropped
+        if dropped:
+            raise UnknownTopicOrPartitionError(f"{tip.topic}: its table was dropped (the topic is being "
+                                    f"deleted)")
+        if table is not None:
+            return table
+        self._bounded(f"{tip.topic}: open or create its table",
+                      lambda: open_or_create_table(self.catalog, tip.topic, tip.topic_id))
+        committer = TableCommitter(self.catalog, table_identifier(tip.topic, tip.topic_id))
+        with self._lock:
+            return self._tables.setdefault(key, _TopicTable(tip.topic, committer, self._bounded))
+
+    def _bounded(self, what: str, fn: Callable[[], _T]) -> _T:
+        """``fn()`` waited for at most the request timeout (an abandoned call may still land:
+        the commit's compare-and-swap and coverage check make that harmless)."""
+        return self._calls.call(what, fn)
