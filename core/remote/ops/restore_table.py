@@ -21,11 +21,11 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tierlog.remote.ops.restore import PartitionRestore
 from tierlog.remote.tier.layout import TABLES_DIR
 from tierlog.remote.tier.object_store import RemoteTier
 
 if TYPE_CHECKING:
+    from tierlog.remote.ops.restore import PartitionRestore
     from tierlog.remote.table.commit import ReadyFile, TableCommitter
 
 log = logging.getLogger(__name__)
