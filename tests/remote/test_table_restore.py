@@ -2,7 +2,8 @@
 its table, its disks lost, restored to a cut: the table's rows are then the restored log's own
 (``Log.read``: every data record below the cut, the aborted flag as read_committed drops them),
 the cut segment's prefix converted into the file in place of the cut link's, coverage ending at
-the cut; a fork to a new topic starts no table; a restore without a cut keeps the table.
+the cut; a fork to a new topic starts no table; a restore without a cut keeps the table, and an adopting
+owner's tiering continues it from its covered end.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.backfill_rows import backfill
+from support.backfill_rows import rows as backfill_rows
 from support.restore_world import Source, lose_disks_after, tier_config
 from support.table_tier import convert_partition, ready
-from support.txn_layouts import consumer_view
 
-from tierlog import Log
+from tierlog import Log, Record
 from tierlog.manager.log_manager import LogManager
 from tierlog.plugins.local import create_remote_storage
 from tierlog.remote.ops.restore import plan_restore
@@ -62,15 +64,21 @@ def table_rows(tier: RemoteTier, topic_id: str) -> list[tuple[int, bytes, bool]]
 def log_rows(log: Log, end: int) -> list[tuple[int, bytes, bool]]:
     """(offset, key, aborted) of the log's data records below ``end``, from ``Log.read``:
     aborted when read_committed leaves it out."""
-    committed = {o for o, _ in consumer_view(log, log.log_start_offset, end)}
-    found = []
+    committed = {r.offset for r in _read(log, end, "read_committed")}
+    return [(r.offset, r.key, r.offset not in committed)
+            for r in _read(log, end, "read_uncommitted")]
+
+
+def _read(log: Log, end: int, isolation: str) -> list[Record]:
+    """The data records ``Log.read`` returns below ``end`` at ``isolation``."""
+    found: list[Record] = []
     offset = log.log_start_offset
     while offset < end:
-        batches = list(log.read(offset, max_bytes=1 << 16).batches())
-        for batch in batches:
-            if not batch.is_control:
-                found += [(r.offset, r.key, r.offset not in committed) for r in batch.records()
-                          if r.offset < end]
+        info = log.read(offset, max_bytes=1 << 16, isolation=isolation, max_offset=end)
+        batches = list(info.batches())
+        if not batches:
+            break
+        found += [r for r in info.records() if r.offset < end]
         offset = batches[-1].next_offset
     return found
 
@@ -144,3 +152,32 @@ def test_a_restore_without_a_cut_keeps_the_table(source: Source, clock: Any) -> 
         again = TierCatalog(tier).load_table(table_identifier(TOPIC, source.topic_id))
         assert again.current_snapshot().snapshot_id == snapshot
         assert table_rows(tier, source.topic_id) == log_rows(log, before.end(0))
+
+
+def test_an_adopting_owners_tiering_continues_the_table_from_covered(
+        request: pytest.FixtureRequest, tmp_path: Path, clock: Any) -> None:
+    config = tier_config("local", tmp_path, request)
+    tier = create_remote_storage(config["remote.storage.url"], {}).tier
+    backfill(tier, TOPIC, [[backfill_rows(0, 80)]])  # Spark's write: no owner
+    topic_id = topic_partitions(tier, TOPIC)[0].topic_id
+    open_or_create_table(TierCatalog(tier), TOPIC, topic_id)
+    backfill(tier, TOPIC, [[backfill_rows(80, 40)]])  # the backfill fills the table
+    first = coverage(tier, topic_id).end(0)
+    assert first == 120
+    table = TierCatalog(tier).load_table(table_identifier(TOPIC, topic_id))
+    history = [s.snapshot_id for s in table.snapshots()]
+    with LogManager.open(tmp_path / "data", config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        (log,) = mgr.adopt_topic(TOPIC, config={"remote.log.table.enable": True})
+        for i in range(3):
+            log.append_records([Record(key=b"k%d" % i, value=b"v" * 100) for _ in range(20)])
+            log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        result = mgr.tier_now()[f"{TOPIC}-0"]
+        assert not result.errors and not result.table_errors
+        end = log.highest_offset_in_remote + 1
+        assert end == 180
+        assert coverage(tier, topic_id).end(0) == end
+        table = TierCatalog(tier).load_table(table_identifier(TOPIC, topic_id))
+        assert [s.snapshot_id for s in table.snapshots()][:len(history)] == history  # kept
+        assert table_rows(tier, topic_id) == log_rows(log, end)  # each record once
