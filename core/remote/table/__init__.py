@@ -3,5 +3,6 @@
 
 ``catalog`` (TierCatalog: a commit is the exclusive create of the next metadata file),
 ``file_io`` (pyiceberg's FileIO over the tier), ``coverage`` (which offsets a snapshot holds).
-pyiceberg is imported only by this room. Tiering does not write tables yet.
+pyiceberg is imported only by this room. The tiering run writes the tables
+(``tierlog.remote.rlm.table_step``).
 """
