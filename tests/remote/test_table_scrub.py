@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.manifest import DataFile
 from support.cli_runner import tierlog
-from support.table_tier import TableTier, build_table_tier, ready
+from support.table_tier import TableTier, apply_log_start, build_table_tier, ready
 
 from tierlog.plugins.local import create_remote_storage
 from tierlog.remote.ops.scrub import FindingKind, ScrubReport, scrub_tier
@@ -232,6 +232,14 @@ def test_deep_counts_the_segments_records_against_the_rows(tt: TableTier) -> Non
     assert finding.offsets == (link.first_offset, link.last_offset)
     assert "data records" in finding.detail
     assert table_ok(scrub(tt, deep=True, repair=True))
+    assert table_findings(scrub(tt, deep=True)) == []
+
+
+def test_deep_counts_a_file_straddling_the_start_from_the_start(tt: TableTier) -> None:
+    straddled = tt.files[(TOPIC, 0)][1]
+    apply_log_start(tt, TOPIC, 0, straddled.first_offset + 7)  # the file stays, rows filtered
+    table = tt.table(TOPIC)
+    assert current_files(table, 0)[0].data_file.file_path == straddled.path
     assert table_findings(scrub(tt, deep=True)) == []
 
 

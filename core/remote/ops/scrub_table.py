@@ -41,6 +41,7 @@ from tierlog.errors import (
     RemoteResourceNotFoundError,
     RemoteStorageError,
     TableChainError,
+    TableCommitConflictError,
 )
 from tierlog.records.batch import iter_batches
 from tierlog.remote.api import TopicIdPartition
@@ -273,7 +274,8 @@ class TableScrubber:
             return f"its segment cannot be decoded to count its records: {exc}"
         rows = f.data_file.record_count
         if low > f.first_offset:  # rows below the start may be in it: count those at or past
-            offsets = pq.read_table(self._tier.fs.open(path, "rb"), columns=[OFFSET])[OFFSET]
+            with self._tier.fs.open(path, "rb") as stream:
+                offsets = pq.read_table(stream, columns=[OFFSET])[OFFSET]
             rows = sum(1 for o in offsets.to_pylist() if o >= low)
         if rows != records:
             return (f"the data file holds {rows} rows of offsets {low}..{f.last_offset}, the "
@@ -320,7 +322,7 @@ class TableScrubber:
             return
         try:
             result = TableCommitter(self._catalog, identifier).repair([r for r, _ in ready])
-        except TableChainError as exc:
+        except (TableChainError, TableCommitConflictError) as exc:
             self._note(f"table {'.'.join(identifier)}: the repair was not committed: {exc}")
             return
         for r, d in ready:
