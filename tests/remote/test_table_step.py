@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import fsspec
+import pyarrow.compute as pc
 import pytest
 from support.fault_fs import fault_storage
 
@@ -280,3 +281,23 @@ def test_deleting_the_topic_drops_its_table(local, tmp_path):
     assert where.is_dir()
     mgr.delete_topic("orders")
     assert not where.exists()
+
+
+def test_every_partition_of_a_topic_fills_one_table(local, tmp_path):
+    mgr = local()
+    logs = mgr.create_topic("orders", 3, config=TABLE)
+    for i, log in enumerate(logs):
+        _fill(log, 10 + 5 * i)
+    results = mgr.tier_now()
+    coverage = _coverage(tmp_path, logs[0])
+    rows = _table(tmp_path, logs[0]).scan().to_arrow().sort_by([("partition", "ascending"),
+                                                                ("offset", "ascending")])
+    for log in logs:
+        end = log.highest_offset_in_remote + 1
+        assert results[log.directory.name].table_errors == []
+        assert results[log.directory.name].table_covered == coverage.end(log.partition) == end
+        mine = rows.filter(pc.equal(rows["partition"], log.partition))
+        assert list(zip(mine["offset"].to_pylist(), mine["key"].to_pylist(),
+                        mine["value"].to_pylist(), strict=True)) == _log_rows(log, 0, end)
+    # Partitions whose runs reach the commit together share a snapshot: never more than one each.
+    assert len(list(_table(tmp_path, logs[0]).snapshots())) <= len(logs)
