@@ -14,6 +14,7 @@ import pytest
 from support.fault_fs import fault_storage
 
 from tierlog import Record
+from tierlog.common.clock import system_time_ms
 from tierlog.hookspecs import hookimpl
 from tierlog.manager.log_manager import LogManager
 from tierlog.plugin_manager import get_plugins
@@ -301,3 +302,23 @@ def test_every_partition_of_a_topic_fills_one_table(local, tmp_path):
                         mine["value"].to_pylist(), strict=True)) == _log_rows(log, 0, end)
     # Partitions whose runs reach the commit together share a snapshot: never more than one each.
     assert len(list(_table(tmp_path, logs[0]).snapshots())) <= len(logs)
+
+
+def test_a_committing_run_expires_the_tables_old_snapshots_at_most_hourly(local, tmp_path, clock):
+    clock.now = system_time_ms()  # pyiceberg stamps snapshots with the wall clock
+    mgr = local()
+    [log] = mgr.create_topic("orders", 1, config={
+        **TABLE, "remote.log.table.snapshot.retention.ms": 1000})
+    for round_ in range(3):
+        _fill(log, 10, start=10 * round_)
+        assert mgr.tier_now()["orders-0"].table_errors == []
+        clock.advance(2000)
+    # The first commit's upkeep found nothing to expire; the next two were within the hour.
+    assert len(_table(tmp_path, log).snapshots()) == 3
+    clock.advance(3_600_000)
+    _fill(log, 10, start=30)
+    assert mgr.tier_now()["orders-0"].table_errors == []
+    # Every snapshot superseded more than a second ago is gone; the rows all stay.
+    assert len(_table(tmp_path, log).snapshots()) == 1
+    end = log.highest_offset_in_remote + 1
+    assert _table_rows(tmp_path, log) == _log_rows(log, 0, end)

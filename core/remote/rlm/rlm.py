@@ -372,7 +372,10 @@ class RemoteLogManager:
                 f"{log_.directory.name}: {TABLE_ENABLE} needs tierlog's own remote storage; "
                 f"this tier is a third-party plugin's")
             return
-        run = tables.run(tip, log_start, log_.highest_offset_in_remote)
+        config = log_.config
+        run = tables.run(tip, log_start, log_.highest_offset_in_remote,
+                         snapshot_retention_ms=config["remote.log.table.snapshot.retention.ms"],
+                         orphan_grace_ms=config["remote.log.table.orphan.grace.ms"])
         result.table_covered = run.covered
         if run.error is not None:
             result.table_errors.append(run.error)

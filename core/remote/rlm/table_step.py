@@ -13,7 +13,9 @@ the copy and before remote retention):
    offset (every transaction outcome in it is then known) into a published Parquet file;
 4. commit those files through the topic's group commit: one snapshot holds every file ready
    across the topic's partitions whose runs reach it together, with the coverage moved in the
-   same snapshot.
+   same snapshot;
+5. after a commit, at most once an hour per topic, expire old snapshots and sweep orphans
+   (``tierlog.remote.table.maintenance``).
 
 A failure here never fails the copy: it is returned to the run (``TierResult.table_errors``)
 and backs the partition's table step off (:attr:`TableStep.retries`, the RemoteLogManager's
@@ -46,7 +48,12 @@ from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
 from tierlog.remote.table.convert import convert_link
 from tierlog.remote.table.coverage import Coverage
-from tierlog.remote.table.maintenance import drop_table
+from tierlog.remote.table.maintenance import (
+    DEFAULT_ORPHAN_GRACE_MS,
+    DEFAULT_SNAPSHOT_RETENTION_MS,
+    TableMaintenance,
+    drop_table,
+)
 from tierlog.remote.table.schema import open_or_create_table, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
 
@@ -57,6 +64,10 @@ __all__ = ["TableRun", "TableStep"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+
+#: How often a topic's table gets its upkeep (snapshot expiry, the orphan sweep) from the
+#: tiering runs that commit to it: at most once an hour, as the design has it.
+UPKEEP_INTERVAL_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,8 @@ class _TopicTable:
         self._queue: list[_Ticket] = []
         self._queue_lock = threading.Lock()
         self._commit_lock = threading.Lock()
+        #: When the table's next upkeep is due (guarded by the TableStep's lock).
+        self.upkeep_due_ms = 0
 
     def commit(self, files: Sequence[ReadyFile], starts: Mapping[int, int]) -> CommitResult:
         """Commit ``files`` (``starts``: the first offset of each partition the table covers
@@ -180,13 +193,15 @@ class TableStep:
 
     # -- the step ------------------------------------------------------------------------
 
-    def run(self, tip: TopicIdPartition, log_start_offset: int, highest_in_remote: int
-            ) -> TableRun:
+    def run(self, tip: TopicIdPartition, log_start_offset: int, highest_in_remote: int, *,
+            snapshot_retention_ms: int = DEFAULT_SNAPSHOT_RETENTION_MS,
+            orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS) -> TableRun:
         """The step of one partition of a table topic, after its run's copies:
         ``log_start_offset`` is the one the run recorded in the tier, ``highest_in_remote``
         the last offset the tier holds. Skipped while the partition backs off, and (with no
         request) when its last step left the table covering all the tier holds from the log
-        start offset."""
+        start offset. A step that committed also gives the table its upkeep when due
+        (``remote.log.table.snapshot.retention.ms``, ``remote.log.table.orphan.grace.ms``)."""
         with self._lock:
             known = self._known.get(tip)
         if not self.retries.due(tip, self._time_ms()):
@@ -212,6 +227,7 @@ class TableStep:
                 committed = len(result.added)
                 log.info("%s: the table holds offsets below %s (%d files added)", tip,
                          covered, committed)
+                self._upkeep(table, snapshot_retention_ms, orphan_grace_ms)
             if failure is not None:
                 raise failure
         except Exception as exc:  # noqa: BLE001 - a table failure never fails the copy
@@ -275,6 +291,31 @@ class TableStep:
                                  log_start_offset=log_start_offset))
         return ReadyFile(written.partition, written.first_offset, written.last_offset,
                          written.data_file)
+
+    def _upkeep(self, table: _TopicTable, snapshot_retention_ms: int,
+                orphan_grace_ms: int) -> None:
+        """Expire the table's old snapshots and sweep its orphans, at most once per
+        UPKEEP_INTERVAL_MS per topic. Housekeeping: a failure is logged and the upkeep tried
+        again at the topic's next commit; the step goes on."""
+        now = self._time_ms()
+        with self._lock:
+            if now < table.upkeep_due_ms:
+                return
+            table.upkeep_due_ms = now + UPKEEP_INTERVAL_MS
+        upkeep = TableMaintenance(self.tier, self.catalog, table.identifier,
+                                  snapshot_retention_ms=snapshot_retention_ms,
+                                  orphan_grace_ms=orphan_grace_ms, time_ms=self._time_ms)
+        try:
+            report = self._bounded(f"{table.name}: expire snapshots, sweep orphans", upkeep.run)
+        except Exception as exc:  # noqa: BLE001 - housekeeping never fails the step
+            with self._lock:
+                table.upkeep_due_ms = 0
+            log.warning("%s: the table's upkeep failed (tried again at its next commit): %s",
+                        table.name, exc)
+            return
+        if report.expired_snapshots or report.deleted:
+            log.info("%s: expired %d snapshots, swept %d orphaned objects", table.name,
+                     report.expired_snapshots, len(report.deleted))
 
     # -- the table follows the log ---------------------------------------------------------
 
