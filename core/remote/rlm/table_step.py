@@ -40,13 +40,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.remote.api import TopicIdPartition
-from tierlog.remote.read.readable import ChainLink, segment_chain
-from tierlog.remote.read.transactions import aborted_txns, chain_end, last_stable_offset
 from tierlog.remote.rlm.backoff import ExponentialBackoff, RetrySchedule
 from tierlog.remote.rlm.deadline import RemoteCalls
+from tierlog.remote.table.build import convert_ready, ready_file, uncovered_links
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
-from tierlog.remote.table.convert import convert_link
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.maintenance import (
     DEFAULT_ORPHAN_GRACE_MS,
@@ -257,40 +255,16 @@ class TableStep:
         last stable offset (each link's transaction outcomes are then in the tier), in offset
         order, and the partition's start when the table covers nothing of it yet. A
         conversion that fails stops there and is returned; the files before it commit."""
-        chain = self._bounded(f"{tip}: read the segment chain",
-                              lambda: segment_chain(self.tier, tip))
-        if not chain:
-            return [], {}, None
-        stable = self._bounded(f"{tip}: read the tier's last stable offset",
-                               lambda: last_stable_offset(self.tier, tip, chain))
-        covered = coverage.end(tip.partition)
-        todo = [link for link in chain if link.last_offset < stable
-                and (covered is None or link.last_offset >= covered)]
-        if stable < chain_end(chain):
-            log.debug("%s: a transaction open at the tier's end stops the table at %d", tip,
-                      stable)
-        starts = {} if covered is not None else {tip.partition: chain[0].first_offset}
+        work = uncovered_links(self.tier, tip, coverage.end(tip.partition), call=self._bounded)
         ready: list[ReadyFile] = []
-        for link in todo:
+        for link in work.links:
             try:
-                ready.append(self._convert_link(iceberg, tip, chain, link, log_start_offset))
+                ready.append(ready_file(convert_ready(self.tier, iceberg, work, link,
+                                                      log_start_offset=log_start_offset,
+                                                      call=self._bounded)))
             except Exception as exc:  # noqa: BLE001 - the files before it still commit
-                return ready, starts, exc
-        return ready, starts, None
-
-    def _convert_link(self, iceberg: Table, tip: TopicIdPartition,
-                      chain: Sequence[ChainLink], link: ChainLink,
-                      log_start_offset: int) -> ReadyFile:
-        span = f"{link.first_offset}-{link.last_offset}"
-        aborted = self._bounded(
-            f"{tip}: read the aborted transactions of offsets {span}",
-            lambda: aborted_txns(self.tier, chain, link.first_offset, link.last_offset + 1))
-        written = self._bounded(
-            f"{tip}: convert segment {span} to a table file",
-            lambda: convert_link(self.tier, iceberg, tip, link, aborted_txns=aborted,
-                                 log_start_offset=log_start_offset))
-        return ReadyFile(written.partition, written.first_offset, written.last_offset,
-                         written.data_file)
+                return ready, work.starts, exc
+        return ready, work.starts, None
 
     def _upkeep(self, table: _TopicTable, snapshot_retention_ms: int,
                 orphan_grace_ms: int) -> None:
