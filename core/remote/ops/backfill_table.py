@@ -6,10 +6,11 @@ A backfill writes only topics no LogManager owns (their tables have no tiering r
 them): the table is the one record that a topic has one (the tier keeps no topic configs), so a
 topic whose table exists is updated and a topic without one is left alone (``tierlog table
 build`` starts one). Each partition's committed links above the table's covered end and below
-the tier's last stable offset are converted (``convert_link``) and committed in one snapshot
-per topic (``TableCommitter.commit``, which skips what another writer covered meanwhile), so a
-job committed by a crashed driver and rolled forward later is converted by the next job's
-update (or the build). Here on the driver, one link after another.
+the tier's last stable offset are converted (``tierlog.remote.table.build``, the rule the
+tiering run and ``tierlog table build`` share) and committed in one snapshot per topic
+(``TableCommitter.commit``, which skips what another writer covered meanwhile), so a job
+committed by a crashed driver and rolled forward later is converted by the next job's update (or
+the build). Here on the driver, one link after another.
 
 A failure is returned, never raised: the job's records are committed and visible whatever
 happens to the table, which then lags until the next backfill or build converts from its
@@ -52,11 +53,9 @@ def update_tables(tier: RemoteTier, tips: Iterable[TopicIdPartition]) -> str | N
 
 def _update(tier: RemoteTier, topic: str, topic_id: str,
             tips: list[TopicIdPartition]) -> None:
-    from tierlog.remote.read.readable import segment_chain
-    from tierlog.remote.read.transactions import aborted_txns, last_stable_offset
+    from tierlog.remote.table.build import convert_ready, ready_file, uncovered_links
     from tierlog.remote.table.catalog import TierCatalog
     from tierlog.remote.table.commit import ReadyFile, TableCommitter
-    from tierlog.remote.table.convert import convert_link
     from tierlog.remote.table.coverage import Coverage
     from tierlog.remote.table.schema import open_or_create_table, table_identifier
 
@@ -66,23 +65,12 @@ def _update(tier: RemoteTier, topic: str, topic_id: str,
     ready: list[ReadyFile] = []
     starts: dict[int, int] = {}
     for tip in sorted(tips, key=lambda t: t.partition):
-        chain = segment_chain(tier, tip)
-        if not chain:
-            continue
-        stable = last_stable_offset(tier, tip, chain)
-        covered = coverage.end(tip.partition)
-        if covered is None:
-            starts[tip.partition] = chain[0].first_offset
-        for link in chain:
-            if link.last_offset >= stable or (covered is not None
-                                              and link.last_offset < covered):
-                continue
-            written = convert_link(tier, table, tip, link,
-                                   aborted_txns=aborted_txns(tier, chain, link.first_offset,
-                                                             link.last_offset + 1),
-                                   log_start_offset=coverage.start.get(tip.partition, 0))
-            ready.append(ReadyFile(written.partition, written.first_offset,
-                                   written.last_offset, written.data_file))
+        work = uncovered_links(tier, tip, coverage.end(tip.partition))
+        starts.update(work.starts)
+        for link in work.links:
+            ready.append(ready_file(convert_ready(
+                tier, table, work, link,
+                log_start_offset=coverage.start.get(tip.partition, 0))))
     if ready:
         result = TableCommitter(catalog, table_identifier(topic, topic_id)).commit(
             ready, starts=starts)
