@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyiceberg.exceptions import NoSuchTableError
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 
 from tierlog.reader import READ_COMMITTED, RemoteTopicReader
 from tierlog.remote.read.readable import open_tier
-from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import load_topic_table
 from tierlog.remote.table.plan import TablePlan
 from tierlog.remote.table.schema import ABORTED, OFFSET, PARTITION, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
@@ -63,12 +63,14 @@ class _Range:
 @dataclass(frozen=True, slots=True)
 class _Planned:
     """A read's ranges (``ranges``), split between the table (``head``, with its files' URLs)
-    and the tail."""
+    and the tail. ``whole`` are the head's ranges whose every file lies inside the range:
+    their files are read without a row filter."""
 
     ranges: list[_Range]
     head: list[_Range]
     files: list[str]
     tail: list[_Range]
+    whole: dict[_Range, list[str]] = field(default_factory=dict)
 
 
 def table(spark: SparkSession, path: str, topic: str | None = None,
@@ -150,6 +152,7 @@ def _plan(o: TierlogOptions) -> _Planned:
     head: list[_Range] = []
     tail: list[_Range] = []
     files: list[str] = []
+    whole: dict[_Range, list[str]] = {}
     plans: dict[str, TablePlan | None] = {}
     for (topic, partition), wanted in sorted(ranges.items()):
         if topic not in plans:
@@ -160,27 +163,35 @@ def _plan(o: TierlogOptions) -> _Planned:
             continue
         parts = plan.split(partition, wanted.start, wanted.end)
         if parts.table:
-            head.append(_Range(topic, partition, parts.table.start, parts.table.stop))
-            files += [_spark_url(f.path) for f in
-                      plan.files(partition, parts.table.start, parts.table.stop)]
+            covered = _Range(topic, partition, parts.table.start, parts.table.stop)
+            head.append(covered)
+            planned = plan.files(partition, covered.start, covered.end)
+            files += [_spark_url(f.path) for f in planned]
+            if all(covered.start <= f.first_offset and f.last_offset < covered.end
+                   for f in planned):
+                whole[covered] = [_spark_url(f.path) for f in planned]
         if parts.tail:
             tail.append(_Range(topic, partition, parts.tail.start, parts.tail.stop))
     everything = list(ranges.values())
     if not files:  # nothing covered holds a row: the source reads it all
         return _Planned(everything, [], [], everything)
-    return _Planned(everything, head, files, tail)
+    return _Planned(everything, head, files, tail, whole)
 
 
 def _table_plan(tier: RemoteTier, topic: str, topic_id: str | None) -> TablePlan | None:
-    """The plan of the topic's table in the tier's catalog, at its current snapshot; None
+    """The plan of the topic's table (``load_topic_table``), at its current snapshot; None
     when the topic has none (or it cannot be planned: then a warning, and the source reads
     the topic)."""
     tips = topic_partitions(tier, topic, topic_id)
     if not tips:
         return None
-    identifier = table_identifier(topic, next(iter(tips.values())).topic_id)
+    incarnation = next(iter(tips.values())).topic_id
+    identifier = table_identifier(topic, incarnation)
     try:
-        plan = TablePlan.of(TierCatalog(tier).load_table(identifier))
+        table = load_topic_table(tier, topic, incarnation)
+        if table is None:
+            return None
+        plan = TablePlan.of(table)
     except NoSuchTableError:
         return None
     except Exception as exc:  # noqa: BLE001 - any table failure leaves the segments to read
@@ -221,20 +232,37 @@ def _unreachable(spark: SparkSession, url: str) -> str | None:
 def _head(spark: SparkSession, planned: _Planned, o: TierlogOptions, schema: StructType
           ) -> DataFrame:
     """The covered ranges, read from the planned files by Spark's Parquet reader, filtered to
-    the ranges (and to committed rows under read_committed), as the source's columns."""
-    with _conf(spark, LISTING_THRESHOLD, _DRIVER_LISTING):
-        files = spark.read.parquet(*sorted(set(planned.files)))
-    wanted = _ranges_predicate(planned.head)
+    the ranges (and to committed rows under read_committed), as the source's columns.
+
+    The files of a range they lie wholly inside (a whole partition, as a read from the log
+    start to the end usually is) need no range filter: each file holds one partition's rows.
+    Left out, the scan reads only the columns a query uses (the filter would read ``topic``,
+    ``partition`` and ``offset`` of every row: 1.1 s against 0.6 s for a selective count of
+    2 M rows, bench_table)."""
+    whole = sorted({url for urls in planned.whole.values() for url in urls})
+    trimmed = [r for r in planned.head if r not in planned.whole]
+    parts: list[DataFrame] = []
+    if whole:
+        parts.append(_parquet(spark, whole))
+    if trimmed:
+        rest = sorted(set(planned.files) - set(whole))
+        parts.append(_parquet(spark, rest).where(_ranges_predicate(trimmed)))
+    files = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     if o.isolation_level == READ_COMMITTED:
-        wanted = wanted & ~F.col(ABORTED)
-    return files.where(wanted).select(
-        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+        files = files.where(~F.col(ABORTED))
+    return files.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _parquet(spark: SparkSession, urls: Sequence[str]) -> DataFrame:
+    """``spark.read.parquet`` of ``urls``, listed on the driver (no listing job)."""
+    with _conf(spark, LISTING_THRESHOLD, _DRIVER_LISTING):
+        return spark.read.parquet(*urls)
 
 
 def _ranges_predicate(ranges: Sequence[_Range]) -> Column:
     """``topic = t AND partition = p AND offset >= a AND offset < b``, OR-ed over ``ranges``
-    (the filter stays when whole files match: a log start may have moved past a file's
-    first rows since)."""
+    (those with a file reaching outside them: a log start inside a file, a read of part of a
+    partition)."""
     terms = [(F.col("topic") == r.topic) & (F.col(PARTITION) == r.partition)
              & (F.col(OFFSET) >= r.start) & (F.col(OFFSET) < r.end) for r in ranges]
     wanted = terms[0]
