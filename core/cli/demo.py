@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +37,8 @@ from tierlog.log.log import Log
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.record import Record
 from tierlog.remote.rlm.remote_reader import topic_id_partition
-from tierlog.remote.tier.layout import partition_dir_name
+from tierlog.remote.rlm.rlm import TierResult
+from tierlog.remote.tier.layout import partition_dir_name, table_key
 from tierlog.remote.tier.tail_manifest import read_tail_manifest
 
 TOPIC = "demo"
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                                                // (PARTITIONS * SEGMENTS_PER_PARTITION)))
     topic_config = {"remote.storage.enable": "true", "segment.bytes": segment_bytes,
                     "local.retention.bytes": 2 * segment_bytes, "file.delete.delay.ms": 0,
-                    "remote.log.tail.ms": 1000}
+                    "remote.log.tail.ms": 1000, "remote.log.table.enable": "true"}
     topic_config = {k: v for k, v in topic_config.items() if k not in st.config}
     started = time.perf_counter()
     mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False)
@@ -107,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
             results = tier_with_progress(mgr, quiet=args.quiet)
             if print_tier_summary(mgr, results, reported):
                 return 1
+        if not _print_table_summary(results):
+            return 1
         _publish_tails(mgr)
         _read_old_offsets(mgr, produced.start_ts)
         in_tier = _read_everything(mgr, produced, quiet=args.quiet)
@@ -176,6 +181,23 @@ def _remove_earlier_remote_topic(mgr: LogManager, topic_id: str) -> None:
             print(f"Removing {tip.topic}-{tip.partition} of an earlier demo run (topic id "
                   f"{tip.topic_id}) from the remote tier")
             tier.fs.rm(tier.path(partition_dir_name(tip)), recursive=True)
+            table = tier.path(table_key(tip.topic, tip.topic_id))
+            if tier.fs.exists(table):  # its table too (one per topic id)
+                tier.fs.rm(table, recursive=True)
+
+
+def _print_table_summary(results: Mapping[str, tuple[TierResult, int, int]]) -> bool:
+    """One line: the offsets the topic's table covers per partition after tiering (the table
+    step ran in the same run); its errors on stderr. Returns whether there were none."""
+    covered = {name: r.table_covered for name, (r, _, _) in sorted(results.items())
+               if name.startswith(f"{TOPIC}-")}
+    errors = [e for r, _, _ in results.values() for e in r.table_errors]
+    for error in errors:
+        print(f"tierlog: error: topic table: {error}", file=sys.stderr)
+    print("Topic table (remote.log.table.enable=true): one Parquet file per tiered segment, "
+          "committed to the topic's Iceberg table in the tier; it covers offsets below "
+          + ", ".join(f"{end} in {name}" for name, end in covered.items()) + ".")
+    return not errors
 
 
 @dataclass

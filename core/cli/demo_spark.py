@@ -80,13 +80,48 @@ def run_spark_queries(url: str, storage_options: Mapping[str, Any], topic: str,
         print(f"Spark counted {counted:,} committed records in the remote tier in "
               f"{time.perf_counter() - began:.1f}s; the engine reads {expected:,} below the "
               f"highest tiered offset: {verdict}.")
+        same = table_path_query(spark, url, storage_options, topic)
         streamed = True
         if open_manager is not None:
             streamed = stream_new_records(spark, url, storage_options, topic, open_manager)
         backfilled = backfill_topic(spark, url, storage_options, f"{topic}-backfill")
     finally:
         spark.stop()
-    return counted == expected and streamed and backfilled
+    return counted == expected and same and streamed and backfilled
+
+
+def table_path_query(spark: SparkSession, url: str, storage_options: Mapping[str, Any],
+                     topic: str) -> bool:
+    """The per-partition query on the table path (``tierlog.spark.register_views``: Spark's
+    own Parquet reader over the offsets the topic's table covers, the ``tierlog`` source for
+    the tail beyond it) beside the same query on ``spark.read.format("tierlog")`` alone, each
+    timed (the faster of two runs); returns whether both give the same rows."""
+    import tierlog.spark
+
+    options = {"isolation.level": "read_committed",
+               **{f"storage.{k}": _option_text(v) for k, v in storage_options.items()}}
+    print("\nThe topic's table: tierlog.spark.register_views(spark, url, ['demo'], "
+          "prefix='table_') reads the offsets the table covers with Spark's own Parquet "
+          "reader, the tail with the tierlog source:")
+    view = tierlog.spark.register_views(spark, url, [topic], prefix="table_", **options)[topic]
+    source = spark.read.format("tierlog").options(path=url, subscribe=topic, **options).load()
+    source.createOrReplaceTempView("source_demo")
+    timed: dict[str, tuple[float, list[Any]]] = {}
+    for name in (view, "source_demo"):
+        best = float("inf")
+        for _ in range(2):  # a new DataFrame each time: a second collect() reuses its shuffle
+            began = time.perf_counter()
+            rows = spark.sql(PER_PARTITION_SQL.replace("FROM demo ", f"FROM {name} ")).collect()
+            best = min(best, time.perf_counter() - began)
+        timed[name] = (best, rows)
+    print(PER_PARTITION_SQL.replace("FROM demo ", f"FROM {view} ").strip())
+    spark.createDataFrame(timed[view][1]).show(truncate=False)
+    same = timed[view][1] == timed["source_demo"][1]
+    print(f"Spark SQL on the table path ({view}): {timed[view][0]:.2f}s; the same query on "
+          f"spark.read.format('tierlog'): {timed['source_demo'][0]:.2f}s "
+          f"({timed['source_demo'][0] / timed[view][0]:.1f}x); "
+          f"{'the same rows' if same else 'DIFFERENT ROWS'}.")
+    return same
 
 
 def stream_new_records(spark: SparkSession, url: str, storage_options: Mapping[str, Any], topic: str,

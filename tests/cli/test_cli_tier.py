@@ -77,6 +77,8 @@ def test_demo_small_without_spark(tmp_path: Path, s3_options: dict[str, str]) ->
     # However many tails the scheduler published before the demo's own call, it says so.
     assert "the tier holds 3 of 3 partitions up to the high watermark (" in out
     assert "readers of the tier see everything" in out
+    # The demo's topic has a table: every tiered offset of each partition is in it.
+    assert "Topic table (remote.log.table.enable=true)" in out and " in demo-2." in out
     data = tmp_path / "demo-data"
     assert (data / ".tierlog-demo").is_file()
     # The data dir remembers its tier, every storage option but the secrets.
