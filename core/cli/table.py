@@ -1,0 +1,152 @@
+"""``tierlog table``: a topic's Iceberg table in its tier. ``build`` converts every committed
+segment the table does not cover yet (``tierlog.remote.table.build``; with ``--spark`` the
+conversions run on Spark's executors), resumable and exactly once, with a progress bar over
+the links and their bytes and a summary line; ``show`` prints the table's current snapshot:
+per partition its start, covered end, files, rows and bytes (``--json``: one JSON object).
+The tier and its storage options are found as every command finds them
+(``tierlog.cli._tier_options``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tierlog.cli._common import CliError, Subcommands, human_bytes, plural, progress_bar, settings
+from tierlog.cli._tier_options import tier_options
+from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.remote.tier.object_store import RemoteTier
+
+
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "table", parents=[common], help="build or show a topic's Iceberg table in the tier",
+        description="A topic's Iceberg table in the remote tier at URL (_tables/ beside its "
+                    "segments). 'build' converts each committed segment the table does not "
+                    "cover yet, below the tier's last stable offset, and commits them in "
+                    "batches: a rerun continues where a stopped one left off, and no row is "
+                    "ever added twice. 'show' prints the table's current snapshot.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = actions.add_parser(
+        "build", help="convert the segments the table does not cover yet",
+        description="Create the topic's table if it has none and convert every committed "
+                    "segment above its covered end and below the tier's last stable offset, "
+                    "committing every --batch-links segments.")
+    _tier_arguments(build)
+    build.add_argument("--spark", action="store_true",
+                       help="convert on Spark's executors (a local SparkSession; needs "
+                            "tierlog[spark])")
+    build.add_argument("--batch-links", type=int, default=None, metavar="N",
+                       help="commit after every N converted segments (default 64)")
+    build.add_argument("--quiet", action="store_true", help="no progress bar")
+    build.set_defaults(func=run_build)
+    show = actions.add_parser("show", help="print the table's current snapshot",
+                              description="The table's current snapshot: per partition its "
+                                          "start, covered end, files, rows and bytes.")
+    _tier_arguments(show)
+    show.add_argument("--json", action="store_true", help="print it as one JSON object")
+    show.set_defaults(func=run_show)
+
+
+def _tier_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", nargs="?", default=None,
+                        help="the tier: s3://bucket/prefix, file:///dir or a path (default: "
+                             "remote.storage.url of the settings)")
+    parser.add_argument("--topic", required=True, metavar="T", help="the topic")
+    parser.add_argument("--topic-id", default=None, metavar="ID",
+                        help="the topic's incarnation (default: the newest in the tier)")
+    parser.add_argument("--option", "--storage-option", "-o", dest="option", action="append",
+                        metavar="KEY=VALUE",
+                        help="a storage option of the tier (endpoint_url, key, secret, region, "
+                             "...; repeatable)")
+
+
+def _open_tier(args: argparse.Namespace, purpose: str) -> RemoteTier:
+    from tierlog.remote.ops.scrub import open_storage
+
+    tier = tier_options(settings(args), args.url, args.option, purpose=purpose)
+    storage: Any = open_storage(tier.url, tier.options, manager=tier.manager)
+    opened: RemoteTier = storage.tier
+    return opened
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from tierlog.remote.table.build import DEFAULT_BATCH_LINKS, BuildProgress, build_table
+
+    tier = _open_tier(args, "build a table in")
+    batch = DEFAULT_BATCH_LINKS if args.batch_links is None else args.batch_links
+    if batch < 1:
+        raise CliError(f"--batch-links must be at least 1, got {batch}")
+    with progress_bar(desc="table build", unit="B", unit_scale=True, quiet=args.quiet) as bar:
+        def progress(step: BuildProgress) -> None:
+            bar.total = step.bytes_total
+            bar.set_postfix_str(f"{step.links_done}/{step.links_total} segments, "
+                                f"p{step.tip.partition}@{step.link.last_offset}", refresh=False)
+            bar.update(step.bytes_done - bar.n)
+        try:
+            if args.spark:
+                from tierlog.spark.convert_job import build_table_on_spark
+
+                report = build_table_on_spark(tier, args.topic, topic_id=args.topic_id,
+                                              progress=progress, batch_links=batch)
+            else:
+                report = build_table(tier, args.topic, topic_id=args.topic_id,
+                                     progress=progress, batch_links=batch)
+        except UnknownTopicOrPartitionError as exc:
+            raise CliError(f"no topic to build a table of: {exc}") from exc
+    covered = ", ".join(f"p{p}<{o}" for p, o in sorted(report.covered.items())) or "nothing"
+    print(f"{report.table}: {plural(report.links, 'segment')} converted "
+          f"({plural(report.records, 'row')}, {human_bytes(report.segment_bytes)} of segments), "
+          f"{plural(report.committed, 'file')} added in {plural(report.commits, 'commit')}"
+          + (f", {report.skipped} already covered" if report.skipped else "")
+          + f"; snapshot {report.snapshot_id}, covered {covered}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from tierlog.remote.ops.restore_table import has_table
+    from tierlog.remote.table.catalog import TierCatalog
+    from tierlog.remote.table.commit import current_files
+    from tierlog.remote.table.coverage import Coverage
+    from tierlog.remote.table.schema import table_identifier
+    from tierlog.remote.tier.topics import topic_partitions
+
+    tier = _open_tier(args, "show a table of")
+    tips = topic_partitions(tier, args.topic, args.topic_id)
+    topic_id = args.topic_id or (next(iter(tips.values())).topic_id if tips else None)
+    if topic_id is None:
+        raise CliError(f"{args.topic}: the tier at {tier.root} holds no partition of it")
+    if not has_table(tier, args.topic, topic_id):
+        raise CliError(f"{args.topic} (topic id {topic_id}) has no table in the tier; "
+                       f"'tierlog table build' makes one")
+    table = TierCatalog(tier).load_table(table_identifier(args.topic, topic_id))
+    name = ".".join(table.name())
+    snapshot = table.current_snapshot()
+    coverage = Coverage.of_snapshot(snapshot, name)
+    partitions: dict[int, dict[str, Any]] = {
+        p: {"start": coverage.start.get(p), "covered": coverage.end(p), "files": 0, "rows": 0,
+            "bytes": 0}
+        for p in sorted({*tips, *coverage.covered})}
+    for f in current_files(table):
+        entry = partitions[f.partition]
+        entry["files"] += 1
+        entry["rows"] += f.data_file.record_count
+        entry["bytes"] += f.data_file.file_size_in_bytes
+    shown = {"table": name, "location": table.location(),
+             "snapshot_id": None if snapshot is None else snapshot.snapshot_id,
+             "partitions": {str(p): e for p, e in partitions.items()}}
+    if args.json:
+        print(json.dumps(shown))
+        return 0
+    print(f"{name}  snapshot {shown['snapshot_id']}  {table.location()}")
+    print(f"{'partition':>9} {'start':>12} {'covered':>12} {'files':>7} {'rows':>12} "
+          f"{'bytes':>10}")
+    for p, e in partitions.items():
+        print(f"{p:>9} {_or_dash(e['start']):>12} {_or_dash(e['covered']):>12} "
+              f"{e['files']:>7,} {e['rows']:>12,} {human_bytes(e['bytes']):>10}")
+    return 0
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
