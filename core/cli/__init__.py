@@ -44,6 +44,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "demo", "run the end-to-end tiered storage demo"),
     ("serve", "serve", "serve the data dirs to Kafka clients (Kafka's wire protocol)"),
     ("scrub", "scrub", "check (and repair) a remote tier"),
+    ("table", "table", "build or show a topic's Iceberg table in the tier"),
     ("metrics", "metrics", "print a snapshot of the storage metrics"),
 )
 
