@@ -20,7 +20,7 @@ tiering run, a backfill, a second build) covered meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -123,6 +123,30 @@ def ready_file(written: TableFile) -> ReadyFile:
 
 
 @dataclass(frozen=True, slots=True)
+class LinkJob:
+    """One link a build converts."""
+
+    work: PartitionWork
+    link: ChainLink
+    log_start_offset: int
+    """Rows below it are left out (the tier's log start offset, or the table's start)."""
+
+
+#: How a build converts a batch of links: ``converter(table, jobs)`` yields each job's
+#: published file, in the jobs' order (lazily or all at once: the build reports progress per
+#: file and commits the batch once every file is in).
+Converter = Callable[[Table, Sequence[LinkJob]], Iterable[TableFile]]
+
+
+def _local_converter(tier: RemoteTier) -> Converter:
+    """Convert in this process, one link after another."""
+    def convert(table: Table, jobs: Sequence[LinkJob]) -> Iterable[TableFile]:
+        return (convert_ready(tier, table, j.work, j.link, log_start_offset=j.log_start_offset)
+                for j in jobs)
+    return convert
+
+
+@dataclass(frozen=True, slots=True)
 class BuildProgress:
     """Where a build is, after each converted link (for a progress bar)."""
 
@@ -165,15 +189,17 @@ def build_table(tier: RemoteTier, topic: str, *, topic_id: str | None = None,
                 catalog: Catalog | None = None,
                 progress: Callable[[BuildProgress], None] | None = None,
                 batch_links: int = DEFAULT_BATCH_LINKS, batch_bytes: int = DEFAULT_BATCH_BYTES,
-                max_links: int | None = None) -> BuildReport:
+                max_links: int | None = None, converter: Converter | None = None
+                ) -> BuildReport:
     """Open (or create) the table of ``topic`` in ``tier`` (the incarnation ``topic_id``; by
     default the newest) in ``catalog`` (default: the tier's own ``TierCatalog``) and convert
     and commit every link of its partitions the table does not cover yet below the tier's last
     stable offset, committing every ``batch_links`` links or ``batch_bytes`` segment bytes.
-    ``max_links`` stops after that many conversions (committed first). Resumable and exactly
-    once (see the module docstring). UnknownTopicOrPartitionError when the tier holds no
-    partition of the topic; a failed conversion or commit raises, the batches before it stay
-    committed."""
+    ``max_links`` stops after that many conversions (committed first); ``converter`` converts
+    each batch (default: here, one link after another; ``tierlog.spark.convert_job`` runs them
+    on Spark's executors). Resumable and exactly once (see the module docstring).
+    UnknownTopicOrPartitionError when the tier holds no partition of the topic; a failed
+    conversion or commit raises, the batches before it stay committed."""
     if batch_links < 1 or batch_bytes < 1:
         raise ValueError(f"batch_links and batch_bytes must be positive, got {batch_links} "
                          f"and {batch_bytes}")
@@ -190,38 +216,28 @@ def build_table(tier: RemoteTier, topic: str, *, topic_id: str | None = None,
     coverage = Coverage.of_snapshot(table.current_snapshot(), name)
     metadata = RemoteLogMetadataManager(tier)
     work = [uncovered_links(tier, tip, coverage.end(tip.partition)) for tip in tips]
+    jobs = [LinkJob(w, link, max(metadata.log_start_offset(w.tip) or 0,
+                                 coverage.start.get(w.tip.partition, 0)))
+            for w in work for link in w.links]
+    todo = jobs if max_links is None else jobs[:max(0, max_links)]
     report = BuildReport(name)
-    links_total = sum(len(w.links) for w in work)
-    if max_links is not None:
-        links_total = min(links_total, max_links)
-    bytes_total = _bytes([link for w in work for link in w.links][:links_total])
+    bytes_total = sum(j.link.segment.segment_size_in_bytes for j in todo)
     committer = TableCommitter(catalog, table_identifier(topic, topic_id))
-    pending: list[ReadyFile] = []
-    starts: dict[int, int] = {}
-    pending_bytes = 0
-    for w in work:
-        log_start = max(metadata.log_start_offset(w.tip) or 0,
-                        coverage.start.get(w.tip.partition, 0))
-        for link in w.links:
-            if report.links == links_total:
-                break
-            written = convert_ready(tier, table, w, link, log_start_offset=log_start)
+    convert = converter if converter is not None else _local_converter(tier)
+    for batch in _batches(todo, batch_links, batch_bytes):
+        pending: list[ReadyFile] = []
+        starts: dict[int, int] = {}
+        for job, written in zip(batch, convert(table, batch), strict=True):
             pending.append(ready_file(written))
-            starts.update(w.starts)
-            size = link.segment.segment_size_in_bytes
+            starts.update(job.work.starts)
             report.links += 1
             report.records += written.records
-            report.segment_bytes += size
-            pending_bytes += size
+            report.segment_bytes += job.link.segment.segment_size_in_bytes
             if progress is not None:
-                progress(BuildProgress(w.tip, link, report.links, links_total,
+                progress(BuildProgress(job.work.tip, job.link, report.links, len(todo),
                                        report.segment_bytes, bytes_total))
-            if len(pending) >= batch_links or pending_bytes >= batch_bytes:
-                _commit(committer, pending, starts, report)
-                pending, starts, pending_bytes = [], {}, 0
-    if pending:
         _commit(committer, pending, starts, report)
-    report.remaining = sum(len(w.links) for w in work) - report.links
+    report.remaining = len(jobs) - report.links
     final = catalog.load_table(committer.identifier).current_snapshot()
     report.snapshot_id = None if final is None else final.snapshot_id
     report.covered = dict(Coverage.of_snapshot(final, name).covered)
@@ -243,10 +259,21 @@ def _commit(committer: TableCommitter, files: list[ReadyFile], starts: dict[int,
     return result
 
 
-def _bytes(links: Sequence[ChainLink]) -> int:
-    return sum(link.segment.segment_size_in_bytes for link in links)
+def _batches(jobs: Sequence[LinkJob], links: int, size: int) -> Iterable[Sequence[LinkJob]]:
+    """``jobs`` cut into batches of at most ``links`` links, each closed once its segments
+    reach ``size`` bytes."""
+    batch: list[LinkJob] = []
+    batch_bytes = 0
+    for job in jobs:
+        batch.append(job)
+        batch_bytes += job.link.segment.segment_size_in_bytes
+        if len(batch) >= links or batch_bytes >= size:
+            yield batch
+            batch, batch_bytes = [], 0
+    if batch:
+        yield batch
 
 
 __all__ = ["DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_LINKS", "BuildProgress", "BuildReport", "Call",
-           "PartitionWork", "build_table", "convert_ready", "direct_call", "ready_file",
+           "Converter", "LinkJob", "PartitionWork", "build_table", "convert_ready", "direct_call", "ready_file",
            "uncovered_links"]
