@@ -26,7 +26,13 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                     "segments). 'build' converts each committed segment the table does not "
                     "cover yet, below the tier's last stable offset, and commits them in "
                     "batches: a rerun continues where a stopped one left off, and no row is "
-                    "ever added twice. 'show' prints the table's current snapshot.")
+                    "ever added twice. 'show' prints the table's current snapshot.",
+        epilog="usage of the actions:\n"
+               "  tierlog table build [URL] --topic T [--topic-id ID] [--spark] "
+               "[--batch-links N] [--option KEY=VALUE] [--quiet]\n"
+               "  tierlog table show [URL] --topic T [--topic-id ID] [--option KEY=VALUE] "
+               "[--json]",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = actions.add_parser(
         "build", help="convert the segments the table does not cover yet",

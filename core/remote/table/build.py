@@ -20,9 +20,9 @@ tiering run, a backfill, a second build) covered meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -185,16 +185,18 @@ class BuildReport:
     """Uncovered links left (a build stopped by ``max_links``)."""
 
 
-def build_table(tier: RemoteTier, topic: str, *, topic_id: str | None = None,
+def build_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = None,
+                storage_options: Mapping[str, Any] | None = None,
                 catalog: Catalog | None = None,
                 progress: Callable[[BuildProgress], None] | None = None,
                 batch_links: int = DEFAULT_BATCH_LINKS, batch_bytes: int = DEFAULT_BATCH_BYTES,
                 max_links: int | None = None, converter: Converter | None = None
                 ) -> BuildReport:
-    """Open (or create) the table of ``topic`` in ``tier`` (the incarnation ``topic_id``; by
-    default the newest) in ``catalog`` (default: the tier's own ``TierCatalog``) and convert
-    and commit every link of its partitions the table does not cover yet below the tier's last
-    stable offset, committing every ``batch_links`` links or ``batch_bytes`` segment bytes.
+    """Open (or create) the table of ``topic`` in ``tier`` (a RemoteTier, or its URL with its
+    ``storage_options``; the incarnation ``topic_id``, by default the newest) in ``catalog``
+    (default: the tier's own ``TierCatalog``) and convert and commit every link of its
+    partitions the table does not cover yet below the tier's last stable offset, committing
+    every ``batch_links`` links or ``batch_bytes`` segment bytes.
     ``max_links`` stops after that many conversions (committed first); ``converter`` converts
     each batch (default: here, one link after another; ``tierlog.spark.convert_job`` runs them
     on Spark's executors). Resumable and exactly once (see the module docstring).
@@ -203,6 +205,10 @@ def build_table(tier: RemoteTier, topic: str, *, topic_id: str | None = None,
     if batch_links < 1 or batch_bytes < 1:
         raise ValueError(f"batch_links and batch_bytes must be positive, got {batch_links} "
                          f"and {batch_bytes}")
+    if isinstance(tier, str):
+        from tierlog.remote.ops.scrub import open_storage
+
+        tier = open_storage(tier, storage_options).tier
     partitions = topic_partitions(tier, topic, topic_id)
     if not partitions:
         which = f" (topic id {topic_id})" if topic_id else ""
