@@ -274,6 +274,12 @@ class TableCoverageError(TierlogError, ValueError):
     names the partition and the offsets. Nothing is committed."""
 
 
+class TableCatalogRequiredError(ConfigError):
+    """A change of a topic table that a user's catalog owns (its ``_pointer.json`` names the
+    catalog), asked of a writer not given that catalog's ``remote.log.table.catalog.*``
+    properties (a CLI over a bare bucket); names the catalog and the table. Nothing changes."""
+
+
 class TableChainError(TableCoverageError):
     """A file offered to a topic table (``tierlog.remote.table.commit``) that does not continue
     its partition's coverage: it starts past the covered end (a gap), overlaps offsets the

@@ -648,7 +648,8 @@ class LogManager:
                     partition_log.roll()  # the prefix closed at the cut, snapshot there
                 forked.extend(filter(None, [commit_cut_prefix(rlm, partition_log, state)]))
             # The topic's table follows the cut before the segments above it leave the tier.
-            cut_tables(tier_of(rlm.rlmm) or tier_of(rlm.rsm), list(states.values()))
+            cut_tables(tier_of(rlm.rlmm) or tier_of(rlm.rsm), list(states.values()),
+                       topic_config.table_catalog_properties)
             cut_tier(rlm.rlmm, rlm.rsm, list(states.values()), time_ms=self._time_ms)
 
         try:

@@ -30,7 +30,7 @@ from tierlog.errors import TierlogError
 from tierlog.reader._planner import PartitionPlanner, PartitionRequest
 from tierlog.records.arrow.schema import TIMESTAMP_TYPE
 from tierlog.remote.read.split import READ_COMMITTED
-from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import load_topic_table
 from tierlog.remote.table.naming import DataFileName
 from tierlog.remote.table.plan import TablePlan
 from tierlog.remote.table.schema import (
@@ -78,11 +78,13 @@ class TableRead:
     def open(cls, tier: RemoteTier, topic: str, topic_id: str, *, batch_rows: int
              ) -> TableRead:
         """The read of ``topic`` (incarnation ``topic_id``) through the current snapshot of its
-        table in ``tier`` (the tier's own catalog); a read of the segments alone when it has no
+        table in ``tier`` (the tier's own catalog, or a user catalog's through its pointer); a read of the segments alone when it has no
         table, and, with a warning, when the table cannot be opened or planned."""
         read = cls(tier, topic, topic_id, None, batch_rows=batch_rows)
         try:
-            table = TierCatalog(tier).load_table(table_identifier(topic, topic_id))
+            table = load_topic_table(tier, topic, topic_id)
+            if table is None:
+                raise NoSuchTableError(read._name)
             read.plan = TablePlan.of(table)
         except NoSuchTableError:
             log.debug("%s: no table; reading the segments", read._name)

@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 
 from tierlog.reader import READ_COMMITTED, RemoteTopicReader
 from tierlog.remote.read.readable import open_tier
-from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import load_topic_table
 from tierlog.remote.table.plan import TablePlan
 from tierlog.remote.table.schema import ABORTED, OFFSET, PARTITION, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
@@ -179,15 +179,19 @@ def _plan(o: TierlogOptions) -> _Planned:
 
 
 def _table_plan(tier: RemoteTier, topic: str, topic_id: str | None) -> TablePlan | None:
-    """The plan of the topic's table in the tier's catalog, at its current snapshot; None
+    """The plan of the topic's table (``load_topic_table``), at its current snapshot; None
     when the topic has none (or it cannot be planned: then a warning, and the source reads
     the topic)."""
     tips = topic_partitions(tier, topic, topic_id)
     if not tips:
         return None
-    identifier = table_identifier(topic, next(iter(tips.values())).topic_id)
+    incarnation = next(iter(tips.values())).topic_id
+    identifier = table_identifier(topic, incarnation)
     try:
-        plan = TablePlan.of(TierCatalog(tier).load_table(identifier))
+        table = load_topic_table(tier, topic, incarnation)
+        if table is None:
+            return None
+        plan = TablePlan.of(table)
     except NoSuchTableError:
         return None
     except Exception as exc:  # noqa: BLE001 - any table failure leaves the segments to read

@@ -54,13 +54,14 @@ def update_tables(tier: RemoteTier, tips: Iterable[TopicIdPartition]) -> str | N
 def _update(tier: RemoteTier, topic: str, topic_id: str,
             tips: list[TopicIdPartition]) -> None:
     from tierlog.remote.table.build import convert_ready, ready_file, uncovered_links
-    from tierlog.remote.table.catalog import TierCatalog
+    from tierlog.remote.table.catalogs import open_topic_table, writer_catalog
     from tierlog.remote.table.commit import ReadyFile, TableCommitter
     from tierlog.remote.table.coverage import Coverage
-    from tierlog.remote.table.schema import open_or_create_table, table_identifier
+    from tierlog.remote.table.schema import table_identifier
 
-    catalog = TierCatalog(tier)
-    table = open_or_create_table(catalog, topic, topic_id)
+    # A user catalog's table: TableCatalogRequiredError (the job knows no topic config).
+    catalog = writer_catalog(tier, topic, topic_id)
+    table = open_topic_table(tier, catalog, topic, topic_id)
     coverage = Coverage.of_snapshot(table.current_snapshot(), ".".join(table.name()))
     ready: list[ReadyFile] = []
     starts: dict[int, int] = {}

@@ -18,7 +18,7 @@ table: the new topic id has none; ``tierlog table build`` fills one when asked.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tierlog.remote.tier.layout import TABLES_DIR
@@ -38,21 +38,25 @@ def has_table(tier: RemoteTier, topic: str, topic_id: str) -> bool:
     return f"{topic}-{topic_id}" in tier.list_names(tier.path(TABLES_DIR), dirs=True)
 
 
-def cut_tables(tier: RemoteTier | None, restores: Sequence[PartitionRestore]) -> None:
+def cut_tables(tier: RemoteTier | None, restores: Sequence[PartitionRestore],
+               catalog_properties: Mapping[str, str] | None = None) -> None:
     """Cut the table of the restored topic (``restores``: its partitions' plans, their
     prefixes committed to the tier) at each partition's cut; nothing when the tier holds no
     table of it. Raises what the committer raises (TableChainError, TableCommitConflictError,
-    RemoteStorageError), so the restore stops before the tier is cut."""
+    RemoteStorageError), so the restore stops before the tier is cut. ``catalog_properties``:
+    the topic's ``remote.log.table.catalog.*`` (none given: a user catalog's table is refused
+    with TableCatalogRequiredError)."""
     if tier is None or not restores:
         return
     tip = restores[0].tip
     if not has_table(tier, tip.topic, tip.topic_id):
         return
-    from tierlog.remote.table.catalog import TierCatalog
+    from tierlog.remote.table.catalogs import writer_catalog
     from tierlog.remote.table.commit import TableCommitter
     from tierlog.remote.table.schema import table_identifier
 
-    catalog = TierCatalog(tier)
+    # A user catalog's table (its pointer exists): TableCatalogRequiredError, nothing cut.
+    catalog = writer_catalog(tier, tip.topic, tip.topic_id, catalog_properties)
     committer = TableCommitter(catalog, table_identifier(tip.topic, tip.topic_id))
     for state in sorted(restores, key=lambda s: s.tip.partition):
         result = committer.cut(state.tip.partition, state.cut,

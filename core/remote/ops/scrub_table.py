@@ -22,7 +22,8 @@ file again (``convert_link``, the
 tiering run's own conversion) and puts the files in the table in one snapshot per topic
 (``TableCommitter.repair``: the damaged DataFile replaced, a missing one added, coverage
 unchanged). A link whose segment cannot be converted (its ``.log`` is damaged) is noted and
-left; tiling problems and stray files need a human. Only the tier's own catalog is scrubbed.
+left; tiling problems and stray files need a human. A user catalog's table is checked at the
+snapshot its ``_pointer.json`` names; its repair, which needs that catalog, is refused (a note).
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.exceptions import NoSuchTableError
 
 from tierlog.errors import (
     CorruptRecordError,
     CorruptRemoteMetadataError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
+    TableCatalogRequiredError,
     TableChainError,
     TableCommitConflictError,
 )
@@ -49,7 +52,7 @@ from tierlog.remote.ops.backfill_visibility import JobVisibility
 from tierlog.remote.ops.scrub_report import Finding, FindingKind, Repair, ScrubReport
 from tierlog.remote.read.readable import ChainLink, segment_chain
 from tierlog.remote.read.transactions import aborted_txns, last_stable_offset
-from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import load_topic_table, writer_catalog
 from tierlog.remote.table.commit import CurrentFile, ReadyFile, TableCommitter, current_files
 from tierlog.remote.table.convert import (
     KV_FIRST_OFFSET,
@@ -101,7 +104,6 @@ class TableScrubber:
         self._deep = deep
         self._repair = repair
         self._jobs = jobs
-        self._catalog = TierCatalog(tier)
 
     def _find(self, finding: Finding) -> Finding:
         self._report.findings.append(finding)
@@ -113,7 +115,10 @@ class TableScrubber:
         name = ".".join(identifier)
         location = self._tier.path(table_key(topic, topic_id))
         try:
-            table = self._catalog.load_table(identifier)
+            found = load_topic_table(self._tier, topic, topic_id)
+            if found is None:
+                raise NoSuchTableError(f"no table at {location}")
+            table = found
             coverage = Coverage.of_snapshot(table.current_snapshot(), name)
             files = current_files(table)
         except (CorruptRemoteMetadataError, RemoteStorageError) as exc:
@@ -287,7 +292,12 @@ class TableScrubber:
     def _repair_files(self, topic: str, topic_id: str, damaged: list[_Damaged]) -> None:
         """Convert each damaged link again and put the files in the table in one snapshot."""
         identifier = table_identifier(topic, topic_id)
-        table = self._catalog.load_table(identifier)
+        try:
+            catalog = writer_catalog(self._tier, topic, topic_id)
+        except TableCatalogRequiredError as exc:
+            self._note(f"table {'.'.join(identifier)}: not repaired: {exc}")
+            return
+        table = catalog.load_table(identifier)
         coverage = Coverage.of_snapshot(table.current_snapshot(), ".".join(identifier))
         ready: list[tuple[ReadyFile, _Damaged]] = []
         chains: dict[TopicIdPartition, list[ChainLink]] = {}
@@ -321,7 +331,7 @@ class TableScrubber:
         if not ready:
             return
         try:
-            result = TableCommitter(self._catalog, identifier).repair([r for r, _ in ready])
+            result = TableCommitter(catalog, identifier).repair([r for r, _ in ready])
         except (TableChainError, TableCommitConflictError) as exc:
             self._note(f"table {'.'.join(identifier)}: the repair was not committed: {exc}")
             return

@@ -375,7 +375,8 @@ class RemoteLogManager:
         config = log_.config
         run = tables.run(tip, log_start, log_.highest_offset_in_remote,
                          snapshot_retention_ms=config["remote.log.table.snapshot.retention.ms"],
-                         orphan_grace_ms=config["remote.log.table.orphan.grace.ms"])
+                         orphan_grace_ms=config["remote.log.table.orphan.grace.ms"],
+                         catalog_properties=config.table_catalog_properties)
         result.table_covered = run.covered
         if run.error is not None:
             result.table_errors.append(run.error)
@@ -402,7 +403,7 @@ class RemoteLogManager:
             tables = self.tables()
             if tables is None:
                 return False
-            tables.drop(topic, topic_id)
+            tables.drop(topic, topic_id, logs[0].config.table_catalog_properties)
             return True
 
     # -- bounded calls to the tier ---------------------------------------------------------
@@ -618,7 +619,7 @@ class RemoteLogManager:
         if tables is None:
             return True
         try:
-            tables.advance_start(tip, new_start)
+            tables.advance_start(tip, new_start, log_.config.table_catalog_properties)
         except Exception as exc:  # noqa: BLE001 - a table failure never fails the run
             result.table_errors.append(f"{tip}: table start {new_start} before remote "
                                        f"retention: {exc}; the segments stay this run")

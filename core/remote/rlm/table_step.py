@@ -44,6 +44,7 @@ from tierlog.remote.rlm.backoff import ExponentialBackoff, RetrySchedule
 from tierlog.remote.rlm.deadline import RemoteCalls
 from tierlog.remote.table.build import convert_ready, ready_file, uncovered_links
 from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import open_catalog, open_topic_table
 from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.maintenance import (
@@ -52,10 +53,11 @@ from tierlog.remote.table.maintenance import (
     TableMaintenance,
     drop_table,
 )
-from tierlog.remote.table.schema import open_or_create_table, table_identifier
+from tierlog.remote.table.schema import table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 __all__ = ["TableRun", "TableStep"]
@@ -176,8 +178,9 @@ class TableStep:
         self.tier = tier
         self._calls = calls
         self._time_ms = time_ms
-        #: The tier's own catalog (``remote.log.table.catalog.*`` is not read yet).
-        self.catalog = TierCatalog(tier)
+        #: The tier's own catalog: a topic's table is in it unless the topic names its own
+        #: (``remote.log.table.catalog.*``: the run's ``catalog_properties``).
+        self.catalog: Catalog = TierCatalog(tier)
         #: When each partition whose table step failed may run it again.
         self.retries: RetrySchedule[TopicIdPartition] = RetrySchedule(backoff)
         self._tables: dict[tuple[str, str], _TopicTable] = {}
@@ -193,7 +196,8 @@ class TableStep:
 
     def run(self, tip: TopicIdPartition, log_start_offset: int, highest_in_remote: int, *,
             snapshot_retention_ms: int = DEFAULT_SNAPSHOT_RETENTION_MS,
-            orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS) -> TableRun:
+            orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS,
+            catalog_properties: Mapping[str, str] | None = None) -> TableRun:
         """The step of one partition of a table topic, after its run's copies:
         ``log_start_offset`` is the one the run recorded in the tier, ``highest_in_remote``
         the last offset the tier holds. Skipped while the partition backs off, and (with no
@@ -211,9 +215,9 @@ class TableStep:
         covered: int | None = None
         committed = 0
         try:
-            table = self._table(tip)
+            table = self._table(tip, catalog_properties)
             iceberg = self._bounded(f"{tip}: load its table",
-                                    lambda: self.catalog.load_table(table.identifier))
+                                    lambda: table.committer.catalog.load_table(table.identifier))
             coverage = Coverage.of_snapshot(iceberg.current_snapshot(), table.name)
             coverage = self._apply_log_start(table, tip, coverage, log_start_offset)
             covered = coverage.end(tip.partition)
@@ -276,7 +280,7 @@ class TableStep:
             if now < table.upkeep_due_ms:
                 return
             table.upkeep_due_ms = now + UPKEEP_INTERVAL_MS
-        upkeep = TableMaintenance(self.tier, self.catalog, table.identifier,
+        upkeep = TableMaintenance(self.tier, table.committer.catalog, table.identifier,
                                   snapshot_retention_ms=snapshot_retention_ms,
                                   orphan_grace_ms=orphan_grace_ms, time_ms=self._time_ms)
         try:
@@ -304,13 +308,14 @@ class TableStep:
             return coverage
         return self._apply_start(table, tip, log_start_offset)
 
-    def advance_start(self, tip: TopicIdPartition, offset: int) -> None:
+    def advance_start(self, tip: TopicIdPartition, offset: int,
+                      catalog_properties: Mapping[str, str] | None = None) -> None:
         """Record the log start offset ``offset`` of a partition in its table, in one
         snapshot that removes the files wholly below it (a file straddling it stays: readers
         filter rows below ``start[p]``). Remote retention calls it before deleting segments,
         so their files leave the current snapshot before their objects go; it raises when the
         commit fails, and the caller keeps the segments."""
-        self._apply_start(self._table(tip), tip, offset)
+        self._apply_start(self._table(tip, catalog_properties), tip, offset)
 
     def _apply_start(self, table: _TopicTable, tip: TopicIdPartition, offset: int) -> Coverage:
         result = self._bounded(
@@ -323,21 +328,33 @@ class TableStep:
                      len(result.removed))
         return result.coverage
 
-    def drop(self, topic: str, topic_id: str) -> None:
+    def drop(self, topic: str, topic_id: str,
+             catalog_properties: Mapping[str, str] | None = None) -> None:
         """Drop the table of a topic incarnation being deleted (every object of it; nothing
         to do when it has none). The step never creates that incarnation's table again."""
         with self._lock:
             self._dropped.add((topic, topic_id))
-            self._tables.pop((topic, topic_id), None)
+            known = self._tables.pop((topic, topic_id), None)
             for tip in [t for t in self._known if (t.topic, t.topic_id) == (topic, topic_id)]:
                 del self._known[tip]
+        user = known.committer.catalog if known is not None \
+            and not isinstance(known.committer.catalog, TierCatalog) else None
+        if user is None and catalog_properties:  # a user catalog this process never opened
+            try:
+                user = self._bounded(f"{topic}: open its table's catalog",
+                                     lambda: open_catalog(self.tier, catalog_properties))
+            except Exception as exc:  # noqa: BLE001 - the tier's objects go all the same
+                log.warning("%s: its table stays listed in its catalog (%s); dropping its "
+                            "objects in the tier", topic, exc)
         self._bounded(f"{topic}: drop its table",
-                      lambda: drop_table(self.tier, topic, topic_id))
+                      lambda: drop_table(self.tier, topic, topic_id, user,
+                                         table_identifier(topic, topic_id)))
         log.info("%s: dropped its table", topic)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _table(self, tip: TopicIdPartition) -> _TopicTable:
+    def _table(self, tip: TopicIdPartition,
+               catalog_properties: Mapping[str, str] | None = None) -> _TopicTable:
         """The topic's table, created in the tier on first use."""
         key = (tip.topic, tip.topic_id)
         with self._lock:
@@ -348,9 +365,12 @@ class TableStep:
                                     f"deleted)")
         if table is not None:
             return table
+        catalog = self.catalog if not catalog_properties else self._bounded(
+            f"{tip.topic}: open its table's catalog",
+            lambda: open_catalog(self.tier, catalog_properties or {}))
         self._bounded(f"{tip.topic}: open or create its table",
-                      lambda: open_or_create_table(self.catalog, tip.topic, tip.topic_id))
-        committer = TableCommitter(self.catalog, table_identifier(tip.topic, tip.topic_id))
+                      lambda: open_topic_table(self.tier, catalog, tip.topic, tip.topic_id))
+        committer = TableCommitter(catalog, table_identifier(tip.topic, tip.topic_id))
         with self._lock:
             return self._tables.setdefault(key, _TopicTable(tip.topic, committer, self._bounded))
 

@@ -23,6 +23,7 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Identifier
 
 from tierlog.errors import TableChainError, TableCommitConflictError, TableCoverageError
+from tierlog.remote.table.catalogs import write_pointer
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.naming import DataFileName
 
@@ -314,6 +315,7 @@ class TableCommitter:
                                     conflicts=conflicts)
             try:
                 snapshot_id = self._commit_change(table, change)
+                write_pointer(self.catalog, self.identifier, table)  # a user catalog's
             except (CommitFailedException, CommitStateUnknownException) as e:
                 conflicts += 1
                 log.info("%s: %s lost attempt %d (%s); reloading", self._name, what, attempt, e)
