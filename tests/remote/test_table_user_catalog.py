@@ -3,7 +3,8 @@ a topic naming a SQL catalog (sqlite) is tiered by a LogManager; its table is in
 located at the topic's place in the tier, with no tier-catalog metadata; ``_pointer.json``
 names the catalog's current metadata, so tierlog.reader with only the bucket reads the table's
 rows (the same as the segments'), a stale pointer still reads right, and bucket-only writers
-(restore's cut, scrub --repair) refuse to change it behind its catalog."""
+(restore's cut, scrub --repair) refuse to change it behind its catalog; a LogManager restore
+told the topic's catalog cuts it there, and deleting the topic drops it from the catalog."""
 
 from __future__ import annotations
 
@@ -51,13 +52,17 @@ def _records(i: int, n: int = 10) -> list[Record]:
             for j in range(n)]
 
 
+def _broker_config(tmp_path: Path) -> dict[str, object]:
+    return {"segment.bytes": 2048, "remote.storage.enable": True,
+            "remote.storage.manager": "local", "remote.storage.url": f"file://{tmp_path}/tier",
+            "remote.fetch.max.wait.ms": 30_000}
+
+
 @pytest.fixture
 def tiered(tmp_path, clock):
     """A topic of a SQL catalog, 30 batches tiered (its table written by the table step)."""
-    config = {"segment.bytes": 2048, "remote.storage.enable": True,
-              "remote.storage.manager": "local", "remote.storage.url": f"file://{tmp_path}/tier",
-              "remote.fetch.max.wait.ms": 30_000}
-    mgr = LogManager.open(tmp_path / "data", config, time_ms=clock, start_scheduler=False)
+    mgr = LogManager.open(tmp_path / "data", _broker_config(tmp_path), time_ms=clock,
+                          start_scheduler=False)
     try:
         log = mgr.create_topic("orders", 1, config=_topic_config(tmp_path))[0]
         for i in range(30):
@@ -208,3 +213,32 @@ def test_deleting_the_topic_drops_the_table_from_the_users_catalog(tiered, tmp_p
     mgr.delete_topic("orders")
     assert not users.table_exists(identifier)
     assert not (tmp_path / "tier" / table_key(log.topic, log.topic_id)).exists()
+
+
+def _restore(tmp_path: Path, data: str, clock, cut: int, config: dict[str, object]) -> int:
+    """Restore ``orders`` to ``cut`` into a new data dir (the disks lost), taking it over."""
+    mgr = LogManager.open(tmp_path / data, _broker_config(tmp_path), time_ms=clock,
+                          start_scheduler=False)
+    try:
+        (log,) = mgr.restore_topic("orders", to_offset=cut, config=config, execute=True,
+                                   force_takeover=True)
+        return log.log_end_offset
+    finally:
+        mgr.close()
+
+
+def test_a_restore_cuts_the_table_through_the_users_catalog(tiered, tmp_path, clock):
+    mgr, log, _ = tiered
+    identifier = table_identifier(log.topic, log.topic_id)
+    cut = (log.highest_offset_in_remote + 1) // 20 * 10  # a batch boundary, mid-tier
+    mgr.close()
+    # a restore that is not told the topic's catalog refuses before the tier is cut
+    with pytest.raises(TableCatalogRequiredError, match="SqlCatalog"):
+        _restore(tmp_path, "restored", clock, cut, {"remote.storage.enable": True})
+    users = load_catalog("tierlog", **_catalog_props(tmp_path))
+    assert _offsets(users.load_table(identifier)) == list(range(log.highest_offset_in_remote + 1))
+    assert _restore(tmp_path, "again", clock, cut, _topic_config(tmp_path)) == cut
+    table = users.load_table(identifier)
+    assert _offsets(table) == list(range(cut))
+    pointer = read_pointer(_tier(tmp_path), log.topic, log.topic_id)
+    assert pointer is not None and pointer.metadata_location == table.metadata_location
