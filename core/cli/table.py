@@ -13,7 +13,15 @@ import argparse
 import json
 from typing import Any
 
-from tierlog.cli._common import CliError, Subcommands, human_bytes, plural, progress_bar, settings
+from tierlog.cli._common import (
+    CliError,
+    Subcommands,
+    human_bytes,
+    parse_assignments,
+    plural,
+    progress_bar,
+    settings,
+)
 from tierlog.cli._tier_options import tier_options
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.remote.tier.object_store import RemoteTier
@@ -29,7 +37,7 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                     "ever added twice. 'show' prints the table's current snapshot.",
         epilog="usage of the actions:\n"
                "  tierlog table build [URL] --topic T [--topic-id ID] [--spark] "
-               "[--batch-links N] [--option KEY=VALUE] [--quiet]\n"
+               "[--catalog KEY=VALUE] [--batch-links N] [--option KEY=VALUE] [--quiet]\n"
                "  tierlog table show [URL] --topic T [--topic-id ID] [--option KEY=VALUE] "
                "[--json]",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,6 +51,10 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     build.add_argument("--spark", action="store_true",
                        help="convert on Spark's executors (a local SparkSession; needs "
                             "tierlog[spark])")
+    build.add_argument("--catalog", action="append", metavar="KEY=VALUE",
+                       help="a property of the user's catalog that owns the topic's table "
+                            "(its remote.log.table.catalog.* without the prefix, e.g. "
+                            "type=sql; repeatable; default: the tier's own catalog)")
     build.add_argument("--batch-links", type=int, default=None, metavar="N",
                        help="commit after every N converted segments (default 64)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -90,6 +102,14 @@ def run_build(args: argparse.Namespace) -> int:
             bar.set_postfix_str(f"{step.links_done}/{step.links_total} segments, "
                                 f"p{step.tip.partition}@{step.link.last_offset}", refresh=False)
             bar.update(step.bytes_done - bar.n)
+        catalog = None
+        if args.catalog:
+            from tierlog.remote.table.catalogs import open_catalog
+
+            if args.spark:
+                raise CliError("--spark builds in the tier's own catalog: --catalog cannot go "
+                               "with it")
+            catalog = open_catalog(tier, parse_assignments(args.catalog, "--catalog"))
         try:
             if args.spark:
                 from tierlog.spark.convert_job import build_table_on_spark
@@ -97,7 +117,7 @@ def run_build(args: argparse.Namespace) -> int:
                 report = build_table_on_spark(tier, args.topic, topic_id=args.topic_id,
                                               progress=progress, batch_links=batch)
             else:
-                report = build_table(tier, args.topic, topic_id=args.topic_id,
+                report = build_table(tier, args.topic, topic_id=args.topic_id, catalog=catalog,
                                      progress=progress, batch_links=batch)
         except UnknownTopicOrPartitionError as exc:
             raise CliError(f"no topic to build a table of: {exc}") from exc
@@ -111,11 +131,9 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from tierlog.remote.ops.restore_table import has_table
-    from tierlog.remote.table.catalog import TierCatalog
+    from tierlog.remote.table.catalogs import load_topic_table
     from tierlog.remote.table.commit import current_files
     from tierlog.remote.table.coverage import Coverage
-    from tierlog.remote.table.schema import table_identifier
     from tierlog.remote.tier.topics import topic_partitions
 
     tier = _open_tier(args, "show a table of")
@@ -123,10 +141,10 @@ def run_show(args: argparse.Namespace) -> int:
     topic_id = args.topic_id or (next(iter(tips.values())).topic_id if tips else None)
     if topic_id is None:
         raise CliError(f"{args.topic}: the tier at {tier.root} holds no partition of it")
-    if not has_table(tier, args.topic, topic_id):
+    table = load_topic_table(tier, args.topic, topic_id)  # a user catalog's by its pointer
+    if table is None:
         raise CliError(f"{args.topic} (topic id {topic_id}) has no table in the tier; "
                        f"'tierlog table build' makes one")
-    table = TierCatalog(tier).load_table(table_identifier(args.topic, topic_id))
     name = ".".join(table.name())
     snapshot = table.current_snapshot()
     coverage = Coverage.of_snapshot(snapshot, name)

@@ -17,12 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 from support.tier_builder import BuiltTier, build_tier
 
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import TableCatalogRequiredError, UnknownTopicOrPartitionError
 from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import SCHEMA, RemoteTopicReader
 from tierlog.remote.ops.restore_table import has_table
 from tierlog.remote.table.build import BuildProgress, build_table, uncovered_links
 from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import load_topic_table, open_catalog
 from tierlog.remote.table.commit import current_files
 from tierlog.remote.table.schema import ABORTED, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
@@ -165,3 +166,19 @@ def test_a_topic_the_tier_does_not_hold_is_named(built: BuiltTier) -> None:
         build_table(_tier(built), "nosuch")
     with pytest.raises(ValueError, match="batch_links"):
         build_table(_tier(built), "orders", batch_links=0)
+
+
+def test_a_table_a_users_catalog_owns_is_built_through_that_catalog_only(
+        built: BuiltTier, tmp_path: Path) -> None:
+    tier = _tier(built)
+    catalog = open_catalog(tier, {"type": "sql", "uri": f"sqlite:///{tmp_path}/cat.db"})
+    first = build_table(tier, "orders", catalog=catalog, max_links=2)
+    assert first.links == 2 and first.remaining > 0
+    with pytest.raises(TableCatalogRequiredError, match="is owned by the user"):
+        build_table(tier, "orders")  # the bucket alone would fork the catalog's table
+    rest = build_table(tier, "orders", catalog=catalog)
+    assert rest.links == first.remaining and rest.skipped == 0
+    assert rest.covered[0] == built.partitions[("orders", 0)].tier_end
+    table = load_topic_table(tier, "orders", built.partitions[("orders", 0)].tip.topic_id)
+    assert table is not None and table.current_snapshot() is not None
+    assert table.current_snapshot().snapshot_id == rest.snapshot_id  # the pointer follows

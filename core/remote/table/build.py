@@ -32,11 +32,11 @@ from tierlog.remote.api import TopicIdPartition
 from tierlog.remote.metadata.metadata import RemoteLogMetadataManager
 from tierlog.remote.read.readable import ChainLink, segment_chain
 from tierlog.remote.read.transactions import aborted_txns, chain_end, last_stable_offset
-from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.catalogs import open_topic_table, writer_catalog
 from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
 from tierlog.remote.table.convert import TableFile, convert_link
 from tierlog.remote.table.coverage import Coverage
-from tierlog.remote.table.schema import open_or_create_table, table_identifier
+from tierlog.remote.table.schema import table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
 from tierlog.remote.tier.topics import topic_partitions
 
@@ -194,7 +194,8 @@ def build_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = No
                 ) -> BuildReport:
     """Open (or create) the table of ``topic`` in ``tier`` (a RemoteTier, or its URL with its
     ``storage_options``; the incarnation ``topic_id``, by default the newest) in ``catalog``
-    (default: the tier's own ``TierCatalog``) and convert and commit every link of its
+    (default: the tier's own ``TierCatalog``; TableCatalogRequiredError when a user's catalog
+    owns the table, which only that catalog changes) and convert and commit every link of its
     partitions the table does not cover yet below the tier's last stable offset, committing
     every ``batch_links`` links or ``batch_bytes`` segment bytes.
     ``max_links`` stops after that many conversions (committed first); ``converter`` converts
@@ -216,8 +217,8 @@ def build_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = No
                                            f"partition of it")
     tips = [partitions[p] for p in sorted(partitions)]
     topic_id = tips[0].topic_id
-    catalog = catalog if catalog is not None else TierCatalog(tier)
-    table = open_or_create_table(catalog, topic, topic_id)
+    catalog = catalog if catalog is not None else writer_catalog(tier, topic, topic_id)
+    table = open_topic_table(tier, catalog, topic, topic_id)
     name = ".".join(table.name())
     coverage = Coverage.of_snapshot(table.current_snapshot(), name)
     metadata = RemoteLogMetadataManager(tier)
