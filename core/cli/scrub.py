@@ -10,8 +10,9 @@ import argparse
 
 from tierlog.cli._common import Subcommands, plural, progress_bar, settings
 from tierlog.cli._tier_options import tier_options
-from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, ScrubReport, open_storage, scrub_tier
+from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, ScrubReport, scrub_tier
 from tierlog.remote.tier.manifest import remote_partitions
+from tierlog.remote.tier.storage_from_url import open_storage
 
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:

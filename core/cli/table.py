@@ -81,7 +81,7 @@ def _tier_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _open_tier(args: argparse.Namespace, purpose: str) -> RemoteTier:
-    from tierlog.remote.ops.scrub import open_storage
+    from tierlog.remote.tier.storage_from_url import open_storage
 
     tier = tier_options(settings(args), args.url, args.option, purpose=purpose)
     storage: Any = open_storage(tier.url, tier.options, manager=tier.manager)

@@ -335,7 +335,7 @@ class RemoteTopicReader:
                 yield from _project(read_split(split, stats=self.stats), out)
             return
         # Imported here: tierlog.remote.ops is not needed by reads that use no table.
-        from tierlog.remote.ops.restore_table import has_table
+        from tierlog.remote.tier.topics import has_table
 
         with self.consistent():
             requests = self._requests(

@@ -27,7 +27,7 @@ from tierlog.remote import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, FindingKind, open_storage, scrub_tier
+from tierlog.remote.ops.scrub import DEFAULT_GRACE_MS, FindingKind, scrub_tier
 from tierlog.remote.tier.layout import (
     partition_dir_name,
     segment_object_key,
@@ -36,6 +36,7 @@ from tierlog.remote.tier.layout import (
 )
 from tierlog.remote.tier.manifest import load_partition, remote_partitions
 from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.storage_from_url import open_storage
 from tierlog.remote.tier.tail_manifest import read_tail_manifest
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED

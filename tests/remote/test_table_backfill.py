@@ -11,13 +11,12 @@ from support.backfill_rows import backfill, rows, tier_batches
 
 from tierlog.plugins.local import create_remote_storage
 from tierlog.records.batch import iter_batches
-from tierlog.remote.ops.restore_table import has_table
 from tierlog.remote.read.readable import segment_chain
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.schema import open_or_create_table, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
-from tierlog.remote.tier.topics import topic_partitions
+from tierlog.remote.tier.topics import has_table, topic_partitions
 
 TOPIC = "events"
 #: Small segments: a job writes several links per partition.

@@ -20,13 +20,13 @@ from support.tier_builder import BuiltTier, build_tier
 from tierlog.errors import TableCatalogRequiredError, UnknownTopicOrPartitionError
 from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import SCHEMA, RemoteTopicReader
-from tierlog.remote.ops.restore_table import has_table
 from tierlog.remote.table.build import BuildProgress, build_table, uncovered_links
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.catalogs import load_topic_table, open_catalog
 from tierlog.remote.table.commit import current_files
 from tierlog.remote.table.schema import ABORTED, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import has_table
 
 ISOLATIONS = ("read_uncommitted", "read_committed")
 

@@ -23,8 +23,8 @@ import logging
 from collections.abc import Iterable
 
 from tierlog.remote.api import TopicIdPartition
-from tierlog.remote.ops.restore_table import has_table
 from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import has_table
 
 log = logging.getLogger(__name__)
 

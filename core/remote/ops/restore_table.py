@@ -21,8 +21,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tierlog.remote.tier.layout import TABLES_DIR
 from tierlog.remote.tier.object_store import RemoteTier
+from tierlog.remote.tier.topics import has_table
 
 if TYPE_CHECKING:
     from tierlog.remote.ops.restore import PartitionRestore
@@ -30,12 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["cut_tables", "has_table"]
-
-
-def has_table(tier: RemoteTier, topic: str, topic_id: str) -> bool:
-    """Whether the tier holds a table of the topic incarnation (one LIST of ``_tables/``)."""
-    return f"{topic}-{topic_id}" in tier.list_names(tier.path(TABLES_DIR), dirs=True)
+__all__ = ["cut_tables"]
 
 
 def cut_tables(tier: RemoteTier | None, restores: Sequence[PartitionRestore],

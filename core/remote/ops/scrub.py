@@ -29,11 +29,9 @@ cleans them on its next run, and two writers must not race on a partition's meta
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from itertools import pairwise
 from typing import Any
-from urllib.parse import urlsplit
 
 from tierlog.checkpoint.checkpoint_file import decode_leader_epoch_checkpoint
 from tierlog.common.clock import system_time_ms
@@ -43,9 +41,7 @@ from tierlog.errors import (
     CorruptRecordError,
     CorruptRemoteMetadataError,
     RemoteResourceNotFoundError,
-    RemoteStorageError,
 )
-from tierlog.plugin_manager import get_plugins
 from tierlog.remote.api import (
     IndexType,
     RemoteLogSegmentMetadata,
@@ -84,14 +80,14 @@ from tierlog.remote.tier.layout import (
 )
 from tierlog.remote.tier.manifest import PartitionManifest, load_partition, remote_partitions
 from tierlog.remote.tier.object_store import ObjectEntry, RemoteTier
-from tierlog.remote.tier.options import backend_for_url
 from tierlog.remote.tier.ownership import read_owner
+from tierlog.remote.tier.storage_from_url import open_storage
 from tierlog.remote.tier.tail_manifest import TailManifest, read_tail_manifest
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_GRACE_MS", "DEFAULT_INDEX_INTERVAL_BYTES", "Finding", "FindingKind",
-           "Repair", "ScrubReport", "check_segment", "open_storage", "scrub_tier"]
+           "Repair", "ScrubReport", "check_segment", "scrub_tier"]
 
 #: How old an unfinished state or an unnamed object must be before the scrub flags it: an
 #: hour, far beyond any copy or tail publish in flight.
@@ -112,26 +108,6 @@ _PARTITION_FILES = frozenset({MANIFEST_NAME, TAIL_MANIFEST_NAME, OWNER_NAME})
 _PARTITION_DIRS = frozenset({METADATA_DIR, TAIL_DIR})
 
 Progress = Callable[[str], None]
-
-
-def open_storage(url: str, storage_options: Mapping[str, Any] | None = None, *,
-                 manager: str | None = None) -> FsspecRemoteStorageManager:
-    """The remote storage plugin's manager for ``url`` (the plugin ``manager``; by default
-    the one its scheme calls for: ``s3://...`` the s3 plugin, a path or ``file://`` URL the
-    local one), built as a LogManager builds it, so a repair writes as the tier's writer
-    does (atomic publication on a directory). RemoteStorageError when a local tier's
-    directory does not exist (a scrub never creates one)."""
-    backend = manager or backend_for_url(url)
-    if backend == "local":
-        path = urlsplit(url).path if "://" in url else url
-        if not os.path.isdir(path):
-            raise RemoteStorageError(f"remote tier {url!r}: directory {path} does not exist")
-    factory = get_plugins().registries.remote_storage_factory(backend)
-    rsm = factory(url, dict(storage_options or {}))
-    if not isinstance(rsm, FsspecRemoteStorageManager):
-        raise RemoteStorageError(f"remote tier {url!r}: the {backend} plugin built "
-                                 f"{type(rsm).__name__}, which has no fsspec tier to scrub")
-    return rsm
 
 
 def scrub_tier(

@@ -207,7 +207,7 @@ def build_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = No
         raise ValueError(f"batch_links and batch_bytes must be positive, got {batch_links} "
                          f"and {batch_bytes}")
     if isinstance(tier, str):
-        from tierlog.remote.ops.scrub import open_storage
+        from tierlog.remote.tier.storage_from_url import open_storage
 
         tier = open_storage(tier, storage_options).tier
     partitions = topic_partitions(tier, topic, topic_id)

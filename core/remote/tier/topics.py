@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from tierlog.errors import RemoteStorageError
 from tierlog.remote.api import TopicIdPartition
+from tierlog.remote.tier.layout import table_key
 from tierlog.remote.tier.manifest import load_partition, remote_partitions
 from tierlog.remote.tier.object_store import RemoteTier
 
@@ -59,3 +60,11 @@ def newest_incarnation(tier: RemoteTier, topic: str,
 def _last_event_ms(tier: RemoteTier, tip: TopicIdPartition) -> int:
     manifest, _ = load_partition(tier, tip, verify=False)
     return max((m.event_timestamp_ms for m in manifest.segments), default=-1)
+
+
+def has_table(tier: RemoteTier, topic: str, topic_id: str) -> bool:
+    """Whether the tier holds the Iceberg table of the topic incarnation ``topic_id`` (one
+    LIST of ``_tables/``; no pyiceberg import, so a reader of a topic without one pays nothing
+    more)."""
+    directory, _, name = table_key(topic, topic_id).rpartition("/")
+    return name in tier.list_names(tier.path(directory), dirs=True)
