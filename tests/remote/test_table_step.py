@@ -253,6 +253,33 @@ def test_remote_retention_removes_a_segments_file_before_its_objects(local, tmp_
     assert rows == _log_rows(log, files[0].first_offset, coverage.end(0))
 
 
+def test_delete_records_inside_a_file_rewrites_it_so_no_reader_sees_rows_below_the_start(
+        local, tmp_path):
+    from pyiceberg.table import StaticTable
+
+    mgr = local()
+    log = mgr.create_topic("orders", 1, config=TABLE)[0]
+    _fill(log, 30)
+    assert mgr.tier_now()["orders-0"].table_errors == []
+    old = current_files(_table(tmp_path, log), 0)[1]
+    start = old.first_offset + 3
+    assert start < old.last_offset
+    log.delete_records_before(start)  # DeleteRecords, inside a tiered segment
+    result = mgr.tier_now()["orders-0"]
+    assert result.table_errors == []
+    table = _table(tmp_path, log)
+    plain = StaticTable.from_metadata(table.metadata_location).scan().to_arrow().sort_by("offset")
+    rows = list(zip(plain["offset"].to_pylist(), plain["key"].to_pylist(),
+                    plain["value"].to_pylist(), strict=True))
+    end = _coverage(tmp_path, log).end(0)
+    assert rows == _log_rows(log, start, end) and rows[0][0] == start
+    files = current_files(table, 0)
+    paths = [f.data_file.file_path for f in files]
+    assert old.data_file.file_path not in paths
+    assert (files[0].first_offset, files[0].last_offset) == (old.first_offset, old.last_offset)
+    assert _coverage(tmp_path, log).start[0] == start
+
+
 def test_a_failed_table_commit_keeps_the_segments_retention_would_delete(
         faulty, tmp_path, clock):
     faults, mgr = faulty

@@ -7,8 +7,9 @@ the copy and before remote retention):
 
 1. open the topic's table (created on first use) and read which offsets it covers;
 2. apply the log start offset the run recorded in the tier, when the table's start is behind it
-   (files wholly below it are removed; a file straddling it stays, with the start recorded in
-   the snapshot: every reader filters rows below ``start[p]``);
+   (DeleteRecords): files wholly below it are removed, and a file straddling it is replaced by
+   its link converted again from the start on, so no reader, tierlog's or a generic Iceberg
+   one, sees a row below it;
 3. convert each committed chain link above ``covered[p]`` and below the tier's last stable
    offset (every transaction outcome in it is then known) into a published Parquet file;
 4. commit those files through the topic's group commit: one snapshot holds every file ready
@@ -42,10 +43,15 @@ from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.remote.api import TopicIdPartition
 from tierlog.remote.rlm.backoff import ExponentialBackoff, RetrySchedule
 from tierlog.remote.rlm.deadline import RemoteCalls
-from tierlog.remote.table.build import convert_ready, ready_file, uncovered_links
+from tierlog.remote.table.build import (
+    convert_ready,
+    ready_file,
+    rewrite_from_start,
+    uncovered_links,
+)
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.catalogs import open_catalog, open_topic_table
-from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
+from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter, current_files
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.maintenance import (
     DEFAULT_ORPHAN_GRACE_MS,
@@ -219,7 +225,7 @@ class TableStep:
             iceberg = self._bounded(f"{tip}: load its table",
                                     lambda: table.committer.catalog.load_table(table.identifier))
             coverage = Coverage.of_snapshot(iceberg.current_snapshot(), table.name)
-            coverage = self._apply_log_start(table, tip, coverage, log_start_offset)
+            coverage = self._apply_log_start(table, iceberg, tip, coverage, log_start_offset)
             covered = coverage.end(tip.partition)
             ready, starts, failure = self._convert(iceberg, tip, coverage, log_start_offset)
             if ready:
@@ -297,16 +303,22 @@ class TableStep:
 
     # -- the table follows the log ---------------------------------------------------------
 
-    def _apply_log_start(self, table: _TopicTable, tip: TopicIdPartition, coverage: Coverage,
-                         log_start_offset: int) -> Coverage:
+    def _apply_log_start(self, table: _TopicTable, iceberg: Table, tip: TopicIdPartition,
+                         coverage: Coverage, log_start_offset: int) -> Coverage:
         """Move the partition's start in the table up to the tier's log start offset when it
         is behind (once the table covers something of the partition: its first file starts
-        at the chain's first link, which is at or past it)."""
+        at the chain's first link, which is at or past it). A current file straddling it is
+        replaced by its link converted again from the start on (``rewrite_from_start``)."""
         partition = tip.partition
         if coverage.end(partition) is None \
                 or coverage.start.get(partition, -1) >= log_start_offset:
             return coverage
-        return self._apply_start(table, tip, log_start_offset)
+        current = self._bounded(f"{tip}: read the table's files",
+                                lambda: current_files(iceberg, partition))
+        straddling = [f for f in current if f.first_offset < log_start_offset <= f.last_offset]
+        rewritten = None if not straddling else rewrite_from_start(
+            self.tier, iceberg, tip, straddling[0], log_start_offset, call=self._bounded)
+        return self._apply_start(table, tip, log_start_offset, rewritten)
 
     def advance_start(self, tip: TopicIdPartition, offset: int,
                       catalog_properties: Mapping[str, str] | None = None) -> None:
@@ -317,10 +329,11 @@ class TableStep:
         commit fails, and the caller keeps the segments."""
         self._apply_start(self._table(tip, catalog_properties), tip, offset)
 
-    def _apply_start(self, table: _TopicTable, tip: TopicIdPartition, offset: int) -> Coverage:
+    def _apply_start(self, table: _TopicTable, tip: TopicIdPartition, offset: int,
+                     rewritten: ReadyFile | None = None) -> Coverage:
         result = self._bounded(
             f"{tip}: set the table's start to {offset}",
-            lambda: table.committer.apply_start(tip.partition, offset))
+            lambda: table.committer.apply_start(tip.partition, offset, rewritten=rewritten))
         with self._lock:
             self._known.pop(tip, None)
         if result.removed:

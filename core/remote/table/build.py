@@ -27,13 +27,13 @@ from typing import Any, Protocol, TypeVar
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import TableChainError, UnknownTopicOrPartitionError
 from tierlog.remote.api import TopicIdPartition
 from tierlog.remote.metadata.metadata import RemoteLogMetadataManager
 from tierlog.remote.read.readable import ChainLink, segment_chain
 from tierlog.remote.read.transactions import aborted_txns, chain_end, last_stable_offset
 from tierlog.remote.table.catalogs import open_topic_table, writer_catalog
-from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
+from tierlog.remote.table.commit import CommitResult, CurrentFile, ReadyFile, TableCommitter
 from tierlog.remote.table.convert import TableFile, convert_link
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.schema import table_identifier
@@ -111,6 +111,30 @@ def convert_ready(tier: RemoteTier, table: Table, work: PartitionWork, link: Cha
     return call(f"{tip}: convert segment {span} to a table file",
                 lambda: convert_link(tier, table, tip, link, aborted_txns=aborted,
                                      log_start_offset=log_start_offset))
+
+
+def rewrite_from_start(tier: RemoteTier, table: Table, tip: TopicIdPartition,
+                       straddling: CurrentFile, start: int, *,
+                       call: Call = direct_call) -> ReadyFile:
+    """The rewrite of ``straddling`` (a current file of ``tip`` whose link holds ``start``
+    above its first offset) for ``TableCommitter.apply_start``: that link converted again
+    without rows below ``start`` and published (not committed). Its name keeps the link's
+    span; the ready file starts at ``start``. TableChainError when the tier's chain no longer
+    holds that link."""
+    chain = call(f"{tip}: read the segment chain", lambda: segment_chain(tier, tip))
+    link = next((c for c in chain if c.first_offset <= start
+                 and c.last_offset == straddling.last_offset), None)
+    if link is None or not straddling.first_offset < start <= straddling.last_offset:
+        raise TableChainError(
+            f"partition {tip.partition}: the table file of offsets [{straddling.first_offset}, "
+            f"{straddling.last_offset}] cannot be rewritten to start at {start}: "
+            + ("the tier's chain holds no link ending there" if link is None
+               else "it does not straddle that offset"))
+    # The chain starts at the tier's log start offset; the file keeps its link's span.
+    link = ChainLink(link.segment, straddling.first_offset, link.last_offset)
+    written = convert_ready(tier, table, PartitionWork(tip, chain, (link,), None), link,
+                            log_start_offset=start, call=call)
+    return ReadyFile(written.partition, start, written.last_offset, written.data_file)
 
 
 def ready_file(written: TableFile) -> ReadyFile:
@@ -282,5 +306,5 @@ def _batches(jobs: Sequence[LinkJob], links: int, size: int) -> Iterable[Sequenc
 
 
 __all__ = ["DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_LINKS", "BuildProgress", "BuildReport", "Call",
-           "Converter", "LinkJob", "PartitionWork", "build_table", "convert_ready", "direct_call", "ready_file",
+           "Converter", "LinkJob", "PartitionWork", "build_table", "convert_ready", "direct_call", "ready_file", "rewrite_from_start",
            "uncovered_links"]
