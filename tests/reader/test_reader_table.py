@@ -2,23 +2,30 @@
 its Parquet files, the rest from the segments, and the rows are the segments' own. A
 differential over support.table_tier's tier (every codec, headers, LogAppendTime, committed and
 aborted transactions spanning segments, the last link of each partition left uncovered): the
-table path == ``use_table=False`` == ``Log.read``'s records, for a dense sample of start/end
-pairs (50 reads per isolation level drawn from the pairs of every link boundary, the coverage end
-and the stable end, each +-1, and a stride of 7; all pairs of that set would take a minute), at both isolation levels; after a log
-start offset, after a restore cut, with column subsets and filters; a table that cannot be read
-falls back to the segments with one warning.
+table path == ``use_table=False`` == ``Log.read``'s records, at both isolation levels, on whole
+topics and for a sample of start/end pairs (support.table_differential: in each state, as built,
+after a log start offset, after a restore cut, each partition starts and ends at each key mark,
+link edges, coverage end, stable end, log start, cut; and random pairs of those +-1 and a stride
+of 7; benchmarks/bench_table_differential.py checks every pair); with column subsets and
+filters; a table that cannot be read falls back to the segments with one warning.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import random
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
+from support.table_differential import (
+    Tally,
+    boundaries,
+    check_reads,
+    key_marks,
+    sample_reads,
+    states,
+)
 from support.table_tier import TableTier, apply_log_start, build_table_tier, cut_table
 from support.tier_builder import ISOLATIONS, records_of
 
@@ -28,8 +35,9 @@ from tierlog.reader import SCHEMA, RemoteTopicReader
 from tierlog.remote.tier.layout import SEGMENT_SUFFIX, segment_object_key, table_key
 
 TABLE_LOGGER = "tierlog.reader._table"
-#: Reads of the sampled differential, per isolation level (about 30 ms each).
-SAMPLED_READS = 50
+#: Reads of random pairs in the sampled differential, per state and isolation level (about
+#: 20 ms each), beside those that start and end at each key mark.
+SAMPLED_EXTRA = 8
 
 
 def _build(root: Path, rounds: int = 6, uncovered: int = 1) -> TableTier:
@@ -48,23 +56,6 @@ def tt(tmp_path_factory: pytest.TempPathFactory) -> TableTier:
 def fresh(tmp_path: Path) -> TableTier:
     """A smaller tier of the test's own, to change."""
     return _build(tmp_path, rounds=3)
-
-
-def _slice(full: pa.Table, partition: int, start: int, end: int) -> pa.Table:
-    keep = pc.and_(pc.equal(full["partition"], partition),
-                   pc.and_(pc.greater_equal(full["offset"], start), pc.less(full["offset"], end)))
-    return full.filter(keep)
-
-
-def _boundaries(tt: TableTier, topic: str, partition: int, latest: int) -> list[int]:
-    """Offsets where something changes: links, coverage, the stable end, each +-1; and a
-    stride of 7."""
-    files = tt.files[(topic, partition)]
-    marks = {tt.tier_start(topic, partition), tt.covered(topic, partition), latest}
-    for f in files:
-        marks |= {f.first_offset, f.last_offset + 1}
-    near = {m + d for m in marks for d in (-1, 0, 1)} | set(range(0, latest, 7))
-    return sorted(o for o in near if 0 <= o <= latest)
 
 
 def _assert_same(tt: TableTier, topic: str, isolation: str, **options: object) -> pa.Table:
@@ -88,32 +79,26 @@ def test_whole_topics_equal_the_segments_and_log_read(tt: TableTier, isolation: 
     assert 0 < tt.covered("clicks", 0) < tt.tier_end("clicks", 0)
 
 
-@pytest.mark.parametrize("isolation", ISOLATIONS)
-def test_every_sampled_start_and_end(tt: TableTier, isolation: str) -> None:
-    reader = RemoteTopicReader(tt.url)
-    full = reader.read_table("orders", isolation_level=isolation, use_table=False)
-    assert records_of(full) == tt.expected("orders", isolation)
-    pairs = {}
-    for p in (0, 1):
-        latest = reader.offset_range("orders", p, isolation_level=isolation)[1]
-        marks = _boundaries(tt, "orders", p, latest)
-        pairs[p] = [(s, e) for s, e in itertools.combinations_with_replacement(marks, 2)]
-    # Both partitions in each read, each with its own pair: every pair of partition 0's set
-    # meets a sample of partition 1's.
+def test_sampled_starts_and_ends_in_every_state(fresh: TableTier) -> None:
+    # support.table_differential's check over a sample; bench_table_differential runs every
+    # pair of the same boundary set. Each state, both levels; each partition starts and ends
+    # at each of its key marks (log start, link edges, coverage end, stable end, tier end, cut).
     rng = random.Random(23)
-    reads = 0
-    for i, (s0, e0) in enumerate(rng.sample(pairs[0], SAMPLED_READS)):
-        s1, e1 = rng.choice(pairs[1])
-        got = reader.read_table("orders", starting_offsets={0: s0, 1: s1},
-                                ending_offsets={0: e0, 1: e1}, isolation_level=isolation)
-        want = pa.concat_tables([_slice(full, 0, s0, e0), _slice(full, 1, s1, e1)])
-        assert got.equals(want), ((s0, e0), (s1, e1))
-        if i % 8 == 0:  # and the segment path, on every 8th
-            assert reader.read_table("orders", starting_offsets={0: s0, 1: s1},
-                                     ending_offsets={0: e0, 1: e1}, isolation_level=isolation,
-                                     use_table=False).equals(want)
-        reads += 1
-    assert reads == SAMPLED_READS
+    total = Tally()
+    seen: set[tuple[str, str]] = set()
+    for state, cuts in states(fresh, "orders"):
+        for isolation in ISOLATIONS:
+            keys = {p: key_marks(fresh, "orders", p, isolation, cuts.get(p)) for p in (0, 1)}
+            marks = {p: boundaries(fresh, "orders", p, isolation, cuts.get(p)) for p in (0, 1)}
+            reads = sample_reads(marks, keys, SAMPLED_EXTRA, rng)
+            for p in (0, 1):
+                assert {r[p][0] for r in reads} >= keys[p] <= {r[p][1] for r in reads}
+            total.add(check_reads(fresh, "orders", isolation, reads, label=state,
+                                  segments_every=4))
+            seen.add((state, isolation))
+    assert total.mismatches == []
+    assert len(seen) == 6 and total.reads >= 6 * SAMPLED_EXTRA
+    assert fresh.log_starts[("orders", 0)] > 0 and cuts
 
 
 def test_a_read_of_covered_offsets_reads_the_tables_files(fresh: TableTier) -> None:
