@@ -18,7 +18,7 @@ Per partition of the current snapshot, with its coverage ``[start, covered)``:
   (``table_stray_file``).
 
 ``repair`` converts each link (below the tier's last stable offset) with a missing or damaged
-file again (``convert_link``, the
+file again (``build.convert_ready``, the
 tiering run's own conversion) and puts the files in the table in one snapshot per topic
 (``TableCommitter.repair``: the damaged DataFile replaced, a missing one added, coverage
 unchanged). A link whose segment cannot be converted (its ``.log`` is damaged) is noted and
@@ -51,7 +51,8 @@ from tierlog.remote.api import TopicIdPartition
 from tierlog.remote.ops.backfill_visibility import JobVisibility
 from tierlog.remote.ops.scrub_report import Finding, FindingKind, Repair, ScrubReport
 from tierlog.remote.read.readable import ChainLink, segment_chain
-from tierlog.remote.read.transactions import aborted_txns, last_stable_offset
+from tierlog.remote.read.transactions import last_stable_offset
+from tierlog.remote.table.build import PartitionWork, convert_ready, ready_file
 from tierlog.remote.table.catalogs import load_topic_table, writer_catalog
 from tierlog.remote.table.commit import CurrentFile, ReadyFile, TableCommitter, current_files
 from tierlog.remote.table.convert import (
@@ -59,7 +60,6 @@ from tierlog.remote.table.convert import (
     KV_LAST_OFFSET,
     KV_RECORDS,
     KV_SEGMENT_ID,
-    convert_link,
 )
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.naming import DataFileName
@@ -317,17 +317,14 @@ class TableScrubber:
             link = d.link if d.file is None else ChainLink(d.link.segment, d.file.first_offset,
                                                           d.link.last_offset)
             try:
-                written = convert_link(
-                    self._tier, table, d.tip, link,
-                    aborted_txns=aborted_txns(self._tier, chain, link.first_offset,
-                                              link.last_offset + 1),
+                written = convert_ready(
+                    self._tier, table, PartitionWork(d.tip, chain, (link,), None), link,
                     log_start_offset=coverage.start.get(d.tip.partition, 0))
             except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
                 self._note(f"{partition_dir_name(d.tip)}: the table file of segment "
                            f"{link.segment.segment_id} is not rebuilt: {exc}")
                 continue
-            ready.append((ReadyFile(written.partition, written.first_offset,
-                                    written.last_offset, written.data_file), d))
+            ready.append((ready_file(written), d))
         if not ready:
             return
         try:
