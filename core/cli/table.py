@@ -106,16 +106,14 @@ def run_build(args: argparse.Namespace) -> int:
         if args.catalog:
             from tierlog.remote.table.catalogs import open_catalog
 
-            if args.spark:
-                raise CliError("--spark builds in the tier's own catalog: --catalog cannot go "
-                               "with it")
             catalog = open_catalog(tier, parse_assignments(args.catalog, "--catalog"))
         try:
             if args.spark:
                 from tierlog.spark.convert_job import build_table_on_spark
 
                 report = build_table_on_spark(tier, args.topic, topic_id=args.topic_id,
-                                              progress=progress, batch_links=batch)
+                                              catalog=catalog, progress=progress,
+                                              batch_links=batch)
             else:
                 report = build_table(tier, args.topic, topic_id=args.topic_id, catalog=catalog,
                                      progress=progress, batch_links=batch)

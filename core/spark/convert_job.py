@@ -7,8 +7,9 @@ DataFile (statistics from the writer's footer) picklably; the driver commits the
 
 A task gets what it needs as plain values: the tier's fsspec filesystem and root (both
 picklable), the link's segment metadata as its JSON dict, the aborted transactions touching it
-(read on the driver, which holds the chain) and the table's identifier; it loads the table from
-the tier's own catalog (a build with a user catalog runs locally).
+(read on the driver, which holds the chain) and the driver's table metadata (with its
+location), from which it builds a read-only table: an executor needs no catalog, so a build
+in a user's catalog (REST, Glue, SQL) runs on Spark as one in the tier's own does.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from pyspark.sql import SparkSession
 
 from tierlog.remote.api import RemoteLogSegmentMetadata, TopicIdPartition
@@ -38,20 +41,20 @@ log = logging.getLogger(__name__)
 
 __all__ = ["build_table_on_spark", "spark_converter"]
 
-#: What a task receives: (fs, root, put_options, identifier, tip, segment dict, first, last,
-#: aborted, log start offset).
-_Task = tuple[Any, str, dict[str, Any], tuple[str, ...], TopicIdPartition, dict[str, Any], int,
-              int, tuple[AbortedRange, ...], int]
+#: What a task receives: (fs, root, put_options, (identifier, metadata, metadata location),
+#: tip, segment dict, first, last, aborted, log start offset).
+_Task = tuple[Any, str, dict[str, Any], tuple[tuple[str, ...], TableMetadata, str],
+              TopicIdPartition, dict[str, Any], int, int, tuple[AbortedRange, ...], int]
 
 
 def _convert_task(task: _Task) -> TableFile:
     """On an executor: convert and publish one link; its TableFile (DataFile included)."""
-    from tierlog.remote.table.catalog import TierCatalog
+    from tierlog.remote.table.catalogs import static_table
     from tierlog.remote.table.convert import convert_link
 
-    fs, root, put_options, identifier, tip, segment, first, last, aborted, log_start = task
+    fs, root, put_options, table_state, tip, segment, first, last, aborted, log_start = task
     tier = RemoteTier(fs, root, put_options=put_options)
-    table = TierCatalog(tier).load_table(identifier)
+    table = static_table(tier, *table_state)
     link = ChainLink(RemoteLogSegmentMetadata.from_dict(segment), first, last)
     return convert_link(tier, table, tip, link, aborted_txns=aborted,
                         log_start_offset=log_start)
@@ -62,8 +65,9 @@ def spark_converter(spark: SparkSession, tier: RemoteTier
     """A build's Converter running each batch as one Spark job, one task per link."""
     def convert(table: Table, jobs: Sequence[LinkJob]) -> Iterable[TableFile]:
         identifier = tuple(table.name())
+        table_state = (identifier, table.metadata, table.metadata_location)
         tasks: list[_Task] = [
-            (tier.fs, tier.root, tier.put_options, identifier, j.work.tip,
+            (tier.fs, tier.root, tier.put_options, table_state, j.work.tip,
              j.link.segment.to_dict(), j.link.first_offset, j.link.last_offset,
              tuple(aborted_txns(tier, j.work.chain, j.link.first_offset,
                                 j.link.last_offset + 1)),
@@ -79,17 +83,18 @@ def spark_converter(spark: SparkSession, tier: RemoteTier
 
 
 def build_table_on_spark(tier: RemoteTier, topic: str, *, topic_id: str | None = None,
-                         spark: SparkSession | None = None,
+                         catalog: Catalog | None = None, spark: SparkSession | None = None,
                          progress: Callable[[BuildProgress], None] | None = None,
                          batch_links: int = DEFAULT_BATCH_LINKS,
                          batch_bytes: int = DEFAULT_BATCH_BYTES,
                          max_links: int | None = None) -> BuildReport:
-    """``build_table`` of ``topic`` in ``tier`` (its own catalog) with each batch converted on
-    ``spark``'s executors (default: ``tierlog.spark.session()``, a local one)."""
+    """``build_table`` of ``topic`` in ``tier`` (in ``catalog``, by default the tier's own) with
+    each batch converted on ``spark``'s executors (default: ``tierlog.spark.session()``, a local
+    one)."""
     if spark is None:
         from tierlog.spark.session import session
 
         spark = session("tierlog-table-build")
-    return build_table(tier, topic, topic_id=topic_id, progress=progress,
+    return build_table(tier, topic, topic_id=topic_id, catalog=catalog, progress=progress,
                        batch_links=batch_links, batch_bytes=batch_bytes, max_links=max_links,
                        converter=spark_converter(spark, tier))

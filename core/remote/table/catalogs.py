@@ -27,6 +27,7 @@ from pyiceberg.catalog.noop import NoopCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import StaticTable, Table
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
 
 from tierlog.config import TABLE_CATALOG_PREFIX
@@ -151,8 +152,16 @@ def load_topic_table(tier: RemoteTier, topic: str, topic_id: str) -> Table | Non
         return None
     io = TierFileIO(tier)
     metadata = FromInputFile.table_metadata(io.new_input(pointer.metadata_location))
+    return static_table(tier, identifier, metadata, pointer.metadata_location)
+
+
+def static_table(tier: RemoteTier, identifier: Identifier, metadata: TableMetadata,
+                 metadata_location: str) -> Table:
+    """A read-only table of ``metadata`` (as loaded from ``metadata_location``, by whichever
+    catalog) reading its files through the tier's FileIO: what a process holding no catalog
+    (a bucket-only reader, a Spark executor converting for the driver's table) works with."""
     return StaticTable(identifier=identifier, metadata=metadata,
-                       metadata_location=pointer.metadata_location, io=io,
+                       metadata_location=metadata_location, io=TierFileIO(tier),
                        catalog=NoopCatalog("static-table"))
 
 
@@ -182,4 +191,4 @@ def _describe(properties: Mapping[str, str]) -> str:
 
 
 __all__ = ["POINTER", "TablePointer", "load_topic_table", "open_catalog", "open_topic_table",
-           "read_pointer", "write_pointer", "writer_catalog"]
+           "read_pointer", "static_table", "write_pointer", "writer_catalog"]
