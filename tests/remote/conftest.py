@@ -1,5 +1,6 @@
 """What the remote room's tests share, beyond tests/conftest.py (``manager``, ``tier_url``,
-moto's S3): an empty local tier, and one local segment to copy into a tier.
+moto's S3): an empty local tier, its own catalog holding the test table (``support.table_files``),
+and one local segment to copy into a tier.
 
 A module whose ``tier`` is something else (a tier written by a LogManager, a copy of a
 prepared one, a partition directory) defines its own ``tier``, which overrides this one.
@@ -12,7 +13,9 @@ from pathlib import Path
 import fsspec
 import pytest
 from support.remote_storage_suite import SegmentFiles, write_segment
+from support.table_files import create_table
 
+from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.tier.object_store import RemoteTier
 
 
@@ -20,6 +23,14 @@ from tierlog.remote.tier.object_store import RemoteTier
 def tier(tmp_path: Path) -> RemoteTier:
     """An empty tier over the local directory ``tmp_path/tier``."""
     return RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier"))
+
+
+@pytest.fixture
+def catalog(tier: RemoteTier) -> TierCatalog:
+    """``tier``'s own catalog, holding ``support.table_files``' table (no snapshot yet)."""
+    catalog = TierCatalog(tier)
+    create_table(catalog)
+    return catalog
 
 
 @pytest.fixture

@@ -33,13 +33,6 @@ def no_backoff(attempt: int) -> None:
 
 
 @pytest.fixture
-def catalog(tier: RemoteTier) -> TierCatalog:
-    catalog = TierCatalog(tier)
-    create_table(catalog)
-    return catalog
-
-
-@pytest.fixture
 def committer(catalog: TierCatalog) -> TableCommitter:
     return TableCommitter(catalog, IDENT, backoff=no_backoff)
 

@@ -37,13 +37,6 @@ def store(request: pytest.FixtureRequest) -> Iterator[RemoteTier]:
 
 
 @pytest.fixture
-def catalog(tier: RemoteTier) -> TierCatalog:
-    catalog = TierCatalog(tier)
-    create_table(catalog)
-    return catalog
-
-
-@pytest.fixture
 def clock() -> FakeClock:
     """Now, for real: the files' and snapshots' times are the real clock's."""
     return FakeClock(system_time_ms())
