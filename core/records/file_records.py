@@ -6,9 +6,12 @@ Appends are positional writes of whole batches; reads hand out slices that are s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -183,6 +186,15 @@ class FileSlice:
         return f"FileSlice({self.path.name}, position={self.position}, size={self.size})"
 
 
+def _close_dropped(fd: int, path: Path) -> None:
+    """Close the descriptor of a FileRecords collected without ``close()``, with the
+    ResourceWarning Python's own files give (nothing is trimmed: a preallocated file keeps its
+    length, which recovery handles)."""
+    warnings.warn(f"unclosed segment file {path}", ResourceWarning, stacklevel=2)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
 def _wait_writable(fd: int) -> None:
     import select
 
@@ -211,6 +223,10 @@ class FileRecords:
         self._fd = fd
         self.size = size
         self._preallocated = preallocated
+        # A raw descriptor is not closed by the garbage collector as a file object is: without
+        # this, every Log dropped unclosed kept its segments' descriptors until the process
+        # ended (a full test run reached select()'s limit of 1024).
+        self._unclosed = weakref.finalize(self, _close_dropped, fd, path)
 
     @classmethod
     def open(
@@ -356,6 +372,7 @@ class FileRecords:
     def close(self) -> None:
         if self._fd >= 0:
             self.trim()
+            self._unclosed.detach()
             os.close(self._fd)
             self._fd = -1
 

@@ -50,3 +50,28 @@ def test_a_cut_off_batch_raises_unless_damage_ends_the_scan(tmp_path: Path) -> N
         assert len(seen) == 1 and isinstance(seen[0], TruncatedBatchError)
     finally:
         records.close()
+
+
+def test_a_file_dropped_without_close_gives_back_its_descriptor(tmp_path: Path) -> None:
+    """A raw descriptor outlives its object unless someone closes it: a FileRecords (a Log)
+    dropped unclosed closes it when collected, with Python's ResourceWarning; one closed
+    properly warns of nothing."""
+    import gc
+    import os
+    import warnings
+
+    path = tmp_path / "00000000000000000000.log"
+    records = FileRecords.open(path)
+    fd = records.fileno()
+    with pytest.warns(ResourceWarning, match="unclosed segment file .*00000000000000000000.log"):
+        del records
+        gc.collect()
+    with pytest.raises(OSError):  # EBADF: closed, not kept until the process ends
+        os.fstat(fd)
+
+    closed = FileRecords.open(path)
+    closed.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        del closed
+        gc.collect()
