@@ -61,11 +61,10 @@ def test_a_file_dropped_without_close_gives_back_its_descriptor(tmp_path: Path) 
     import warnings
 
     path = tmp_path / "00000000000000000000.log"
-    records = FileRecords.open(path)
-    fd = records.fileno()
+    held = [FileRecords.open(path)]
+    fd = held[0].fileno()
     with pytest.warns(ResourceWarning, match="unclosed segment file .*00000000000000000000.log"):
-        del records
-        gc.collect()
+        held.clear()  # the last reference: collected here
     with pytest.raises(OSError):  # EBADF: closed, not kept until the process ends
         os.fstat(fd)
 
