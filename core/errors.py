@@ -370,6 +370,30 @@ class TableCommitConflictError(RetriableError, RuntimeError):
     reloads the table and finds out what landed."""
 
 
+class MetadataConflictError(RetriableError, RuntimeError):
+    """A compare-and-swap of the cluster metadata store (``tierlog.cluster``) lost: a create
+    found the key existing, or a replace found another version than the one it expected.
+    Names the key and both versions (``expected``/``found``; None: absent). Nothing of this
+    write was stored: re-read the key and decide again."""
+
+    def __init__(self, message: str, *, key: str, expected: str | None,
+                 found: str | None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.expected = expected
+        self.found = found
+
+
+class InvalidMetadataKeyError(TierlogError, ValueError):
+    """A cluster metadata key that names no object of the store: empty, absolute, with ``..``
+    or an empty segment, a character outside ``[A-Za-z0-9._-]`` or a reserved suffix."""
+
+
+class InvalidMetadataValueError(TierlogError, ValueError):
+    """A cluster metadata value that the store does not keep: not a JSON object, not
+    serializable as JSON, or larger than the store's limit; names the key."""
+
+
 # --- the Kafka protocol server (tierlog.server) -------------------------------------------
 
 

@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tierlog.log",),
     ("tierlog.cleaner",),
     ("tierlog.remote",),
+    ("tierlog.cluster",),  # cluster metadata kept in the tier's object store (issue 24)
     # Readers of the tier, and the remote storage plugins (they implement remote.api).
     ("tierlog.reader", "tierlog.plugins"),
     ("tierlog.spark",),

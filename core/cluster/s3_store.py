@@ -1,0 +1,137 @@
+"""The cluster metadata store on S3 and MinIO: reads learn the ETag with the bytes (one GET),
+a replace is one PUT with ``If-Match: <etag>``.
+
+The PUT goes to s3fs's aiobotocore client directly (not ``call_s3``, whose retries would hide
+that an attempt was repeated): a 412 (PreconditionFailed) or 404 (the object is gone) on a
+request botocore sent once is a lost race; after a repeated send, an earlier attempt may have
+landed, so the store reads the object back: its own write id is a success, another writer's
+an unknown outcome (RemoteStorageError). A 409 (ConditionalRequestConflict: another
+conditional write of the key was in flight) stored nothing and is sent again, up to
+``conflict_retries`` times, then reported as a conflict. S3 serializes conditional writes of
+one key; moto does not (its server checks the condition, then stores without a lock), which
+only a test harness must make up for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fsspec.asyn import sync
+
+from tierlog.cluster.store import MetadataStore
+from tierlog.errors import MetadataConflictError, RemoteStorageError
+from tierlog.remote.tier.object_store import RemoteTier, translate_errors
+
+if TYPE_CHECKING:  # botocore comes with the s3 extra, imported where used
+    from botocore.exceptions import ClientError
+
+__all__ = ["S3MetadataStore"]
+
+#: How often a PUT answered 409 is sent again, and the pause before the n-th resend (n x it).
+CONFLICT_RETRIES = 3
+CONFLICT_BACKOFF_S = 0.05
+_CONTENT_TYPE = "application/json"
+
+
+class S3MetadataStore(MetadataStore):
+    """:class:`MetadataStore` on an S3-compatible store through the tier's s3fs filesystem.
+    Compare-and-swap holds between any writers the store serves (S3 and MinIO evaluate
+    ``If-Match`` and ``If-None-Match`` atomically per key). ``sleep`` paces 409 resends."""
+
+    def __init__(self, tier: RemoteTier, *, conflict_retries: int = CONFLICT_RETRIES,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(tier)
+        self.conflict_retries = conflict_retries
+        self._sleep = sleep
+
+    def _client_call(self, path: str, method: str, **kwargs: object) -> dict[str, Any]:
+        """One call of the S3 client on ``path``'s bucket and key, on s3fs's event loop."""
+        fs = self.tier.fs
+        bucket, key, _ = fs.split_path(path)
+
+        async def call() -> dict[str, Any]:
+            await fs.set_session()
+            client = await fs.get_s3(bucket)
+            response: dict[str, Any] = await getattr(client, method)(
+                Bucket=bucket, Key=key, **kwargs)
+            if "Body" in response:
+                async with response["Body"] as body:
+                    response["Body"] = await body.read()
+            return response
+
+        return sync(fs.loop, call)  # type: ignore[no-any-return]
+
+    def _read_object(self, path: str) -> tuple[bytes, str | None] | None:
+        from botocore.exceptions import ClientError
+
+        with translate_errors("read", path):
+            self.tier.stats.record("gets")
+            try:
+                response = self._client_call(path, "get_object")
+            except ClientError as e:
+                if _status(e) == 404:
+                    return None
+                raise _translated(e) from e
+        data = bytes(response["Body"])
+        self.tier.stats.record_bytes(len(data))
+        return data, str(response["ETag"])
+
+    def _replace_object(self, key: str, path: str, data: bytes, write_id: str,
+                        expected: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        for attempt in range(self.conflict_retries + 1):
+            if attempt:
+                self._sleep(CONFLICT_BACKOFF_S * attempt)
+            with translate_errors(f"replace of cluster metadata {key!r} (outcome unknown) at",
+                                  path):
+                self.tier.stats.record("puts")
+                try:
+                    response = self._client_call(path, "put_object", Body=data,
+                                                 IfMatch=expected, ContentType=_CONTENT_TYPE)
+                    return str(response["ETag"])
+                except ClientError as e:
+                    status, resent = _status(e), _resent(e)
+                    if status not in (404, 409, 412):
+                        raise _translated(e) from e
+            if status == 409 and not resent:
+                continue
+            return self._after_refusal(key, path, write_id, expected, status, resent)
+        raise MetadataConflictError(
+            f"replace of cluster metadata {key!r}: the store answered 409 (a concurrent "
+            f"conditional write) {self.conflict_retries + 1} times; nothing stored",
+            key=key, expected=expected, found=None)
+
+    def _after_refusal(self, key: str, path: str, write_id: str, expected: str, status: int,
+                       resent: bool) -> str:
+        """What a refused replace means: a conflict, unless the request was sent more than once
+        (then the write landed if the object holds it, and its outcome is unknown if not)."""
+        current = self.read(key)
+        if not resent:
+            raise self.conflict(key, expected, current)
+        if current is not None and current.write_id == write_id:
+            return current.version
+        raise RemoteStorageError(
+            f"replace of cluster metadata {key!r} at {path}: answered {status} after the "
+            f"request was sent again, and the object holds another write (version "
+            f"{None if current is None else current.version}): an earlier attempt may have "
+            f"landed and been replaced since; outcome unknown")
+
+
+def _status(error: ClientError) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+def _resent(error: ClientError) -> bool:
+    """Whether botocore sent the request more than once (its retries of a 5xx or timeout)."""
+    return int(error.response.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
+
+
+def _translated(error: ClientError) -> BaseException:
+    """s3fs's translation of a botocore ClientError into a builtin (NoSuchBucket ->
+    FileNotFoundError, AccessDenied -> PermissionError, ...), for translate_errors."""
+    from s3fs.errors import translate_boto_error
+
+    return translate_boto_error(error)  # type: ignore[no-any-return]
