@@ -54,8 +54,11 @@ class S3MetadataStore(MetadataStore):
         async def call() -> dict[str, Any]:
             await fs.set_session()
             client = await fs.get_s3(bucket)
-            response: dict[str, Any] = await getattr(client, method)(
-                Bucket=bucket, Key=key, **kwargs)
+            call_method = getattr(client, method)
+            # s3fs's own merge of the filesystem's request arguments (s3_additional_kwargs,
+            # requester pays), so these requests carry what the tier's other requests carry.
+            arguments = fs._get_s3_method_kwargs(call_method, Bucket=bucket, Key=key, **kwargs)
+            response: dict[str, Any] = await call_method(**arguments)
             if "Body" in response:
                 async with response["Body"] as body:
                     response["Body"] = await body.read()

@@ -9,21 +9,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.moto_front import SerializingFront
+from support.moto_front import SerializedS3, SerializingFront
 from support.s3 import S3_BUCKET
 
 from tierlog.cluster.open_store import open_metadata_store
 from tierlog.cluster.store import MetadataStore
-
-
-@dataclass(frozen=True)
-class SerializedS3:
-    endpoint: str
-    front: SerializingFront
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +45,7 @@ def serialized_s3(s3_endpoint: str) -> Iterator[SerializedS3]:
 def front(serialized_s3: SerializedS3) -> Iterator[SerializingFront]:
     """The serializing front, its injections cleared after the test."""
     yield serialized_s3.front
-    serialized_s3.front.conflicts = serialized_s3.front.lost_answers = 0
+    serialized_s3.front.reset()
 
 
 @pytest.fixture

@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.cluster_counter import increment
-from support.moto_front import SerializingFront
+from support.moto_front import SerializedS3, SerializingFront
+from support.s3 import S3_BUCKET
 
 from tierlog.cluster.local_store import LocalMetadataStore
 from tierlog.cluster.open_store import open_metadata_store
@@ -25,6 +27,7 @@ from tierlog.errors import (
     InvalidMetadataKeyError,
     InvalidMetadataValueError,
     MetadataConflictError,
+    RemoteStorageError,
 )
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -76,6 +79,9 @@ def test_a_replace_of_a_key_never_created_is_a_conflict(store: MetadataStore) ->
 
 
 def test_concurrent_increments_lose_no_update(store: MetadataStore) -> None:
+    """Threads read-modify-replace one counter, retrying each lost race. On S3 the requests go
+    through the front that serializes moto's request handling (moto checks a condition and then
+    stores without a lock; S3 and MinIO do both atomically)."""
     store.create("counter", {"count": 0})
     barrier = threading.Barrier(THREADS)
     errors: list[BaseException] = []
@@ -200,3 +206,35 @@ def test_a_local_store_is_opened_on_a_new_directory(tmp_path: Path) -> None:
     assert isinstance(store, LocalMetadataStore)
     assert store.create("brokers/1", {"id": 1}).value == {"id": 1}
     assert (tmp_path / "new" / "cluster" / "brokers" / "1.json").is_file()
+
+
+def test_a_resent_replace_overtaken_by_another_writer_is_an_unknown_outcome(
+        front: SerializingFront, s3_store: MetadataStore) -> None:
+    # The first PUT lands and, before its 500 answer, another writer replaces the object; the
+    # resent PUT gets 412 and the object holds the other's write: this replace did land, or
+    # not, and only a re-read can tell the caller what holds now; never a plain conflict.
+    store = s3_store
+    first = store.create("controller", {"epoch": 1})
+    overtaken: list[Versioned] = []
+
+    def other_writer() -> None:
+        landed = store.read("controller")
+        assert landed is not None and landed.value == {"epoch": 2}
+        overtaken.append(store.replace("controller", {"epoch": 3}, landed))
+
+    front.lost_answers, front.after_landing = 1, other_writer
+    with pytest.raises(RemoteStorageError, match=r"'controller'.*outcome unknown"):
+        store.replace("controller", {"epoch": 2}, first)
+    assert store.read("controller") == overtaken[0]
+
+
+def test_s3_requests_carry_the_tiers_additional_arguments(
+        serialized_s3: SerializedS3, s3_options: dict[str, str]) -> None:
+    options = {**s3_options, "endpoint_url": serialized_s3.endpoint,
+               "s3_additional_kwargs": {"StorageClass": "STANDARD_IA"}}
+    store = open_metadata_store(f"s3://{S3_BUCKET}/cluster-{uuid.uuid4().hex[:12]}", options)
+    first = store.create("brokers/1", {"id": 1})
+    store.replace("brokers/1", {"id": 1, "rack": "a"}, first)
+    path = store.path("brokers/1")
+    store.tier.fs.invalidate_cache(path)
+    assert store.tier.fs.info(path)["StorageClass"] == "STANDARD_IA"

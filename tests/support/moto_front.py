@@ -28,11 +28,13 @@ _INTERNAL_500 = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalEr
 class SerializingFront:
     """A WSGI app running moto's app one request at a time, with injected answers to
     conditional PUTs (``If-Match``): ``conflicts`` answer 409 without reaching moto,
-    ``lost_answers`` reach moto (the write lands) and answer 500."""
+    ``lost_answers`` reach moto (the write lands) and answer 500, after calling
+    ``after_landing`` (when set; outside the lock, so it may send requests of its own)."""
 
     app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
     conflicts: int = 0
     lost_answers: int = 0
+    after_landing: Callable[[], object] | None = None
     conditional_puts: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -44,12 +46,30 @@ class SerializingFront:
                 if self.conflicts:
                     self.conflicts -= 1
                     return _answer(start_response, "409 Conflict", _CONFLICT_409)
-                if self.lost_answers:
-                    self.lost_answers -= 1
-                    b"".join(self.app(environ, lambda *args: None))
-                    return _answer(start_response, "500 Internal Server Error", _INTERNAL_500)
-            # The whole answer is produced under the lock: moto stores while it is built.
-            return [b"".join(self.app(environ, start_response))]
+            if not (self.lost_answers and environ["REQUEST_METHOD"] == "PUT"
+                    and "HTTP_IF_MATCH" in environ):
+                # The whole answer is produced under the lock: moto stores while it is built.
+                return [b"".join(self.app(environ, start_response))]
+            self.lost_answers -= 1
+            b"".join(self.app(environ, lambda *args: None))
+            after_landing = self.after_landing
+        if after_landing is not None:
+            after_landing()
+        return _answer(start_response, "500 Internal Server Error", _INTERNAL_500)
+
+    def reset(self) -> None:
+        """Clear every injection."""
+        with self.lock:
+            self.conflicts = self.lost_answers = 0
+            self.after_landing = None
+
+
+@dataclass(frozen=True)
+class SerializedS3:
+    """A moto server behind a SerializingFront: its endpoint URL and its front."""
+
+    endpoint: str
+    front: SerializingFront
 
 
 def _answer(start_response: StartResponse, status: str, body: bytes) -> list[bytes]:
