@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 from tierlog.cluster.store import OBJECT_SUFFIX, MetadataStore, decode
 from tierlog.common.atomic import atomic_write_bytes
+from tierlog.errors import RemoteResourceNotFoundError
 from tierlog.remote.tier.object_store import translate_errors
 
 __all__ = ["LocalMetadataStore"]
@@ -33,15 +34,10 @@ class LocalMetadataStore(MetadataStore):
     Compare-and-swap holds across threads and processes of one machine."""
 
     def _read_object(self, path: str) -> tuple[bytes, str | None] | None:
-        with translate_errors("read", path):
-            self.tier.stats.record("gets")
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except FileNotFoundError:
-                return None
-        self.tier.stats.record_bytes(len(data))
-        return data, None
+        try:
+            return self.tier.get_bytes(path), None
+        except RemoteResourceNotFoundError:
+            return None
 
     def _replace_object(self, key: str, path: str, data: bytes, write_id: str,
                         expected: str) -> str | None:
