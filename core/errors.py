@@ -394,6 +394,44 @@ class InvalidMetadataValueError(TierlogError, ValueError):
     serializable as JSON, or larger than the store's limit; names the key."""
 
 
+# --- replication: the leader's replica rules (tierlog.cluster.partition_leader) -------------
+
+
+class NotLeaderOrFollowerError(RetriableError, RuntimeError):
+    """A request for a partition to a broker that is not its leader, or a follower fetch from
+    a broker that is not one of its replicas (Kafka's NOT_LEADER_OR_FOLLOWER); names the
+    partition and the broker. The client refreshes its metadata and retries."""
+
+
+class NotEnoughReplicasError(RetriableError, RuntimeError):
+    """An ``acks=all`` produce to a partition whose in-sync set is smaller than
+    ``min.insync.replicas`` (Kafka's NOT_ENOUGH_REPLICAS): refused before anything is
+    appended; names the partition, the in-sync set and the minimum."""
+
+
+class NotEnoughReplicasAfterAppendError(NotEnoughReplicasError):
+    """An ``acks=all`` produce that was appended and reached the high watermark, but the
+    in-sync set shrank below ``min.insync.replicas`` meanwhile (Kafka's
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND): the records are in the log; names the partition."""
+
+
+class FencedPartitionEpochError(TierlogError, ValueError):
+    """An in-sync set change (or a leader update) made against a partition epoch that is no
+    longer the partition's (Kafka's INVALID_UPDATE_VERSION): another change got there first.
+    Names the partition and both epochs (``expected``: the partition's, ``found``: the
+    change's). Nothing changed: re-read the partition's state and decide again."""
+
+    def __init__(self, message: str, *, expected: int, found: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.found = found
+
+
+class InvalidIsrError(TierlogError, ValueError):
+    """An in-sync set that cannot be the partition's: without its leader, naming a broker that
+    is not a replica, or not the change the leader proposed; names the partition and the set."""
+
+
 # --- the Kafka protocol server (tierlog.server) -------------------------------------------
 
 
