@@ -227,6 +227,9 @@ class FileRecords:
         # this, every Log dropped unclosed kept its segments' descriptors until the process
         # ended (a full test run reached select()'s limit of 1024).
         self._unclosed = weakref.finalize(self, _close_dropped, fd, path)
+        # Never at interpreter exit: the OS closes the descriptor then, and a finalizer run
+        # before a clean shutdown hook would hand that hook a closed (or reused) descriptor.
+        self._unclosed.atexit = False
 
     @classmethod
     def open(
