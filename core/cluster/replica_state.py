@@ -78,4 +78,4 @@ class ReplicaState:
         """Whether the follower is at the leader's end, or was caught up at most
         ``replica_lag_time_max_ms`` ago (so it is dropped only once the lag is exceeded)."""
         return (self.log_end_offset == leader_log_end_offset
-                or now_ms - self.last_caught_up_time_ms < replica_lag_time_max_ms)
+                or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
