@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from tierlog.cluster.replica_state import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from tierlog.config import LONG_MAX, ConfigKey, LogConfig, topic_config_key
 from tierlog.errors import ConfigError
 from tierlog.remote.tier.options import (
@@ -58,6 +59,9 @@ BROKER_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
                   "How often the log start offset checkpoint is written.", 0),
         ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5_000,
                   "How often high watermarks are checkpointed.", 1),
+        ConfigKey("replica.lag.time.max.ms", "long", DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                  "How long an in-sync follower may go without reaching the leader's log end "
+                  "before the leader drops it from the in-sync set (replication).", 0),
         ConfigKey("log.retention.check.interval.ms", "long", 300_000,
                   "How often retention is enforced.", 1),
         ConfigKey("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),

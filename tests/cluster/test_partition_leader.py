@@ -21,6 +21,7 @@ from tierlog.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
+from tierlog.manager.manager_config import ManagerConfig
 
 LAG = 30_000
 
@@ -251,3 +252,10 @@ def test_bad_input_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match=r"min\.insync\.replicas"):
         leader(min_isr=0)
     assert p.follower(2).log_end_offset == -1  # nothing recorded by the refused calls
+
+
+def test_the_broker_reads_replica_lag_time_max_ms_with_kafkas_default() -> None:
+    assert ManagerConfig()["replica.lag.time.max.ms"] == LAG
+    assert ManagerConfig({"replica.lag.time.max.ms": "10000"})["replica.lag.time.max.ms"] == 10_000
+    with pytest.raises(ConfigError, match=r"replica\.lag\.time\.max\.ms"):
+        ManagerConfig({"replica.lag.time.max.ms": "-1"})
