@@ -7,15 +7,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
-
-from fsspec.implementations.local import LocalFileSystem
 
 from tierlog.cluster.local_store import LocalMetadataStore
 from tierlog.cluster.s3_store import S3MetadataStore
 from tierlog.cluster.store import MetadataStore
 from tierlog.errors import ConfigError
-from tierlog.remote.tier.options import backend_for_url
+from tierlog.remote.tier.options import backend_for_url, local_directory
 from tierlog.remote.tier.storage_from_url import open_storage
 
 __all__ = ["open_metadata_store"]
@@ -32,12 +29,12 @@ def open_metadata_store(url: str, storage_options: Mapping[str, Any] | None = No
     filesystem without conditional writes (only S3-compatible stores and local directories
     have them)."""
     if backend_for_url(url) == "local":
-        os.makedirs(urlsplit(url).path if "://" in url else url, exist_ok=True)
+        os.makedirs(local_directory(url), exist_ok=True)
     tier = open_storage(url, storage_options).tier
     if not tier.supports_exclusive_create:
         raise ConfigError(URL_KEY, f"{url!r}: {type(tier.fs).__name__} offers no conditional "
                                f"writes (the cluster metadata store needs an S3-compatible "
                                f"store or a local directory)")
-    if isinstance(tier.fs, LocalFileSystem):
+    if tier.is_local:
         return LocalMetadataStore(tier)
     return S3MetadataStore(tier)

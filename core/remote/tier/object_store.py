@@ -205,6 +205,12 @@ class RemoteTier:
             )
 
     @property
+    def is_local(self) -> bool:
+        """Whether the tier is a local (or NFS) directory: published by rename, created
+        exclusively by a hard link, read by ``pread``."""
+        return _is_local(self.fs)
+
+    @property
     def supports_exclusive_create(self) -> bool:
         """Whether :meth:`put_if_absent` works on this tier's filesystem (an S3-compatible store,
         a local or NFS directory)."""

@@ -244,6 +244,11 @@ def backend_for_url(url: str) -> str:
     return _SCHEMES.get(scheme, scheme)
 
 
+def local_directory(url: str) -> str:
+    """The directory a local tier URL (``file://...`` or a plain path) names."""
+    return urlsplit(url).path if "://" in url else url
+
+
 # -- parsing -------------------------------------------------------------------------------
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from tierlog.errors import RemoteStorageError
 from tierlog.plugin_manager import get_plugins
 from tierlog.remote.tier.fsspec_storage import FsspecRemoteStorageManager
-from tierlog.remote.tier.options import backend_for_url
+from tierlog.remote.tier.options import backend_for_url, local_directory
 
 __all__ = ["open_storage"]
 
@@ -28,7 +27,7 @@ def open_storage(url: str, storage_options: Mapping[str, Any] | None = None, *,
     builds a manager without an fsspec tier."""
     backend = manager or backend_for_url(url)
     if backend == "local":
-        path = urlsplit(url).path if "://" in url else url
+        path = local_directory(url)
         if not os.path.isdir(path):
             raise RemoteStorageError(f"remote tier {url!r}: directory {path} does not exist")
     factory = get_plugins().registries.remote_storage_factory(backend)
