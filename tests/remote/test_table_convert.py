@@ -320,15 +320,23 @@ def test_open_or_create_table_creates_once(tmp_path: Path) -> None:
      (3, 10, 19, "ab-c_d", "0123abcd")),
     ("s3://b/t/_tables/x-y/data/p0/00000000000000000000-00000000000000000000-s-ffffffff.parquet",
      (0, 0, 0, "s", "ffffffff")),
+    ("data/p2/00000000000000000000-00000000000000000299.r3-0bde4395.parquet",
+     (2, 0, 299, None, "0bde4395", 3)),
+    # A segment id may look like a run's mark: it is still a link's file.
+    ("data/p0/00000000000000000000-00000000000000000009-r3-0123abcd.parquet",
+     (0, 0, 9, "r3", "0123abcd")),
 ])
 def test_data_file_names_round_trip(path: str, fields: tuple[Any, ...]) -> None:
     name = DataFileName.parse(path)
     assert (name.partition, name.first_offset, name.last_offset, name.segment_id,
-            name.attempt) == fields
+            name.attempt, name.links)[:len(fields)] == fields
+    assert name.is_run == (name.segment_id is None)
     assert path.endswith(name.key)
     fresh = DataFileName.new(3, 10, 19, "ab-c_d")
     assert DataFileName.parse(fresh.key) == fresh and fresh.attempt != DataFileName.new(
         3, 10, 19, "ab-c_d").attempt
+    run = DataFileName.new_run(3, 10, 99, 4)
+    assert DataFileName.parse(run.key) == run and run.is_run and run.links == 4
 
 
 @pytest.mark.parametrize("path", [
@@ -337,9 +345,13 @@ def test_data_file_names_round_trip(path: str, fields: tuple[Any, ...]) -> None:
     "data/p0/00000000000000000009-00000000000000000000-s-0123abcd.parquet",
     "data/p0/00000000000000000000-00000000000000000009-s-0123ABCD.parquet",
     "data/p0/00000000000000000000-00000000000000000009-s-0123abcd.avro",
+    "data/p0/00000000000000000000-00000000000000000009.r0-0123abcd.parquet",
+    "data/p0/00000000000000000000-00000000000000000009.r1001-0123abcd.parquet",
+    "data/p0/00000000000000000000-00000000000000000009.r2.parquet",
 ])
 def test_other_names_are_not_data_files(path: str) -> None:
-    with pytest.raises(CorruptRemoteMetadataError, match=r"not a table data file|not an offset"):
+    with pytest.raises(CorruptRemoteMetadataError,
+                       match=r"not a table data file|not an offset|a run holds"):
         DataFileName.parse(path)
 
 
