@@ -89,12 +89,17 @@ class _Change:
 
 @dataclass(frozen=True, slots=True)
 class CurrentFile:
-    """A data file of the current snapshot and the link it holds."""
+    """A data file of the current snapshot and the link (or run of links) it holds."""
 
     partition: int
     first_offset: int
     last_offset: int
     data_file: DataFile
+    links: int = 1
+    """How many chain links the file holds: 1 for a link's file, more for a run file (a
+    compaction's; a run may also hold one link)."""
+    is_run: bool = False
+    """Whether it is a run file (its footer lists its links, ``tierlog.links``)."""
 
 
 class TableCommitter:
@@ -226,8 +231,11 @@ class TableCommitter:
         """Put each ready file in the table in place of its link's current file (scrub's
         repair: a damaged or missing file converted again), in one snapshot; coverage does not
         change. A link whose file is missing is added when no current file overlaps it. A
-        file already current is skipped. TableChainError, nothing committed, for a link not
-        within the partition's covered range or overlapping a current file of another span."""
+        file already current is skipped. Ready files of the links of one current run file
+        replace that run when together they tile its span exactly (an unmerge: a damaged run
+        rebuilt, or a run split before a cut or a start moves inside it). TableChainError,
+        nothing committed, for a link not within the partition's covered range, overlapping a
+        current file of another span, or leaving part of a run it replaces uncovered."""
 
         files = sorted(ready, key=lambda f: (f.partition, f.first_offset))
         for a, b in pairwise(files):
@@ -241,6 +249,7 @@ class TableCommitter:
             add: list[DataFile] = []
             remove: list[DataFile] = []
             skipped: list[ReadyFile] = []
+            unmerged: dict[str, tuple[CurrentFile, list[ReadyFile]]] = {}
             for f in files:
                 p, span = f.partition, (f.first_offset, f.last_offset)
                 end = coverage.end(p)
@@ -253,12 +262,22 @@ class TableCommitter:
                 if any(c.data_file.file_path == f.data_file.file_path for c in mine):
                     skipped.append(f)
                     continue
+                run = mine[0] if len(mine) == 1 else None
+                if run is not None and run.is_run \
+                        and (run.first_offset, run.last_offset) != span \
+                        and run.first_offset <= f.first_offset and f.last_offset <= run.last_offset:
+                    unmerged.setdefault(run.data_file.file_path, (run, []))[1].append(f)
+                    continue
                 if any((c.first_offset, c.last_offset) != span for c in mine):
                     raise TableChainError(
                         f"partition {p}: file [{f.first_offset}, {f.last_offset}] overlaps "
                         f"the table's files {_spans(mine)} of other links")
                 remove += [c.data_file for c in mine]
                 add.append(f.data_file)
+            for run, parts in unmerged.values():
+                _check_tiles(run, parts)
+                remove.append(run.data_file)
+                add += [f.data_file for f in parts]
             return _Change(coverage, add=tuple(add), remove=tuple(remove),
                            skipped=tuple(skipped))
 
@@ -360,7 +379,8 @@ def current_files(table: Table, partition: int | None = None) -> list[CurrentFil
             p = _partition_of(data_file)
             if partition is None or p == partition:
                 name = DataFileName.parse(data_file.file_path)
-                found.append(CurrentFile(p, name.first_offset, name.last_offset, data_file))
+                found.append(CurrentFile(p, name.first_offset, name.last_offset, data_file,
+                                         name.links, name.is_run))
     return sorted(found, key=lambda f: (f.partition, f.first_offset))
 
 
@@ -369,5 +389,17 @@ def _partition_of(data_file: DataFile) -> int:
     return int(data_file.partition[0])
 
 
-def _spans(files: Iterable[CurrentFile]) -> str:
+def _check_tiles(run: CurrentFile, parts: Sequence[ReadyFile]) -> None:
+    """TableChainError unless ``parts`` (in offset order) tile ``run``'s span exactly."""
+    spans = [(f.first_offset, f.last_offset) for f in parts]
+    ends = [run.first_offset - 1] + [last for _, last in spans]
+    if any(first != end + 1 for (first, _), end in zip(spans, ends, strict=False)) \
+            or ends[-1] != run.last_offset:
+        raise TableChainError(
+            f"partition {run.partition}: files {spans} do not tile the run file "
+            f"[{run.first_offset}, {run.last_offset}] they would replace: "
+            f"{run.data_file.file_path}")
+
+
+def _spans(files: Iterable[CurrentFile | ReadyFile]) -> str:
     return ", ".join(f"[{f.first_offset}, {f.last_offset}]" for f in files)
