@@ -370,6 +370,13 @@ class TableCommitConflictError(RetriableError, RuntimeError):
     reloads the table and finds out what landed."""
 
 
+class TableCompactionStaleError(TableCommitConflictError):
+    """A compaction of a topic table (``TableCommitter.compact``) whose input files are no
+    longer all current: retention, a cut, a repair or another compaction replaced one since
+    the run was merged; names the partition, the run and the missing input. Nothing is
+    committed; the run file is an orphan for the sweep, and the next compaction plans again."""
+
+
 class MetadataConflictError(RetriableError, RuntimeError):
     """A compare-and-swap of the cluster metadata store (``tierlog.cluster``) lost: a create
     found the key existing, or a replace found another version than the one it expected.

@@ -7,17 +7,14 @@ interleaved keep every row exactly once; a lost response (S3) recovered; the log
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 import pytest
 import s3fs
-from fsspec.implementations.local import LocalFileSystem
 from pyiceberg.table import Table
 from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
-from support.table_files import IDENT, create_table, write_link
+from support.table_files import IDENT, create_table, interleaved, write_link
 
 from tierlog.errors import TableChainError, TableCommitConflictError, TableCoverageError
 from tierlog.remote.table.catalog import TierCatalog
@@ -125,32 +122,11 @@ def test_a_partition_not_covered_yet_starts_where_the_caller_says(catalog, commi
     assert offsets(catalog, 0) == list(range(104, 110))
 
 
-class InterleavedFS(LocalFileSystem):  # type: ignore[misc]
-    """A local filesystem that runs ``before_commit`` (up to ``times`` times) when a committer
-    has published a commit's manifest list, before it creates the next metadata version: the
-    point where another process's commit lands in between. Not cached: its hook is per test."""
-
-    cachable = False
-    before_commit: Callable[[], None] | None = None
-    times: int = 1
-
-    def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
-        super().mv(path1, path2, **kwargs)
-        if self.before_commit and "/metadata/snap-" in path2 and self.times > 0:
-            self.times -= 1
-            self.before_commit()
-
-
-def interleaved(tmp_path: Path, catalog: TierCatalog) -> tuple[TierCatalog, InterleavedFS]:
-    fs = InterleavedFS()
-    return TierCatalog(RemoteTier(fs, catalog.tier.root)), fs
-
-
 def test_a_committer_that_lost_the_race_recomputes_on_the_winner(tmp_path, catalog,
                                                                  committer) -> None:
     table = table_of(catalog)
     committer.commit([write_link(catalog.tier, table, 0, 0, 4)], starts={0: 0})
-    racing_catalog, fs = interleaved(tmp_path, catalog)
+    racing_catalog, fs = interleaved(catalog)
     backoffs: list[int] = []
     racing = TableCommitter(racing_catalog, IDENT, backoff=backoffs.append)
     mine = write_link(catalog.tier, table, 1, 0, 6)
@@ -167,7 +143,7 @@ def test_a_committer_that_lost_the_race_recomputes_on_the_winner(tmp_path, catal
 
 def test_two_committers_of_the_same_link_commit_it_once(tmp_path, catalog, committer) -> None:
     table = table_of(catalog)
-    racing_catalog, fs = interleaved(tmp_path, catalog)
+    racing_catalog, fs = interleaved(catalog)
     racing = TableCommitter(racing_catalog, IDENT, backoff=no_backoff)
     mine, theirs = (write_link(catalog.tier, table, 0, 0, 9) for _ in range(2))
     fs.before_commit = lambda: committer.commit([theirs], starts={0: 0})
@@ -182,7 +158,7 @@ def test_a_committer_losing_every_attempt_gives_up_and_the_next_call_lands(
         tmp_path, catalog, committer) -> None:
     table = table_of(catalog)
     committer.commit([write_link(catalog.tier, table, 0, 0, 0)], starts={0: 0})
-    racing_catalog, fs = interleaved(tmp_path, catalog)
+    racing_catalog, fs = interleaved(catalog)
     racing = TableCommitter(racing_catalog, IDENT, max_attempts=3, backoff=no_backoff)
     next_offset = iter(range(1, 100))
 

@@ -7,15 +7,18 @@ commits, not conversion."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import ReadyFile
 from tierlog.remote.table.convert import data_file
 from tierlog.remote.table.naming import DataFileName
@@ -60,3 +63,26 @@ def write_link(tier: RemoteTier, table: Table, partition: int, first: int, last:
         size = local.stat().st_size
     return ReadyFile(partition, first, last,
                      data_file(table, location, footers[0], size, partition))
+
+
+class InterleavedFS(LocalFileSystem):  # type: ignore[misc]
+    """A local filesystem that runs ``before_commit`` (up to ``times`` times) when a committer
+    has published a commit's manifest list, before it creates the next metadata version: the
+    point where another process's commit lands in between. Not cached: its hook is per test."""
+
+    cachable = False
+    before_commit: Callable[[], None] | None = None
+    times: int = 1
+
+    def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
+        super().mv(path1, path2, **kwargs)
+        if self.before_commit and "/metadata/snap-" in path2 and self.times > 0:
+            self.times -= 1
+            self.before_commit()
+
+
+def interleaved(catalog: TierCatalog) -> tuple[TierCatalog, InterleavedFS]:
+    """A second catalog of ``catalog``'s tier whose commits run the returned filesystem's
+    ``before_commit`` hook (another writer's commit) just before they land."""
+    fs = InterleavedFS()
+    return TierCatalog(RemoteTier(fs, catalog.tier.root)), fs

@@ -6,6 +6,8 @@ partitions), applying a log start offset (retention, DeleteRecords), cutting at 
 A lost race (CommitFailedException) or an unknown outcome (CommitStateUnknownException)
 reloads and redoes the change with the same data files, which are never rewritten, so each
 link's rows are in the table exactly once whatever crashes where (DESIGN §3.3, §6).
+A compaction swaps a run file for the current files it merged, and gives up
+(TableCompactionStaleError) rather than redo once one of them is no longer current.
 """
 
 from __future__ import annotations
@@ -17,15 +19,23 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.typedef import Identifier
+from pyiceberg.types import LongType
 
-from tierlog.errors import TableChainError, TableCommitConflictError, TableCoverageError
+from tierlog.errors import (
+    TableChainError,
+    TableCommitConflictError,
+    TableCompactionStaleError,
+    TableCoverageError,
+)
 from tierlog.remote.table.catalogs import write_pointer
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.naming import DataFileName
+from tierlog.remote.table.schema import FIELD_IDS, OFFSET
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +66,21 @@ class ReadyFile:
             raise TableCoverageError(
                 f"partition {self.partition}: link [{self.first_offset}, {self.last_offset}] "
                 f"of {self.data_file.file_path} is not a partition's range of offsets")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFile:
+    """A published run file (a compaction's merge of consecutive current files of
+    ``partition``), not yet committed: it holds exactly the rows of the files ``replaces``."""
+
+    partition: int
+    first_offset: int
+    """The run's span, as its name gives it: its first link's first offset ..."""
+    last_offset: int
+    """... its last link's last offset."""
+    data_file: DataFile
+    replaces: tuple[str, ...]
+    """The input files' paths (``file_path`` as the table names them), in offset order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +308,32 @@ class TableCommitter:
 
         return self._run(f"repair {len(ready)} files", plan)
 
+    def compact(self, run: RunFile) -> CommitResult:
+        """Put ``run`` in the table in place of its input files, in one (overwrite) snapshot;
+        coverage does not change. Nothing to do when the run is current already (a redo after
+        an unknown outcome). A lost race against a change that kept every input current (a
+        tiering append) is redone; TableCompactionStaleError, nothing committed, when an input
+        is no longer current (retention, a cut, a repair or another compaction replaced it).
+        TableChainError when the run does not hold exactly its inputs' links and rows."""
+        what = f"compact p{run.partition} [{run.first_offset}, {run.last_offset}]"
+
+        def plan(table: Table, coverage: Coverage) -> _Change | None:
+            current = {f.data_file.file_path: f for f in current_files(table, run.partition)}
+            if run.data_file.file_path in current:
+                return None
+            missing = [p for p in run.replaces if p not in current]
+            if missing:
+                raise TableCompactionStaleError(
+                    f"{self._name}: {what}: its input {missing[0]} is no longer a current file "
+                    f"({len(missing)} of {len(run.replaces)} inputs gone); "
+                    f"{run.data_file.file_path} is left for the sweep")
+            inputs = [current[p] for p in run.replaces]
+            _check_run(run, inputs, coverage.end(run.partition))
+            return _Change(coverage, add=(run.data_file,),
+                           remove=tuple(f.data_file for f in inputs))
+
+        return self._run(what, plan)
+
     # -- the loop -------------------------------------------------------------------------
 
     def _continue(self, coverage: Coverage, f: ReadyFile, starts: Mapping[int, int],
@@ -399,6 +450,48 @@ def _check_tiles(run: CurrentFile, parts: Sequence[ReadyFile]) -> None:
             f"partition {run.partition}: files {spans} do not tile the run file "
             f"[{run.first_offset}, {run.last_offset}] they would replace: "
             f"{run.data_file.file_path}")
+
+
+def _check_run(run: RunFile, inputs: Sequence[CurrentFile], end: int | None) -> None:
+    """TableChainError unless ``run`` holds exactly ``inputs`` (current files of its partition,
+    in offset order, below the covered end ``end``): contiguous inputs, the same span, the
+    same row count, and the offset bounds of all of them (a file of no rows has none)."""
+    problem = None
+    spans = [(f.first_offset, f.last_offset) for f in inputs]
+    if not inputs:
+        problem = "it replaces no file"
+    elif any(b.first_offset != a.last_offset + 1 for a, b in pairwise(inputs)):
+        problem = f"its inputs {spans} are not consecutive"
+    elif (run.first_offset, run.last_offset) != (inputs[0].first_offset, inputs[-1].last_offset):
+        problem = f"its inputs span [{inputs[0].first_offset}, {inputs[-1].last_offset}]"
+    elif end is None or inputs[-1].last_offset >= end:
+        problem = f"its inputs are not all below the covered end {end}"
+    elif run.data_file.record_count != sum(f.data_file.record_count for f in inputs):
+        problem = (f"it holds {run.data_file.record_count} rows, its inputs "
+                   f"{sum(f.data_file.record_count for f in inputs)}")
+    else:
+        lowers = [b for f in inputs if (b := _offset_bound(f.data_file, lower=True)) is not None]
+        uppers = [b for f in inputs if (b := _offset_bound(f.data_file, lower=False)) is not None]
+        bounds = (_offset_bound(run.data_file, lower=True),
+                  _offset_bound(run.data_file, lower=False))
+        wanted = (min(lowers), max(uppers)) if lowers and uppers else (None, None)
+        if bounds != wanted:
+            problem = f"its offset bounds {bounds} are not its inputs' {wanted}"
+    if problem is not None:
+        raise TableChainError(
+            f"partition {run.partition}: the run [{run.first_offset}, {run.last_offset}] "
+            f"{run.data_file.file_path} does not replace its inputs: {problem}")
+
+
+def _offset_bound(data_file: DataFile, *, lower: bool) -> int | None:
+    """The file's lower (or upper) offset bound, None when it has none (no rows)."""
+    bounds = data_file.lower_bounds if lower else data_file.upper_bounds
+    raw = (bounds or {}).get(FIELD_IDS[OFFSET])
+    if raw is None:
+        return None
+    value = from_bytes(LongType(), raw)
+    assert isinstance(value, int)  # a long column's bound
+    return value
 
 
 def _spans(files: Iterable[CurrentFile | ReadyFile]) -> str:
