@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -130,8 +130,7 @@ def _write(local: str, batches: Iterable[pa.RecordBatch], metadata: dict[str, st
     rows = 0
     pending: list[pa.RecordBatch] = []
     pending_bytes = 0
-    with pq.ParquetWriter(local, ARROW_SCHEMA, compression="zstd", write_page_index=True,
-                          store_schema=False, metadata_collector=footers) as writer:
+    with parquet_writer(local, footers) as writer:
         for batch in batches:
             pending.append(batch)
             pending_bytes += batch.nbytes
@@ -142,6 +141,16 @@ def _write(local: str, batches: Iterable[pa.RecordBatch], metadata: dict[str, st
             rows += _write_group(writer, pending)
         writer.add_key_value_metadata({**metadata, KV_RECORDS: str(rows)})
     return footers[0], rows
+
+
+@contextlib.contextmanager
+def parquet_writer(local: str, footers: list[pq.FileMetaData]) -> Iterator[pq.ParquetWriter]:
+    """A writer of a table data file (the table's schema, zstd, a page index, no Arrow schema
+    in the footer) at the local path ``local``; ``footers`` gets its footer once closed. The
+    one home of the data files' Parquet settings: a link's conversion and a run's merge."""
+    with pq.ParquetWriter(local, ARROW_SCHEMA, compression="zstd", write_page_index=True,
+                          store_schema=False, metadata_collector=footers) as writer:
+        yield writer
 
 
 def _write_group(writer: pq.ParquetWriter, batches: list[pa.RecordBatch]) -> int:
@@ -175,4 +184,4 @@ def data_file(table: Table, path: str, footer: pq.FileMetaData, size: int,
         **stats.to_serialized_dict())
 
 
-__all__ = ["ROW_GROUP_BYTES", "TableFile", "convert_link", "data_file"]
+__all__ = ["ROW_GROUP_BYTES", "TableFile", "convert_link", "data_file", "parquet_writer"]
