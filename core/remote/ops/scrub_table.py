@@ -29,7 +29,6 @@ snapshot its ``_pointer.json`` names; its repair, which needs that catalog, is r
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -62,6 +61,7 @@ from tierlog.remote.table.convert import (
     KV_SEGMENT_ID,
 )
 from tierlog.remote.table.coverage import Coverage
+from tierlog.remote.table.footer import key_values, read_footer
 from tierlog.remote.table.naming import DataFileName
 from tierlog.remote.table.schema import OFFSET, table_identifier
 from tierlog.remote.tier.layout import (
@@ -77,9 +77,6 @@ log = logging.getLogger(__name__)
 __all__ = ["TableScrubber"]
 
 _UNHELD = "no table file holds these offsets, which the table covers"
-#: A Parquet file ends with its footer's length (4 bytes, little-endian) and ``PAR1``.
-_TRAILER = 8
-_MAGIC = b"PAR1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,11 +244,10 @@ class TableScrubber:
         if size != expected_size:
             return f"the data file holds {size} bytes, the table records {expected_size}"
         try:
-            metadata = _footer(self._tier, path, size)
+            metadata = read_footer(self._tier, path, size)
         except (CorruptRecordError, OSError, pa.ArrowException) as exc:
             return f"the data file's Parquet footer cannot be read: {exc}"
-        kv = {k.decode(errors="replace"): v.decode(errors="replace")
-              for k, v in (metadata.metadata or {}).items()}
+        kv = key_values(metadata)
         name = DataFileName.parse(f.data_file.file_path)
         wanted = {KV_SEGMENT_ID: name.segment_id, KV_FIRST_OFFSET: str(name.first_offset),
                   KV_LAST_OFFSET: str(name.last_offset),
@@ -366,19 +362,6 @@ def _outside(first: int, last: int, spans: list[tuple[int, int]]) -> list[tuple[
     if at <= last:
         found.append((at, last))
     return found
-
-
-def _footer(tier: RemoteTier, path: str, size: int) -> pq.FileMetaData:
-    """The Parquet footer of the object at ``path`` (two ranged GETs: the trailer, then the
-    footer). CorruptRecordError naming it when it is not a Parquet file."""
-    if size < len(_MAGIC) + _TRAILER:
-        raise CorruptRecordError(f"{path}: {size} bytes is too short for a Parquet file")
-    trailer = tier.get_bytes(path, size - _TRAILER, size)
-    (length,) = struct.unpack("<I", trailer[:4])
-    if trailer[4:] != _MAGIC or length + _TRAILER + len(_MAGIC) > size:
-        raise CorruptRecordError(f"{path}: no Parquet footer at its end")
-    footer = tier.get_bytes(path, size - _TRAILER - length, size)
-    return pq.read_metadata(pa.BufferReader(_MAGIC + footer))
 
 
 def _data_records(data: bytes, low: int, high: int, source: str) -> int:
