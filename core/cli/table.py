@@ -1,8 +1,10 @@
 """``tierlog table``: a topic's Iceberg table in its tier. ``build`` converts every committed
 segment the table does not cover yet (``tierlog.remote.table.build``; with ``--spark`` the
 conversions run on Spark's executors), resumable and exactly once, with a progress bar over
-the links and their bytes and a summary line; ``show`` prints the table's current snapshot:
-per partition its start, covered end, files, rows and bytes (``--json``: one JSON object).
+the links and their bytes and a summary line; ``compact`` merges the files of consecutive
+segments into fewer, larger run files (``tierlog.remote.table.compact``), so a query opens
+fewer files; ``show`` prints the table's current snapshot: per partition its start, covered
+end, files, segments they hold, rows and bytes (``--json``: one JSON object).
 The tier and its storage options are found as every command finds them
 (``tierlog.cli._tier_options``).
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlog.cli._common import (
     CliError,
@@ -26,6 +28,9 @@ from tierlog.cli._tier_options import tier_options
 from tierlog.errors import UnknownTopicOrPartitionError
 from tierlog.remote.tier.object_store import RemoteTier
 
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
 
 def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
@@ -34,10 +39,15 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
                     "segments). 'build' converts each committed segment the table does not "
                     "cover yet, below the tier's last stable offset, and commits them in "
                     "batches: a rerun continues where a stopped one left off, and no row is "
-                    "ever added twice. 'show' prints the table's current snapshot.",
+                    "ever added twice. 'compact' merges the files of consecutive segments into "
+                    "fewer, larger files (rows unchanged). 'show' prints the table's current "
+                    "snapshot.",
         epilog="usage of the actions:\n"
                "  tierlog table build [URL] --topic T [--topic-id ID] [--spark] "
                "[--catalog KEY=VALUE] [--batch-links N] [--option KEY=VALUE] [--quiet]\n"
+               "  tierlog table compact [URL] --topic T [--topic-id ID] [--partition P] "
+               "[--target-bytes N] [--max-links N] [--catalog KEY=VALUE] [--dry-run] "
+               "[--quiet]\n"
                "  tierlog table show [URL] --topic T [--topic-id ID] [--option KEY=VALUE] "
                "[--json]",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,20 +61,53 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     build.add_argument("--spark", action="store_true",
                        help="convert on Spark's executors (a local SparkSession; needs "
                             "tierlog[spark])")
-    build.add_argument("--catalog", action="append", metavar="KEY=VALUE",
-                       help="a property of the user's catalog that owns the topic's table "
-                            "(its remote.log.table.catalog.* without the prefix, e.g. "
-                            "type=sql; repeatable; default: the tier's own catalog)")
+    _catalog_argument(build)
     build.add_argument("--batch-links", type=int, default=None, metavar="N",
                        help="commit after every N converted segments (default 64)")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
     build.set_defaults(func=run_build)
+    compact = actions.add_parser(
+        "compact", help="merge the files of consecutive segments into fewer, larger files",
+        description="Merge each partition's runs of small files (one per segment) into run "
+                    "files of up to --target-bytes, each committed as one snapshot that "
+                    "removes the files it replaces; rows and coverage do not change. Safe "
+                    "beside running brokers: a run whose files changed meanwhile is skipped "
+                    "and planned again by the next compaction.")
+    _tier_arguments(compact)
+    compact.add_argument("--partition", type=int, action="append", metavar="P",
+                         help="compact only this partition (repeatable; default: all)")
+    compact.add_argument("--target-bytes", type=int, default=None, metavar="N",
+                         help="the largest run file, in bytes (default: the table's "
+                              "write.target-file-size-bytes, else 536870912)")
+    compact.add_argument("--max-links", type=int, default=None, metavar="N",
+                         help="the most segments in one run file (default 16)")
+    _catalog_argument(compact)
+    compact.add_argument("--dry-run", action="store_true",
+                         help="print the runs it would merge; change nothing")
+    compact.add_argument("--quiet", action="store_true", help="no progress bar")
+    compact.set_defaults(func=run_compact)
     show = actions.add_parser("show", help="print the table's current snapshot",
                               description="The table's current snapshot: per partition its "
                                           "start, covered end, files, rows and bytes.")
     _tier_arguments(show)
     show.add_argument("--json", action="store_true", help="print it as one JSON object")
     show.set_defaults(func=run_show)
+
+
+def _catalog_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--catalog", action="append", metavar="KEY=VALUE",
+                        help="a property of the user's catalog that owns the topic's table "
+                             "(its remote.log.table.catalog.* without the prefix, e.g. "
+                             "type=sql; repeatable; default: the tier's own catalog)")
+
+
+def _user_catalog(tier: RemoteTier, args: argparse.Namespace) -> Catalog | None:
+    """The user's catalog named by ``--catalog``, or None (the tier's own)."""
+    if not args.catalog:
+        return None
+    from tierlog.remote.table.catalogs import open_catalog
+
+    return open_catalog(tier, parse_assignments(args.catalog, "--catalog"))
 
 
 def _tier_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,11 +145,7 @@ def run_build(args: argparse.Namespace) -> int:
             bar.set_postfix_str(f"{step.links_done}/{step.links_total} segments, "
                                 f"p{step.tip.partition}@{step.link.last_offset}", refresh=False)
             bar.update(step.bytes_done - bar.n)
-        catalog = None
-        if args.catalog:
-            from tierlog.remote.table.catalogs import open_catalog
-
-            catalog = open_catalog(tier, parse_assignments(args.catalog, "--catalog"))
+        catalog = _user_catalog(tier, args)
         try:
             if args.spark:
                 from tierlog.spark.convert_job import build_table_on_spark
@@ -125,6 +164,47 @@ def run_build(args: argparse.Namespace) -> int:
           f"{plural(report.committed, 'file')} added in {plural(report.commits, 'commit')}"
           + (f", {report.skipped} already covered" if report.skipped else "")
           + f"; snapshot {report.snapshot_id}, covered {covered}")
+    return 0
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    from tierlog.remote.table.compact import DEFAULT_MAX_LINKS, CompactionProgress, compact_table
+    from tierlog.remote.table.naming import MAX_RUN_LINKS
+
+    max_links = DEFAULT_MAX_LINKS if args.max_links is None else args.max_links
+    if not 2 <= max_links <= MAX_RUN_LINKS:
+        raise CliError(f"--max-links must be 2 to {MAX_RUN_LINKS}, got {max_links}")
+    if args.target_bytes is not None and args.target_bytes < 1 << 20:
+        raise CliError(f"--target-bytes must be at least 1 MiB (1048576), got "
+                       f"{args.target_bytes}")
+    if any(p < 0 for p in args.partition or ()):
+        raise CliError(f"--partition must be a partition number, got {args.partition}")
+    tier = _open_tier(args, "compact a table in")
+    quiet = args.quiet or args.dry_run
+    with progress_bar(desc="table compact", unit="B", unit_scale=True, quiet=quiet) as bar:
+        def progress(step: CompactionProgress) -> None:
+            bar.total = step.bytes_total
+            bar.set_postfix_str(f"{step.runs_done}/{step.runs_total} runs, "
+                                f"p{step.tip.partition}", refresh=False)
+            bar.update(step.bytes_done - bar.n)
+        try:
+            report = compact_table(tier, args.topic, topic_id=args.topic_id,
+                                   catalog=_user_catalog(tier, args),
+                                   partitions=args.partition, target_bytes=args.target_bytes,
+                                   max_links=max_links, dry_run=args.dry_run,
+                                   progress=progress)
+        except UnknownTopicOrPartitionError as exc:
+            raise CliError(f"no table to compact: {exc}") from exc
+    if args.dry_run:
+        for partition, first, last, files in report.planned:
+            print(f"p{partition} [{first}, {last}]: would merge {plural(files, 'file')}")
+        print(f"{report.table}: {plural(len(report.planned), 'run')} planned; nothing changed")
+        return 0
+    print(f"{report.table}: {plural(report.runs, 'run file')} written "
+          f"({human_bytes(report.bytes_written)}) in place of "
+          f"{plural(report.files_removed, 'file')} ({human_bytes(report.bytes_read)})"
+          + (f"; {plural(report.stale, 'run')} skipped (its files changed meanwhile)"
+             if report.stale else ""))
     return 0
 
 
@@ -147,12 +227,13 @@ def run_show(args: argparse.Namespace) -> int:
     snapshot = table.current_snapshot()
     coverage = Coverage.of_snapshot(snapshot, name)
     partitions: dict[int, dict[str, Any]] = {
-        p: {"start": coverage.start.get(p), "covered": coverage.end(p), "files": 0, "rows": 0,
-            "bytes": 0}
+        p: {"start": coverage.start.get(p), "covered": coverage.end(p), "files": 0,
+            "segments": 0, "rows": 0, "bytes": 0}
         for p in sorted({*tips, *coverage.covered})}
     for f in current_files(table):
         entry = partitions[f.partition]
         entry["files"] += 1
+        entry["segments"] += f.links
         entry["rows"] += f.data_file.record_count
         entry["bytes"] += f.data_file.file_size_in_bytes
     shown = {"table": name, "location": table.location(),
@@ -162,11 +243,12 @@ def run_show(args: argparse.Namespace) -> int:
         print(json.dumps(shown))
         return 0
     print(f"{name}  snapshot {shown['snapshot_id']}  {table.location()}")
-    print(f"{'partition':>9} {'start':>12} {'covered':>12} {'files':>7} {'rows':>12} "
-          f"{'bytes':>10}")
+    print(f"{'partition':>9} {'start':>12} {'covered':>12} {'files':>7} {'segments':>8} "
+          f"{'rows':>12} {'bytes':>10}")
     for p, e in partitions.items():
         print(f"{p:>9} {_or_dash(e['start']):>12} {_or_dash(e['covered']):>12} "
-              f"{e['files']:>7,} {e['rows']:>12,} {human_bytes(e['bytes']):>10}")
+              f"{e['files']:>7,} {e['segments']:>8,} {e['rows']:>12,} "
+              f"{human_bytes(e['bytes']):>10}")
     return 0
 
 

@@ -1,6 +1,7 @@
-"""``tierlog table build`` and ``tierlog table show`` through the CLI entry point: a build over a
+"""``tierlog table build``, ``compact`` and ``show`` through the CLI entry point: a build over a
 tier written without tables, its summary, a rerun that converts nothing, the table shown per
-partition (and as JSON), and one clear error line for a missing topic, table or tier."""
+partition (and as JSON), a compaction (dry run first) that leaves fewer files with the same
+rows, and one clear error line for a missing topic, table or tier, or a bad option."""
 
 from __future__ import annotations
 
@@ -49,8 +50,30 @@ def test_build_then_show(built: BuiltTier) -> None:
 
     text = tierlog("table", "show", built.url, "--topic", "orders").stdout.splitlines()
     assert text[0].startswith(shown["table"]) and f"snapshot {shown['snapshot_id']}" in text[0]
-    assert text[1].split() == ["partition", "start", "covered", "files", "rows", "bytes"]
+    assert text[1].split() == ["partition", "start", "covered", "files", "segments", "rows",
+                               "bytes"]
     assert [line.split()[0] for line in text[2:]] == ["0", "1"]
+    assert all(e["segments"] == e["files"] for e in parts.values())  # one file per segment
+
+    dry = tierlog("table", "compact", built.url, "--topic", "orders", "--target-bytes",
+                  str(1 << 20), "--max-links", "1000", "--dry-run").stdout
+    assert "2 runs planned; nothing changed" in dry and "would merge" in dry
+    assert json.loads(tierlog("table", "show", built.url, "--topic", "orders",
+                              "--json").stdout) == shown
+
+    out = tierlog("table", "compact", built.url, "--topic", "orders", "--target-bytes",
+                  str(1 << 20), "--max-links", "1000", "--quiet").stdout
+    assert "2 run files written" in out
+    merged = json.loads(tierlog("table", "show", built.url, "--topic", "orders",
+                                "--json").stdout)["partitions"]
+    for p, entry in merged.items():
+        before = parts[p]
+        assert entry["files"] == 1 and entry["segments"] == before["files"]
+        assert (entry["start"], entry["covered"], entry["rows"]) == (
+            before["start"], before["covered"], before["rows"])
+    again = tierlog("table", "compact", built.url, "--topic", "orders", "--target-bytes",
+                    str(1 << 20), "--max-links", "1000", "--quiet").stdout
+    assert "0 run files written" in again
 
 
 def test_a_missing_topic_or_tier_is_one_error_line(built: BuiltTier, tmp_path: Path) -> None:
@@ -58,3 +81,8 @@ def test_a_missing_topic_or_tier_is_one_error_line(built: BuiltTier, tmp_path: P
     assert "nosuch" in user_error("table", "show", built.url, "--topic", "nosuch")
     missing = tmp_path / "absent"
     assert str(missing) in user_error("table", "build", missing.as_uri(), "--topic", "orders")
+    assert "nosuch" in user_error("table", "compact", built.url, "--topic", "nosuch")
+    assert "--max-links" in user_error("table", "compact", built.url, "--topic", "orders",
+                                       "--max-links", "1")
+    assert "--target-bytes" in user_error("table", "compact", built.url, "--topic", "orders",
+                                          "--target-bytes", "10")

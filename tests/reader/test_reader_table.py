@@ -97,7 +97,7 @@ def test_sampled_starts_and_ends_in_every_state(fresh: TableTier) -> None:
                                   segments_every=4))
             seen.add((state, isolation))
     assert total.mismatches == []
-    assert len(seen) == 6 and total.reads >= 6 * SAMPLED_EXTRA
+    assert len(seen) == 8 and total.reads >= 8 * SAMPLED_EXTRA
     assert fresh.log_starts[("orders", 0)] > 0 and cuts
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import fsspec
@@ -16,7 +16,16 @@ import pyarrow.compute as pc
 import pytest
 from support.clock import FakeClock
 from support.table_files import IDENT, create_table
-from support.table_kill import KILL_POINTS, LANDED, LINKS, PARTITIONS, ROWS, run
+from support.table_kill import (
+    COMPACT_KILL_POINTS,
+    KILL_POINTS,
+    LANDED,
+    LINKS,
+    PARTITIONS,
+    ROWS,
+    run,
+    run_compaction,
+)
 
 from tierlog.common.clock import system_time_ms
 from tierlog.remote.table.catalog import TierCatalog
@@ -28,24 +37,36 @@ from tierlog.remote.tier.object_store import RemoteTier
 GRACE_MS = 60_000
 
 
-@pytest.fixture(scope="module")
-def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """One tier per kill point, each with a table whose committing process was SIGKILLed
-    there: all spawned at once (each pays the interpreter's start), then awaited."""
+def _spawn_killed(tmp_path_factory: pytest.TempPathFactory, target: Callable[..., None],
+                  points: Iterable[str], label: str) -> dict[str, str]:
+    """One tier per kill point, each with a table whose process running ``target`` was
+    SIGKILLed there: all spawned at once (each pays the interpreter's start), then awaited."""
     context = multiprocessing.get_context("spawn")  # fork hangs once pyarrow is loaded
     roots: dict[str, str] = {}
     processes = []
-    for point in KILL_POINTS:
-        root = str(tmp_path_factory.mktemp(f"kill-{point}") / "tier")
+    for point in points:
+        root = str(tmp_path_factory.mktemp(f"{label}-{point}") / "tier")
         create_table(TierCatalog(RemoteTier(fsspec.filesystem("file"), root)))
-        process = context.Process(target=run, args=(root, point))
+        process = context.Process(target=target, args=(root, point))
         process.start()
         processes.append((point, process))
         roots[point] = root
     for point, process in processes:
         process.join(timeout=120)
         assert process.exitcode == -signal.SIGKILL, (point, process.exitcode)
-    yield roots
+    return roots
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A tier per kill point of a commit of links."""
+    yield _spawn_killed(tmp_path_factory, run, KILL_POINTS, "kill")
+
+
+@pytest.fixture(scope="module")
+def killed_compactions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A tier per kill point of a compaction."""
+    yield _spawn_killed(tmp_path_factory, run_compaction, COMPACT_KILL_POINTS, "compact")
 
 
 def on_disk(root: str) -> set[str]:
@@ -97,3 +118,32 @@ def test_a_commit_killed_at_any_step_leaves_every_row_once_after_a_restart(kille
     table = catalog.load_table(IDENT)
     assert {p for p in on_disk(root) if "/data/" in p} == {
         f.data_file.file_path for f in current_files(table)}
+
+
+@pytest.mark.parametrize("point", COMPACT_KILL_POINTS)
+def test_a_compaction_killed_at_any_step_leaves_every_row_once_after_a_restart(
+        killed_compactions: dict[str, str], point: str) -> None:
+    root = killed_compactions[point]
+    catalog = TierCatalog(RemoteTier(fsspec.filesystem("file"), root))
+    # Each partition holds either all its link files or its run file: never both, never
+    # neither; the first partition's run is there exactly when its version was created.
+    for p in PARTITIONS:
+        files = current_files(catalog.load_table(IDENT), p)
+        merged = p == PARTITIONS[0] and point in LANDED
+        assert [f.is_run for f in files] == ([True] if merged else [False] * LINKS), (p, files)
+    assert_whole(catalog, LINKS * ROWS)
+
+    run_compaction(root)  # the restart: the links are covered; compaction finishes
+    table = catalog.load_table(IDENT)
+    assert [f.is_run for f in current_files(table)] == [True] * len(PARTITIONS)
+    assert_whole(catalog, LINKS * ROWS)
+
+    # Past the snapshots' retention and the grace, the replaced link files and the killed
+    # attempt's leftovers are swept; nothing the table reads is.
+    clock = FakeClock(system_time_ms())
+    clock.advance(GRACE_MS + 1_000)
+    TableMaintenance(catalog.tier, catalog, IDENT, snapshot_retention_ms=0,
+                     orphan_grace_ms=GRACE_MS, keep_versions=1, time_ms=clock).run()
+    assert_whole(catalog, LINKS * ROWS)
+    assert {p for p in on_disk(root) if "/data/" in p} == {
+        f.data_file.file_path for f in current_files(catalog.load_table(IDENT))}

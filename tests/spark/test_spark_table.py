@@ -26,7 +26,9 @@ from support.table_tier import (
     TableTier,
     apply_log_start,
     build_table_tier,
+    compact,
     convert_partition,
+    cut_table,
     ready,
 )
 from support.tier_builder import BASE_TIME_MS, ISOLATIONS, build_simple_tier
@@ -113,6 +115,32 @@ def test_offsets_inside_files_and_into_the_tail(spark: SparkSession, tt: TableTi
     assert got == rows(load(spark, tt.url, **options))
     assert {r[1] for r in got} == {0, 1}
     assert all(start[str(r[1])] <= r[2] < end[str(r[1])] for r in got)
+
+
+def test_a_compacted_table_then_a_restore_cut_inside_a_run(spark: SparkSession,
+                                                           tt: TableTier) -> None:
+    # Compaction merges each partition's files into run files (orders-0's first file holds
+    # rows below its log start and stays out of its run); then a restore cut falls inside
+    # orders-1's run, which is unmerged and cut. In each state, at both levels and with
+    # offsets inside the runs, Spark's table path returns the source's rows.
+    before = {p: len(tt.current("orders", p)) for p in (0, 1)}
+    compact(tt, "orders")
+    assert all(len(tt.current("orders", p)) < before[p] for p in (0, 1))
+    assert any(f.is_run for f in tt.current("orders", 1))
+    p1 = tt.files[("orders", 1)]
+    inside = {"orders": {"0": tt.files[("orders", 0)][2].first_offset + 1,
+                         "1": p1[1].first_offset + 2}}
+    for state in ("compacted", "cut inside a run"):
+        if state == "cut inside a run":
+            cut_table(tt, "orders", 1, p1[2].first_offset + 1)
+            assert not any(f.is_run and f.first_offset < p1[2].first_offset + 1 <= f.last_offset
+                           for f in tt.current("orders", 1))
+        for isolation in ISOLATIONS:
+            for extra in ({}, {"startingOffsets": json.dumps(inside)}):
+                options = {"subscribe": "orders", "includeHeaders": "true",
+                           "isolation.level": isolation, **extra}
+                assert rows(table(spark, tt.url, **options)) == rows(
+                    load(spark, tt.url, **options)), (state, isolation, extra)
 
 
 def test_sql_over_views_and_a_second_query(spark: SparkSession, tt: TableTier) -> None:

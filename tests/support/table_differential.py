@@ -3,8 +3,9 @@ sample (tests/reader/test_reader_table.py) and for every pair (benchmarks/
 bench_table_differential.py). A read is ``{partition: (start, end)}``; ``check_reads`` compares
 the table path of ``RemoteTopicReader.read_table`` with the segment path (``use_table=False``)
 and with ``Log.read``'s records (``TableTier.expected``), at one isolation level. ``states``
-moves a tier through the three states the issue names: as built, after a log start offset
-(DeleteRecords applied to the tier and the table), after a restore cut of a table.
+moves a tier through the states the issue names and those compaction adds: as built,
+compacted (run files), after a log start offset inside a run (DeleteRecords applied to the
+tier and the table), after a restore cut inside a run.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from support.table_tier import TableTier, apply_log_start, cut_table
+from support.table_tier import TableTier, apply_log_start, compact, cut_table
 from support.tier_builder import ISOLATIONS, records_of
 from tierlog.reader import RemoteTopicReader
 
@@ -47,7 +48,7 @@ def key_marks(tt: TableTier, topic: str, partition: int, isolation: str,
     marks = {tt.tier_start(topic, partition), tt.covered(topic, partition),
              tt.log_starts.get((topic, partition), 0)}
     marks |= {reader.offset_range(topic, partition, isolation_level=i)[1] for i in ISOLATIONS}
-    for f in tt.files[(topic, partition)]:
+    for f in tt.current(topic, partition):
         marks |= {f.first_offset, f.last_offset + 1}
     if cut is not None:
         marks.add(cut)
@@ -122,16 +123,22 @@ def check_reads(tt: TableTier, topic: str, isolation: str, reads: Iterable[Read]
 
 
 def states(tt: TableTier, topic: str) -> Iterator[tuple[str, dict[int, int]]]:
-    """Moves ``tt`` through the three states, yielding each's name and the restore cuts made
-    so far (``{partition: offset}``): as built; after a log start offset inside partition 0's
-    second file (DeleteRecords: its first file goes, the second straddles it); after a restore
-    cut inside partition 1's second file (the file goes whole, the segments serve the rest)."""
+    """Moves ``tt`` through the states, yielding each's name and the restore cuts made so far
+    (``{partition: offset}``): as built; compacted (each partition's files merged into a run
+    file); after a log start offset inside partition 0's run, in its second link
+    (DeleteRecords: the run is unmerged, the first link's file goes, the second straddles the
+    start); after a restore cut inside partition 1's run, in its second link (unmerged, the
+    link goes whole, the segments serve the rest)."""
     yield "as built", {}
-    apply_log_start(tt, topic, 0, tt.files[(topic, 0)][1].first_offset + 2)
-    yield "after a log start", {}
-    cut = tt.files[(topic, 1)][1].first_offset + 3
+    links = {p: [(f.first_offset, f.last_offset) for f in tt.current(topic, p)] for p in (0, 1)}
+    compact(tt, topic)
+    assert all(f.is_run for p in (0, 1) for f in tt.current(topic, p))
+    yield "compacted", {}
+    apply_log_start(tt, topic, 0, links[0][1][0] + 2)
+    yield "after a log start inside a run", {}
+    cut = links[1][1][0] + 3
     cut_table(tt, topic, 1, cut)
-    yield "after a restore cut", {1: cut}
+    yield "after a restore cut inside a run", {1: cut}
 
 
 __all__ = ["Read", "Tally", "boundaries", "check_reads", "every_pair", "key_marks",

@@ -9,6 +9,9 @@ of a commit's step (a deterministic point; nothing waits on time):
 - ``manifest`` / ``manifest-list``: the commit's manifest / manifest list written;
 - ``create``: ``v<N+1>.metadata.json`` created (the commit landed), the hint not updated;
 - ``hint``: the hint updated, the commit's caller never told.
+
+``run_compaction(root, kill_at)`` commits every link, then compacts each partition into one run
+file, dying at the same points of the first partition's compaction (COMPACT_KILL_POINTS).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 
 import fsspec
 
-from support.table_files import IDENT, write_link
+from support.table_files import IDENT, TOPIC, TOPIC_ID, write_link
+from tierlog.remote import TopicIdPartition
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import TableCommitter
 from tierlog.remote.table.coverage import Coverage
@@ -42,8 +46,19 @@ KILL_POINTS: dict[str, tuple[str, str, int]] = {
 LANDED = ("create", "hint")
 
 
-def _die_after(point: str) -> None:
-    method, needle, nth = KILL_POINTS[point]
+#: The same points in a compaction (the first partition's run): its run file's PUT, its
+#: manifests, its manifest list, its version created, the hint.
+COMPACT_KILL_POINTS: dict[str, tuple[str, str, int]] = {
+    "file": ("put_file", "/data/", 1),
+    "manifest": ("put_bytes", "-m0.avro", 1),
+    "manifest-list": ("put_bytes", "/snap-", 1),
+    "create": ("put_if_absent", ".metadata.json", 1),
+    "hint": ("put_bytes", "version-hint.text", 1),
+}
+
+
+def _die_after(point: str, points: dict[str, tuple[str, str, int]] = KILL_POINTS) -> None:
+    method, needle, nth = points[point]
     real = getattr(RemoteTier, method)
     calls = [0]
 
@@ -73,3 +88,19 @@ def run(root: str, kill_at: str | None = None) -> None:
         ready = [write_link(tier, table, p, first, last) for p in PARTITIONS
                  if (coverage.end(p) or 0) <= last]
         committer.commit(ready, starts=dict.fromkeys(PARTITIONS, 0))
+
+
+def run_compaction(root: str, kill_at: str | None = None) -> None:
+    """Commit every link (as :func:`run`, never killed), then compact each partition's files
+    into one run file, dying at ``kill_at`` of the first partition's compaction."""
+    from tierlog.remote.table.compact import compact_partition
+
+    run(root)
+    if kill_at is not None:
+        _die_after(kill_at, COMPACT_KILL_POINTS)
+    tier = RemoteTier(fsspec.filesystem("file"), root)
+    committer = TableCommitter(TierCatalog(tier), IDENT)
+    for p in PARTITIONS:
+        report = compact_partition(tier, committer, TopicIdPartition(TOPIC_ID, p, TOPIC),
+                                   target_bytes=1 << 20, max_links=LINKS)
+        assert not report.stale, report

@@ -22,7 +22,13 @@ from tierlog.remote import FsspecRemoteStorageManager, RemoteLogMetadataManager,
 from tierlog.remote.read.readable import segment_chain
 from tierlog.remote.read.transactions import aborted_txns, last_stable_offset
 from tierlog.remote.table.catalog import TierCatalog
-from tierlog.remote.table.commit import CommitResult, ReadyFile, TableCommitter
+from tierlog.remote.table.commit import (
+    CommitResult,
+    CurrentFile,
+    ReadyFile,
+    TableCommitter,
+    current_files,
+)
 from tierlog.remote.table.convert import TableFile, convert_link
 from tierlog.remote.table.schema import open_or_create_table, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
@@ -68,8 +74,12 @@ class TableTier:
     def covered(self, topic: str, partition: int) -> int:
         """One past the last offset the partition's committed files hold (its first link's
         start when none)."""
-        files = self.files[(topic, partition)]
+        files = self.current(topic, partition)
         return files[-1].last_offset + 1 if files else self.tier_start(topic, partition)
+
+    def current(self, topic: str, partition: int) -> list[CurrentFile]:
+        """The partition's files in the table's current snapshot (link or run files)."""
+        return current_files(self.table(topic), partition)
 
     def tier_start(self, topic: str, partition: int) -> int:
         """The partition's log start offset in the tier."""
@@ -132,8 +142,15 @@ def build_table_tier(tmp_path: Path, rsm: FsspecRemoteStorageManager, url: str, 
 def apply_log_start(tt: TableTier, topic: str, partition: int, offset: int) -> CommitResult:
     """DeleteRecords up to ``offset``: the tier records the partition's log start offset (as
     the tiering run does) and the table applies it (files wholly below it removed; a file
-    straddling it stays, its rows below the start filtered by readers)."""
+    straddling it stays, its rows below the start filtered by readers; a run file straddling
+    it is unmerged first, as the tiering step does)."""
     RemoteLogMetadataManager(tt.tier).update_log_start_offset(tt.tip(topic, partition), offset)
+    try:  # LEAD-TEMP: until H2 lands unmerge.py
+        from tierlog.remote.table.unmerge import unmerge_straddling
+    except ImportError:
+        pass
+    else:
+        unmerge_straddling(tt.tier, tt.committer(topic), tt.tip(topic, partition), offset)
     tt.log_starts[(topic, partition)] = max(offset, tt.log_starts.get((topic, partition), 0))
     result = tt.committer(topic).apply_start(partition, offset)
     tt.files[(topic, partition)] = [f for f in tt.files[(topic, partition)]
@@ -143,13 +160,30 @@ def apply_log_start(tt: TableTier, topic: str, partition: int, offset: int) -> C
 
 def cut_table(tt: TableTier, topic: str, partition: int, offset: int) -> CommitResult:
     """A restore's cut of the partition's table at ``offset`` (no prefix file: the link
-    straddling it goes whole). The tier's segments stay, so a reader's tail serves the rest
-    and returns the same records."""
+    straddling it goes whole; a run file straddling it is unmerged first, as a restore does).
+    The tier's segments stay, so a reader's tail serves the rest and returns the same
+    records."""
+    try:  # LEAD-TEMP: until H2 lands unmerge.py
+        from tierlog.remote.table.unmerge import unmerge_straddling
+    except ImportError:
+        pass
+    else:
+        unmerge_straddling(tt.tier, tt.committer(topic), tt.tip(topic, partition), offset)
     result = tt.committer(topic).cut(partition, offset)
     tt.files[(topic, partition)] = [f for f in tt.files[(topic, partition)]
                                     if f.path not in result.removed]
     return result
 
 
-__all__ = ["TableTier", "apply_log_start", "build_table_tier", "convert_partition",
+def compact(tt: TableTier, topic: str) -> None:
+    """Merge each partition's files into run files (the smallest target and no bound on links:
+    one run per partition, but for a first file holding rows below the start)."""
+    from tierlog.remote.table.compact import compact_table
+
+    report = compact_table(tt.tier, topic, catalog=tt.catalog, target_bytes=1 << 20,
+                           max_links=1000)
+    assert report.runs and not report.stale, report
+
+
+__all__ = ["TableTier", "apply_log_start", "build_table_tier", "compact", "convert_partition",
            "cut_table", "ready"]
