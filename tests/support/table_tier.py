@@ -31,6 +31,7 @@ from tierlog.remote.table.commit import (
 )
 from tierlog.remote.table.convert import TableFile, convert_link
 from tierlog.remote.table.schema import open_or_create_table, table_identifier
+from tierlog.remote.table.unmerge import unmerge_straddling
 from tierlog.remote.tier.object_store import RemoteTier
 
 
@@ -145,12 +146,7 @@ def apply_log_start(tt: TableTier, topic: str, partition: int, offset: int) -> C
     straddling it stays, its rows below the start filtered by readers; a run file straddling
     it is unmerged first, as the tiering step does)."""
     RemoteLogMetadataManager(tt.tier).update_log_start_offset(tt.tip(topic, partition), offset)
-    try:  # LEAD-TEMP: until H2 lands unmerge.py
-        from tierlog.remote.table.unmerge import unmerge_straddling
-    except ImportError:
-        pass
-    else:
-        unmerge_straddling(tt.tier, tt.committer(topic), tt.tip(topic, partition), offset)
+    unmerge_straddling(tt.tier, tt.committer(topic), tt.tip(topic, partition), offset)
     tt.log_starts[(topic, partition)] = max(offset, tt.log_starts.get((topic, partition), 0))
     result = tt.committer(topic).apply_start(partition, offset)
     tt.files[(topic, partition)] = [f for f in tt.files[(topic, partition)]
@@ -163,12 +159,7 @@ def cut_table(tt: TableTier, topic: str, partition: int, offset: int) -> CommitR
     straddling it goes whole; a run file straddling it is unmerged first, as a restore does).
     The tier's segments stay, so a reader's tail serves the rest and returns the same
     records."""
-    try:  # LEAD-TEMP: until H2 lands unmerge.py
-        from tierlog.remote.table.unmerge import unmerge_straddling
-    except ImportError:
-        pass
-    else:
-        unmerge_straddling(tt.tier, tt.committer(topic), tt.tip(topic, partition), offset)
+    unmerge_straddling(tt.tier, tt.committer(topic), tt.tip(topic, partition), offset)
     result = tt.committer(topic).cut(partition, offset)
     tt.files[(topic, partition)] = [f for f in tt.files[(topic, partition)]
                                     if f.path not in result.removed]
