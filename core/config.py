@@ -188,6 +188,18 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
         ConfigKey("remote.log.table.enable", "bool", False,
                   "tierlog's own: keep the tiered records as an Iceberg table in the tier as "
                   "well (needs remote.storage.enable)."),
+        ConfigKey("remote.log.table.compaction.enable", "bool", False,
+                  "tierlog's own: the tiering run merges the table's small files of "
+                  "consecutive segments into run files (needs remote.log.table.enable)."),
+        ConfigKey("remote.log.table.compaction.target.bytes", "long", 536_870_912,
+                  "tierlog's own: the size a compaction's run file grows to (the table "
+                  "property write.target-file-size-bytes wins when set).", 1 << 20),
+        ConfigKey("remote.log.table.compaction.max.links", "int", 16,
+                  "tierlog's own: the most segments one run file merges (bounds the rewrite "
+                  "when retention or DeleteRecords moves the start inside it).", 2, 1000),
+        ConfigKey("remote.log.table.compaction.interval.ms", "long", 3_600_000,
+                  "tierlog's own: the least time between two compactions of one partition's "
+                  "table files by the tiering run (each merges at most one run).", 0),
         ConfigKey("remote.log.table.orphan.grace.ms", "long", 86_400_000,
                   "tierlog's own: how long a table's unreferenced files are kept before the "
                   "sweep deletes them (bounds how long a planned read may use an old "
@@ -250,6 +262,10 @@ def check_topic_config(config: LogConfig) -> None:
         raise ConfigError("remote.log.table.enable",
                           "true needs remote.storage.enable=true: the table is kept in the "
                           "remote tier")
+    if config["remote.log.table.compaction.enable"] and not config["remote.log.table.enable"]:
+        raise ConfigError("remote.log.table.compaction.enable",
+                          "true needs remote.log.table.enable=true: it compacts the topic's "
+                          "table")
 
 
 class LogConfig(Mapping[str, Any]):

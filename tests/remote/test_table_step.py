@@ -349,3 +349,132 @@ def test_a_committing_run_expires_the_tables_old_snapshots_at_most_hourly(local,
     assert len(_table(tmp_path, log).snapshots()) == 1
     end = log.highest_offset_in_remote + 1
     assert _table_rows(tmp_path, log) == _log_rows(log, 0, end)
+
+
+# -- run files (a compaction's merged files): the table follows them too ---------------------
+
+COMPACTION = {**TABLE, "remote.log.table.compaction.enable": True,
+              "remote.log.table.compaction.target.bytes": 1 << 20,
+              "remote.log.table.compaction.max.links": 4,
+              "remote.log.table.compaction.interval.ms": 60_000}
+
+
+def _merge_all(tmp_path: Path, log):
+    """The partition's current files merged into one run file (committed); the link spans
+    it replaced."""
+    from support.table_runs import merge
+
+    from tierlog.remote.table.commit import TableCommitter
+
+    links = [(f.first_offset, f.last_offset) for f in current_files(_table(tmp_path, log), 0)]
+    assert len(links) >= 4
+    committer = TableCommitter(_catalog(tmp_path), table_identifier(log.topic, log.topic_id))
+    merge(RemoteTier(fsspec.filesystem("file"), str(tmp_path / "tier")), committer,
+          topic_id_partition(log))
+    assert [f.is_run for f in current_files(_table(tmp_path, log), 0)] == [True]
+    return links
+
+
+def _generic_rows(tmp_path: Path, log) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The table's rows as a generic Iceberg reader sees them (no tierlog start filter)."""
+    from pyiceberg.table import StaticTable
+
+    plain = StaticTable.from_metadata(_table(tmp_path, log).metadata_location)
+    rows = plain.scan().to_arrow().sort_by("offset")
+    return list(zip(rows["offset"].to_pylist(), rows["key"].to_pylist(),
+                    rows["value"].to_pylist(), strict=True))
+
+
+def test_remote_retention_inside_a_run_file_unmerges_it_and_keeps_no_row_below_the_start(
+        local, tmp_path, clock):
+    mgr = local(**{"local.retention.bytes": 0, "retention.ms": 100_000})
+    log = mgr.create_topic("orders", 1, config=TABLE)[0]
+    _fill(log, 15)
+    assert mgr.tier_now()["orders-0"].table_errors == []
+    clock.advance(60_000)  # the later segments' records are a minute younger
+    _fill(log, 15, start=15)
+    assert mgr.tier_now()["orders-0"].table_errors == []
+    links = _merge_all(tmp_path, log)
+    clock.advance(50_000)  # only the first minute's segments are past retention.ms
+    result = mgr.tier_now()["orders-0"]
+    assert result.table_errors == [] and result.deleted_remote
+    start = log.log_start_offset
+    assert links[0][0] < start <= links[-1][1]  # strictly inside the run
+    assert start in {first for first, _ in links}  # retention starts at a segment's base
+    coverage = _coverage(tmp_path, log)
+    assert coverage.start[0] == start
+    files = current_files(_table(tmp_path, log), 0)
+    assert not any(f.is_run for f in files)
+    kept = [span for span in links if span[1] >= start]
+    assert [(f.first_offset, f.last_offset) for f in files][:len(kept)] == kept
+    rows = _generic_rows(tmp_path, log)
+    assert rows == _log_rows(log, start, coverage.end(0)) and rows[0][0] == start
+
+
+def test_delete_records_inside_a_run_file_unmerges_it_and_keeps_no_row_below_the_start(
+        local, tmp_path):
+    mgr = local()
+    log = mgr.create_topic("orders", 1, config=TABLE)[0]
+    _fill(log, 30)
+    assert mgr.tier_now()["orders-0"].table_errors == []
+    links = _merge_all(tmp_path, log)
+    start = links[2][0] + 3  # inside the run's third link: the first two are wholly below
+    assert start < links[2][1]
+    log.delete_records_before(start)
+    result = mgr.tier_now()["orders-0"]
+    assert result.table_errors == []
+    coverage = _coverage(tmp_path, log)
+    assert coverage.start[0] == start
+    files = current_files(_table(tmp_path, log), 0)
+    assert not any(f.is_run for f in files)
+    assert [(f.first_offset, f.last_offset) for f in files] == links[2:]
+    rows = _generic_rows(tmp_path, log)
+    assert rows == _log_rows(log, start, coverage.end(0)) and rows[0][0] == start
+
+
+def test_the_step_compacts_one_run_per_interval_and_only_when_enabled(local, tmp_path, clock):
+    mgr = local()
+    on = mgr.create_topic("orders", 1, config=COMPACTION)[0]
+    off = mgr.create_topic("plain", 1, config=TABLE)[0]
+    for log in (on, off):
+        _fill(log, 30)
+    results = mgr.tier_now()
+    assert results["orders-0"].table_errors == [] and results["orders-0"].table_compacted == 1
+    assert results["plain-0"].table_errors == [] and results["plain-0"].table_compacted == 0
+
+    def runs(log) -> list[int]:
+        return [f.links for f in current_files(_table(tmp_path, log), 0) if f.is_run]
+
+    assert runs(on) == [4] and runs(off) == []
+    _fill(on, 10, start=30)  # a commit within the interval: no second compaction yet
+    again = mgr.tier_now()["orders-0"]
+    assert again.table_errors == [] and again.table_compacted == 0 and runs(on) == [4]
+    clock.advance(60_000)  # due again: a run with nothing new to tier still compacts
+    due = mgr.tier_now()
+    assert due["orders-0"].table_errors == [] and due["orders-0"].table_compacted == 1
+    assert runs(on) == [4, 4] and runs(off) == [] and due["plain-0"].table_compacted == 0
+    end = on.highest_offset_in_remote + 1
+    assert _coverage(tmp_path, on).end(0) == end
+    assert _generic_rows(tmp_path, on) == _log_rows(on, 0, end)
+
+
+def test_compaction_needs_the_table():
+    from tierlog import LogConfig
+    from tierlog.config import check_topic_config
+    from tierlog.errors import ConfigError
+
+    config = LogConfig({"remote.storage.enable": True})
+    assert not config["remote.log.table.compaction.enable"]
+    assert config["remote.log.table.compaction.target.bytes"] == 536_870_912
+    assert config["remote.log.table.compaction.max.links"] == 16
+    assert config["remote.log.table.compaction.interval.ms"] == 3_600_000
+    with pytest.raises(ConfigError, match="remote.log.table.compaction.enable"):
+        check_topic_config(LogConfig({"remote.storage.enable": True,
+                                      "remote.log.table.compaction.enable": True}))
+    check_topic_config(LogConfig(COMPACTION | {"remote.storage.enable": True}))
+    for key, bad in (("remote.log.table.compaction.max.links", 1),
+                     ("remote.log.table.compaction.max.links", 1001),
+                     ("remote.log.table.compaction.target.bytes", 1000),
+                     ("remote.log.table.compaction.interval.ms", -1)):
+        with pytest.raises(ConfigError, match=key):
+            LogConfig({key: bad})

@@ -108,6 +108,8 @@ class TierResult:
     #: and what failed of the table's work (never a failure of the copies).
     table_covered: int | None = None
     table_errors: list[str] = field(default_factory=list)
+    #: Run files the table step's compaction committed (remote.log.table.compaction.enable).
+    table_compacted: int = 0
 
 
 class RemoteLogManager:
@@ -373,11 +375,19 @@ class RemoteLogManager:
                 f"this tier is a third-party plugin's")
             return
         config = log_.config
+        compaction = None
+        if config["remote.log.table.compaction.enable"]:
+            from tierlog.remote.rlm.table_step import TableCompaction
+            compaction = TableCompaction(config["remote.log.table.compaction.target.bytes"],
+                                         config["remote.log.table.compaction.max.links"],
+                                         config["remote.log.table.compaction.interval.ms"])
         run = tables.run(tip, log_start, log_.highest_offset_in_remote,
                          snapshot_retention_ms=config["remote.log.table.snapshot.retention.ms"],
                          orphan_grace_ms=config["remote.log.table.orphan.grace.ms"],
-                         catalog_properties=config.table_catalog_properties)
+                         catalog_properties=config.table_catalog_properties,
+                         compaction=compaction)
         result.table_covered = run.covered
+        result.table_compacted = run.compacted
         if run.error is not None:
             result.table_errors.append(run.error)
 

@@ -15,8 +15,16 @@ the copy and before remote retention):
 4. commit those files through the topic's group commit: one snapshot holds every file ready
    across the topic's partitions whose runs reach it together, with the coverage moved in the
    same snapshot;
-5. after a commit, at most once an hour per topic, expire old snapshots and sweep orphans
+5. with ``remote.log.table.compaction.enable``, at most once per
+   ``remote.log.table.compaction.interval.ms`` per partition, merge one run of the
+   partition's small files of consecutive links into a run file
+   (``tierlog.remote.table.compact``);
+6. after a commit, at most once an hour per topic, expire old snapshots and sweep orphans
    (``tierlog.remote.table.maintenance``).
+
+A start (DeleteRecords, remote retention) inside a run file first unmerges the run
+(``tierlog.remote.table.unmerge``: its links converted again replace it), then the link files'
+logic applies: the table never shows a row below the start, to any reader.
 
 A failure here never fails the copy: it is returned to the run (``TierResult.table_errors``)
 and backs the partition's table step off (:attr:`TableStep.retries`, the RemoteLogManager's
@@ -60,13 +68,14 @@ from tierlog.remote.table.maintenance import (
     drop_table,
 )
 from tierlog.remote.table.schema import table_identifier
+from tierlog.remote.table.unmerge import unmerge_straddling
 from tierlog.remote.tier.object_store import RemoteTier
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-__all__ = ["TableRun", "TableStep"]
+__all__ = ["TableCompaction", "TableRun", "TableStep"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -74,6 +83,18 @@ _T = TypeVar("_T")
 #: How often a topic's table gets its upkeep (snapshot expiry, the orphan sweep) from the
 #: tiering runs that commit to it: at most once an hour, as the design has it.
 UPKEEP_INTERVAL_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class TableCompaction:
+    """A topic's compaction settings (``remote.log.table.compaction.*``)."""
+
+    target_bytes: int
+    """The size a run file grows to (``.target.bytes``)."""
+    max_links: int
+    """The most links one run file merges (``.max.links``)."""
+    interval_ms: int
+    """The least time between two compactions of one partition (``.interval.ms``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +106,8 @@ class TableRun:
     or the step did not get as far as reading the table)."""
     committed: int = 0
     """The files of the partition this step added to the table."""
+    compacted: int = 0
+    """The run files this step's compaction merged and committed (at most one)."""
     error: str | None = None
     """Why the step stopped short (None when it did all it could)."""
 
@@ -196,6 +219,8 @@ class TableStep:
         #: Topic incarnations whose table was dropped (being deleted): never created again
         #: by a run that was still going.
         self._dropped: set[tuple[str, str]] = set()
+        #: When each partition's next compaction is due (after one that succeeded).
+        self._compaction_due: dict[TopicIdPartition, int] = {}
         self._lock = threading.Lock()
 
     # -- the step ------------------------------------------------------------------------
@@ -203,23 +228,28 @@ class TableStep:
     def run(self, tip: TopicIdPartition, log_start_offset: int, highest_in_remote: int, *,
             snapshot_retention_ms: int = DEFAULT_SNAPSHOT_RETENTION_MS,
             orphan_grace_ms: int = DEFAULT_ORPHAN_GRACE_MS,
-            catalog_properties: Mapping[str, str] | None = None) -> TableRun:
+            catalog_properties: Mapping[str, str] | None = None,
+            compaction: TableCompaction | None = None) -> TableRun:
         """The step of one partition of a table topic, after its run's copies:
         ``log_start_offset`` is the one the run recorded in the tier, ``highest_in_remote``
         the last offset the tier holds. Skipped while the partition backs off, and (with no
         request) when its last step left the table covering all the tier holds from the log
         start offset. A step that committed also gives the table its upkeep when due
-        (``remote.log.table.snapshot.retention.ms``, ``remote.log.table.orphan.grace.ms``)."""
+        (``remote.log.table.snapshot.retention.ms``, ``remote.log.table.orphan.grace.ms``).
+        With ``compaction`` (the topic has ``remote.log.table.compaction.enable``), a step whose
+        partition's compaction is due merges at most one run after its commit; a failure of it
+        is the step's error and backs the step off, as any table failure."""
         with self._lock:
             known = self._known.get(tip)
         if not self.retries.due(tip, self._time_ms()):
             log.debug("%s: table step backs off after %d failures; skipped", tip,
                       self.retries.attempts(tip))
             return TableRun(None if known is None else known[0])
-        if known is not None and known[0] > highest_in_remote and known[1] >= log_start_offset:
+        if known is not None and known[0] > highest_in_remote and known[1] >= log_start_offset \
+                and not self._compaction_due_now(tip, compaction):
             return TableRun(known[0])
         covered: int | None = None
-        committed = 0
+        committed = compacted = 0
         try:
             table = self._table(tip, catalog_properties)
             iceberg = self._bounded(f"{tip}: load its table",
@@ -235,6 +265,9 @@ class TableStep:
                 committed = len(result.added)
                 log.info("%s: the table holds offsets below %s (%d files added)", tip,
                          covered, committed)
+            if failure is None and compaction is not None:
+                compacted = self._compact(table, tip, compaction)
+            if ready or compacted:
                 self._upkeep(table, snapshot_retention_ms, orphan_grace_ms)
             if failure is not None:
                 raise failure
@@ -246,7 +279,35 @@ class TableStep:
                 self._known.pop(tip, None)
             else:
                 self._known[tip] = (covered, coverage.start.get(tip.partition, -1))
-        return TableRun(covered, committed)
+        return TableRun(covered, committed, compacted=compacted)
+
+    def _compaction_due_now(self, tip: TopicIdPartition,
+                            compaction: TableCompaction | None) -> bool:
+        if compaction is None:
+            return False
+        with self._lock:
+            return self._time_ms() >= self._compaction_due.get(tip, 0)
+
+    def _compact(self, table: _TopicTable, tip: TopicIdPartition,
+                 compaction: TableCompaction) -> int:
+        """Merge at most one run of the partition's files when its compaction is due; the
+        runs committed. Raises what the compaction raises (the next is due after the step's
+        backoff, not the interval)."""
+        if not self._compaction_due_now(tip, compaction):
+            return 0
+        from tierlog.remote.table.compact import compact_partition
+
+        now = self._time_ms()
+        report = compact_partition(self.tier, table.committer, tip,
+                                   target_bytes=compaction.target_bytes,
+                                   max_links=compaction.max_links, max_runs=1,
+                                   call=self._bounded)
+        with self._lock:
+            self._compaction_due[tip] = now + compaction.interval_ms
+        if report.runs:
+            log.info("%s: compacted %d table files into %d run file(s)", tip,
+                     report.files_removed, report.runs)
+        return int(report.runs)
 
     def _failed(self, tip: TopicIdPartition, covered: int | None, committed: int,
                 exc: Exception) -> TableRun:
@@ -308,11 +369,16 @@ class TableStep:
         """Move the partition's start in the table up to the tier's log start offset when it
         is behind (once the table covers something of the partition: its first file starts
         at the chain's first link, which is at or past it). A current file straddling it is
-        replaced by its link converted again from the start on (``rewrite_from_start``)."""
+        replaced by its link converted again from the start on (``rewrite_from_start``); a run
+        file straddling it is unmerged first."""
         partition = tip.partition
         if coverage.end(partition) is None \
                 or coverage.start.get(partition, -1) >= log_start_offset:
             return coverage
+        if unmerge_straddling(self.tier, table.committer, tip, log_start_offset,
+                              call=self._bounded):
+            iceberg = self._bounded(f"{tip}: load its table", lambda: (
+                table.committer.catalog.load_table(table.identifier)))
         current = self._bounded(f"{tip}: read the table's files",
                                 lambda: current_files(iceberg, partition))
         straddling = [f for f in current if f.first_offset < log_start_offset <= f.last_offset]
@@ -323,11 +389,14 @@ class TableStep:
     def advance_start(self, tip: TopicIdPartition, offset: int,
                       catalog_properties: Mapping[str, str] | None = None) -> None:
         """Record the log start offset ``offset`` of a partition in its table, in one
-        snapshot that removes the files wholly below it (a file straddling it stays: readers
-        filter rows below ``start[p]``). Remote retention calls it before deleting segments,
+        snapshot that removes the files wholly below it (a link file straddling it stays:
+        readers filter rows below ``start[p]``; a run file straddling it is unmerged first, so
+        no reader sees a row below it). Remote retention calls it before deleting segments,
         so their files leave the current snapshot before their objects go; it raises when the
         commit fails, and the caller keeps the segments."""
-        self._apply_start(self._table(tip, catalog_properties), tip, offset)
+        table = self._table(tip, catalog_properties)
+        unmerge_straddling(self.tier, table.committer, tip, offset, call=self._bounded)
+        self._apply_start(table, tip, offset)
 
     def _apply_start(self, table: _TopicTable, tip: TopicIdPartition, offset: int,
                      rewritten: ReadyFile | None = None) -> Coverage:

@@ -11,8 +11,9 @@ unmerge. The segments are still in the tier: nothing deletes a segment a current
 A later compaction merges the links again (the write amplification is accepted).
 
 Which links a run holds comes from its footer's ``tierlog.links`` (read with ranged GETs), each
-checked against the tier's chain: the same segment and span, else TableChainError naming it
-(nothing is committed); a run whose footer cannot be read is unmerged by the chain's links of
+checked against the tier's chain (or, for a link wholly below the tier's log start offset, its
+committed segments): the same segment and span, else TableChainError naming it (nothing is
+committed); a run whose footer cannot be read is unmerged by the chain's links of
 its span (:func:`links_of_span`).
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from pyiceberg.table import Table
 
 from tierlog.errors import TableChainError
-from tierlog.remote.api import TopicIdPartition
+from tierlog.remote.api import RemoteLogSegmentMetadata, TopicIdPartition
 from tierlog.remote.read.readable import ChainLink, segment_chain
 from tierlog.remote.table.build import Call, PartitionWork, convert_ready, direct_call, ready_file
 from tierlog.remote.table.commit import (
@@ -39,6 +40,7 @@ from tierlog.remote.table.footer import key_values, read_footer
 from tierlog.remote.table.naming import DataFileName
 from tierlog.remote.table.run_links import KV_LINKS, RunLink, decode_links
 from tierlog.remote.tier.layout import table_key
+from tierlog.remote.tier.manifest import load_partition
 from tierlog.remote.tier.object_store import RemoteTier
 
 log = logging.getLogger(__name__)
@@ -59,28 +61,38 @@ def run_links(tier: RemoteTier, tip: TopicIdPartition, run: CurrentFile, *,
     return decode_links(key_values(footer).get(KV_LINKS), run.data_file.file_path)
 
 
-def _chain_links(chain: Sequence[ChainLink], run: CurrentFile,
-                 links: Sequence[RunLink]) -> list[ChainLink]:
-    """The chain's link of each of ``links`` (with the run's span: the chain's first link
-    starts at the tier's log start offset, which may be inside the run's first link);
-    TableChainError naming the first one the chain does not hold."""
+def _chain_links(chain: Sequence[ChainLink], below: Sequence[RemoteLogSegmentMetadata],
+                 run: CurrentFile, links: Sequence[RunLink]) -> list[ChainLink]:
+    """The chain's link of each of ``links``, with the run's spans: the chain's first link
+    starts at the tier's log start offset, which may be inside a link of the run, and a link
+    wholly below it is one of ``below`` (the tier's committed segments the chain starts
+    after: their objects stay until remote retention, which unmerges first). TableChainError
+    naming the first link the tier does not hold."""
     spans = [(lk.first_offset, lk.last_offset) for lk in links]
     if not links or spans[0][0] != run.first_offset or spans[-1][1] != run.last_offset:
         raise TableChainError(
             f"partition {run.partition}: the run file {run.data_file.file_path} lists links "
             f"{spans}, which do not span its name's [{run.first_offset}, {run.last_offset}]")
-    by_end = {c.last_offset: (i, c) for i, c in enumerate(chain)}
+    by_end = {c.last_offset: c for c in chain}
+    start = chain[0].first_offset if chain else None
     found = []
     for lk in links:
-        i, c = by_end.get(lk.last_offset, (-1, None))
-        if c is None or c.segment.segment_id != lk.segment_id \
-                or not (c.first_offset == lk.first_offset
-                        or (i == 0 and lk.first_offset < c.first_offset)):
+        if start is not None and lk.last_offset >= start:
+            c = by_end.get(lk.last_offset)
+            held = c is not None and c.segment.segment_id == lk.segment_id and (
+                c.first_offset == lk.first_offset
+                or (c is chain[0] and lk.first_offset < c.first_offset))
+            segment = None if c is None or not held else c.segment
+        else:
+            segment = next((m for m in below if m.segment_id == lk.segment_id
+                            and m.start_offset <= lk.first_offset
+                            and m.end_offset == lk.last_offset), None)
+        if segment is None:
             raise TableChainError(
                 f"partition {run.partition}: segment {lk.segment_id} of offsets "
                 f"[{lk.first_offset}, {lk.last_offset}], a link of the run file "
                 f"{run.data_file.file_path}, is not a link of the tier's chain")
-        found.append(ChainLink(c.segment, lk.first_offset, lk.last_offset))
+        found.append(ChainLink(segment, lk.first_offset, lk.last_offset))
     return found
 
 
@@ -119,9 +131,16 @@ def unmerge_links(tier: RemoteTier, table: Table, tip: TopicIdPartition, run: Cu
     a listed segment the tier's chain no longer holds with that span (nothing published)."""
     links = run_links(tier, tip, run, call=call)
     chain = call(f"{tip}: read the segment chain", lambda: segment_chain(tier, tip))
-    matched = _chain_links(chain, run, links)
-    return convert_links(tier, table, tip, chain, matched, log_start_offset=log_start_offset,
-                         call=call)
+    below: list[RemoteLogSegmentMetadata] = []
+    if not chain or links[0].last_offset < chain[0].first_offset:
+        manifest, _ = call(f"{tip}: read the tier's segments",
+                           lambda: load_partition(tier, tip))
+        below = [m for m in manifest.committed if not chain or m.end_offset < chain[0].first_offset]
+    matched = _chain_links(chain, below, run, links)
+    # Links below the chain's start read their aborted transactions from their own segments.
+    full = [c for c in matched if not chain or c.last_offset < chain[0].first_offset]
+    return convert_links(tier, table, tip, [*full, *chain], matched,
+                         log_start_offset=log_start_offset, call=call)
 
 
 def unmerge(tier: RemoteTier, committer: TableCommitter, tip: TopicIdPartition,
