@@ -470,10 +470,10 @@ def _check_run(run: RunFile, inputs: Sequence[CurrentFile], end: int | None) -> 
         problem = (f"it holds {run.data_file.record_count} rows, its inputs "
                    f"{sum(f.data_file.record_count for f in inputs)}")
     else:
-        lowers = [b for f in inputs if (b := _offset_bound(f.data_file, lower=True)) is not None]
-        uppers = [b for f in inputs if (b := _offset_bound(f.data_file, lower=False)) is not None]
-        bounds = (_offset_bound(run.data_file, lower=True),
-                  _offset_bound(run.data_file, lower=False))
+        lowers = [b for f in inputs if (b := offset_bound(f.data_file, lower=True)) is not None]
+        uppers = [b for f in inputs if (b := offset_bound(f.data_file, lower=False)) is not None]
+        bounds = (offset_bound(run.data_file, lower=True),
+                  offset_bound(run.data_file, lower=False))
         wanted = (min(lowers), max(uppers)) if lowers and uppers else (None, None)
         if bounds != wanted:
             problem = f"its offset bounds {bounds} are not its inputs' {wanted}"
@@ -483,7 +483,7 @@ def _check_run(run: RunFile, inputs: Sequence[CurrentFile], end: int | None) -> 
             f"{run.data_file.file_path} does not replace its inputs: {problem}")
 
 
-def _offset_bound(data_file: DataFile, *, lower: bool) -> int | None:
+def offset_bound(data_file: DataFile, *, lower: bool) -> int | None:
     """The file's lower (or upper) offset bound, None when it has none (no rows)."""
     bounds = data_file.lower_bounds if lower else data_file.upper_bounds
     raw = (bounds or {}).get(FIELD_IDS[OFFSET])

@@ -89,11 +89,7 @@ def convert_link(tier: RemoteTier, table: Table, tip: TopicIdPartition, link: Ch
     segment = link.segment
     name = DataFileName.new(tip.partition, link.first_offset, link.last_offset,
                             segment.segment_id)
-    key = table_key(tip.topic, tip.topic_id)
-    location = table.location().rstrip("/")
-    if not location.endswith(f"/{key}"):
-        raise ConfigError("location", f"table {'.'.join(table.name())} lives at {location}, "
-                                      f"not at its place {key} in the tier")
+    key, location = table_place(table, tip)
     size = segment.segment_size_in_bytes
     split = ReadSplit(
         url=str(tier.fs.unstrip_protocol(tier.root)), storage_options={}, topic=tip.topic,
@@ -120,6 +116,18 @@ def convert_link(tier: RemoteTier, table: Table, tip: TopicIdPartition, link: Ch
               file_size)
     return TableFile(tip.partition, link.first_offset, link.last_offset, segment.segment_id,
                      path, records, data_file(table, path, footer, file_size, tip.partition))
+
+
+def table_place(table: Table, tip: TopicIdPartition) -> tuple[str, str]:
+    """``(key, location)``: the tier key of ``tip``'s topic table and the table's location
+    (its data files' paths start with it); ConfigError when the table does not live at its
+    place in the tier, where its data files are published."""
+    key = table_key(tip.topic, tip.topic_id)
+    location = table.location().rstrip("/")
+    if not location.endswith(f"/{key}"):
+        raise ConfigError("location", f"table {'.'.join(table.name())} lives at {location}, "
+                                      f"not at its place {key} in the tier")
+    return key, location
 
 
 def _write(local: str, batches: Iterable[pa.RecordBatch], metadata: dict[str, str],
@@ -184,4 +192,5 @@ def data_file(table: Table, path: str, footer: pq.FileMetaData, size: int,
         **stats.to_serialized_dict())
 
 
-__all__ = ["ROW_GROUP_BYTES", "TableFile", "convert_link", "data_file", "parquet_writer"]
+__all__ = ["ROW_GROUP_BYTES", "TableFile", "convert_link", "data_file", "parquet_writer",
+           "table_place"]
