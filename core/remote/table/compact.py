@@ -227,8 +227,12 @@ def merge_run(tier: RemoteTier, table: Table, tip: TopicIdPartition,
 
 @contextlib.contextmanager
 def _parquet_file(tier: RemoteTier, path: str) -> Iterator[pq.ParquetFile]:
-    with translate_errors("read", path), tier.fs.open(path, "rb") as stream:
+    """The Parquet file at ``path`` in the tier, streamed (RemoteResourceNotFoundError when it
+    does not exist)."""
+    with translate_errors("read", path):
         tier.stats.record("gets")
+        stream = tier.fs.open(path, "rb")
+    with stream:
         yield pq.ParquetFile(stream)
 
 
