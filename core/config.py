@@ -192,7 +192,7 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = MappingProxyType({
                   "tierlog's own: the tiering run merges the table's small files of "
                   "consecutive segments into run files (needs remote.log.table.enable)."),
         ConfigKey("remote.log.table.compaction.target.bytes", "long", 536_870_912,
-                  "tierlog's own: the size a compaction's run file grows to (the table "
+                  "tierlog's own: the size a compaction's run file grows to (the table's "
                   "property write.target-file-size-bytes wins when set).", 1 << 20),
         ConfigKey("remote.log.table.compaction.max.links", "int", 16,
                   "tierlog's own: the most segments one run file merges (bounds the rewrite "

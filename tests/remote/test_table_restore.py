@@ -114,6 +114,29 @@ def test_a_cut_cuts_the_table_to_the_restored_logs_rows(source: Source, clock: A
                         FindingKind.TABLE_STRAY_FILE, FindingKind.TABLE_TILING}
 
 
+@pytest.mark.parametrize("mark", ["after-marker", "seg3"])
+def test_a_cut_inside_a_run_file_unmerges_it_first(source: Source, clock: Any,
+                                                   mark: str) -> None:
+    from support.table_runs import merge
+
+    cut = source.marks[mark]
+    tier = source_tier(source)
+    tip = topic_partitions(tier, TOPIC)[0]
+    catalog = TierCatalog(tier)
+    run = merge(tier, TableCommitter(catalog, table_identifier(TOPIC, tip.topic_id)), tip)
+    assert run.first_offset < cut <= run.last_offset
+    with LogManager.open(source.data, source.config, time_ms=clock,
+                         start_scheduler=False) as mgr:
+        (log,) = mgr.restore_topic(TOPIC, to_offset=cut, execute=True)
+        assert coverage(tier, source.topic_id).end(0) == cut
+        assert table_rows(tier, source.topic_id) == log_rows(log, cut)
+        files = current_files(catalog.load_table(table_identifier(TOPIC, tip.topic_id)), 0)
+        assert not any(f.is_run for f in files) and files[-1].last_offset == cut - 1
+    kinds = {f.kind for f in scrub_tier(tier, topic=TOPIC, grace_ms=10**12).findings}
+    assert not kinds & {FindingKind.TABLE_MISSING_FILE, FindingKind.TABLE_DAMAGED_FILE,
+                        FindingKind.TABLE_STRAY_FILE, FindingKind.TABLE_TILING}
+
+
 def test_a_restore_run_again_cuts_the_table_once(source: Source, clock: Any) -> None:
     cut = source.marks["after-marker"]
     with LogManager.open(source.data, source.config, time_ms=clock,

@@ -6,7 +6,8 @@ at or above the cut leave the tier (``cut_tier``). For each partition whose tabl
 offsets at or past its cut, one snapshot (``TableCommitter.cut``) removes the files of links at
 or above the cut, replaces the file of the link the cut falls in by the file of its uploaded
 prefix (that segment converted, ``convert_link``) and records ``covered = cut``: the one move of
-coverage backwards. The table then never holds a row the restored log does not, and a stale
+coverage backwards. A cut inside a run file (a compaction's) unmerges the run first
+(``tierlog.remote.table.unmerge``), so the cut meets link files only. The table then never holds a row the restored log does not, and a stale
 former owner's commit fails the committer's gap check.
 
 A failure raises, and the restore fails before any segment leaves the tier; run again, it cuts
@@ -49,11 +50,13 @@ def cut_tables(tier: RemoteTier | None, restores: Sequence[PartitionRestore],
     from tierlog.remote.table.catalogs import writer_catalog
     from tierlog.remote.table.commit import TableCommitter
     from tierlog.remote.table.schema import table_identifier
+    from tierlog.remote.table.unmerge import unmerge_straddling
 
     # A user catalog's table (its pointer exists): TableCatalogRequiredError, nothing cut.
     catalog = writer_catalog(tier, tip.topic, tip.topic_id, catalog_properties)
     committer = TableCommitter(catalog, table_identifier(tip.topic, tip.topic_id))
     for state in sorted(restores, key=lambda s: s.tip.partition):
+        unmerge_straddling(tier, committer, state.tip, state.cut)
         result = committer.cut(state.tip.partition, state.cut,
                                prefix=_prefix_file(tier, committer, state))
         if result.snapshot_id is not None:

@@ -106,10 +106,10 @@ class TableRun:
     or the step did not get as far as reading the table)."""
     committed: int = 0
     """The files of the partition this step added to the table."""
-    compacted: int = 0
-    """The run files this step's compaction merged and committed (at most one)."""
     error: str | None = None
     """Why the step stopped short (None when it did all it could)."""
+    compacted: int = 0
+    """The run files this step's compaction merged and committed (at most one)."""
 
 
 @dataclass(slots=True)
@@ -266,7 +266,7 @@ class TableStep:
                 log.info("%s: the table holds offsets below %s (%d files added)", tip,
                          covered, committed)
             if failure is None and compaction is not None:
-                compacted = self._compact(table, tip, compaction)
+                compacted = self._compact(table, iceberg, tip, compaction)
             if ready or compacted:
                 self._upkeep(table, snapshot_retention_ms, orphan_grace_ms)
             if failure is not None:
@@ -288,18 +288,20 @@ class TableStep:
         with self._lock:
             return self._time_ms() >= self._compaction_due.get(tip, 0)
 
-    def _compact(self, table: _TopicTable, tip: TopicIdPartition,
+    def _compact(self, table: _TopicTable, iceberg: Table, tip: TopicIdPartition,
                  compaction: TableCompaction) -> int:
         """Merge at most one run of the partition's files when its compaction is due; the
-        runs committed. Raises what the compaction raises (the next is due after the step's
-        backoff, not the interval)."""
+        runs committed. The table's ``write.target-file-size-bytes``, when set, is the target
+        rather than the topic's. Raises what the compaction raises (the next is due after the
+        step's backoff, not the interval)."""
         if not self._compaction_due_now(tip, compaction):
             return 0
-        from tierlog.remote.table.compact import compact_partition
+        from tierlog.remote.table.compact import TARGET_PROPERTY, compact_partition
 
         now = self._time_ms()
+        own = TARGET_PROPERTY in iceberg.properties  # compact_partition reads it
         report = compact_partition(self.tier, table.committer, tip,
-                                   target_bytes=compaction.target_bytes,
+                                   target_bytes=None if own else compaction.target_bytes,
                                    max_links=compaction.max_links, max_runs=1,
                                    call=self._bounded)
         with self._lock:

@@ -11,16 +11,16 @@ unmerge. The segments are still in the tier: nothing deletes a segment a current
 A later compaction merges the links again (the write amplification is accepted).
 
 Which links a run holds comes from its footer's ``tierlog.links`` (read with ranged GETs), each
-checked against the tier's chain (or, for a link wholly below the tier's log start offset, its
-committed segments): the same segment and span, else TableChainError naming it (nothing is
-committed); a run whose footer cannot be read is unmerged by the chain's links of
+checked against the tier's chain (or its committed segments: a link wholly below the tier's
+log start offset, or shadowed by a restore's prefix segment): the same segment and span, else
+TableChainError naming it (nothing is committed); a run whose footer cannot be read is unmerged by the chain's links of
 its span (:func:`links_of_span`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyiceberg.table import Table
 
@@ -61,30 +61,28 @@ def run_links(tier: RemoteTier, tip: TopicIdPartition, run: CurrentFile, *,
     return decode_links(key_values(footer).get(KV_LINKS), run.data_file.file_path)
 
 
-def _chain_links(chain: Sequence[ChainLink], below: Sequence[RemoteLogSegmentMetadata],
+def _chain_links(chain: Sequence[ChainLink], committed: Callable[[], Sequence[RemoteLogSegmentMetadata]],
                  run: CurrentFile, links: Sequence[RunLink]) -> list[ChainLink]:
-    """The chain's link of each of ``links``, with the run's spans: the chain's first link
-    starts at the tier's log start offset, which may be inside a link of the run, and a link
-    wholly below it is one of ``below`` (the tier's committed segments the chain starts
-    after: their objects stay until remote retention, which unmerges first). TableChainError
-    naming the first link the tier does not hold."""
+    """The tier's link of each of ``links``, with the run's spans: the chain's, whose first
+    link starts at the tier's log start offset (maybe inside a link of the run), else a
+    committed segment of ``committed()`` with that id ending there (a link wholly below the
+    log start offset, or one a restore's prefix segment now shadows: its objects stay until
+    retention or the restore's cut, which unmerge first). TableChainError naming the first
+    link the tier does not hold."""
     spans = [(lk.first_offset, lk.last_offset) for lk in links]
     if not links or spans[0][0] != run.first_offset or spans[-1][1] != run.last_offset:
         raise TableChainError(
             f"partition {run.partition}: the run file {run.data_file.file_path} lists links "
             f"{spans}, which do not span its name's [{run.first_offset}, {run.last_offset}]")
     by_end = {c.last_offset: c for c in chain}
-    start = chain[0].first_offset if chain else None
     found = []
     for lk in links:
-        if start is not None and lk.last_offset >= start:
-            c = by_end.get(lk.last_offset)
-            held = c is not None and c.segment.segment_id == lk.segment_id and (
-                c.first_offset == lk.first_offset
-                or (c is chain[0] and lk.first_offset < c.first_offset))
-            segment = None if c is None or not held else c.segment
-        else:
-            segment = next((m for m in below if m.segment_id == lk.segment_id
+        c = by_end.get(lk.last_offset)
+        segment = c.segment if c is not None and c.segment.segment_id == lk.segment_id and (
+            c.first_offset == lk.first_offset
+            or (c is chain[0] and lk.first_offset < c.first_offset)) else None
+        if segment is None:
+            segment = next((m for m in committed() if m.segment_id == lk.segment_id
                             and m.start_offset <= lk.first_offset
                             and m.end_offset == lk.last_offset), None)
         if segment is None:
@@ -131,15 +129,18 @@ def unmerge_links(tier: RemoteTier, table: Table, tip: TopicIdPartition, run: Cu
     a listed segment the tier's chain no longer holds with that span (nothing published)."""
     links = run_links(tier, tip, run, call=call)
     chain = call(f"{tip}: read the segment chain", lambda: segment_chain(tier, tip))
-    below: list[RemoteLogSegmentMetadata] = []
-    if not chain or links[0].last_offset < chain[0].first_offset:
-        manifest, _ = call(f"{tip}: read the tier's segments",
-                           lambda: load_partition(tier, tip))
-        below = [m for m in manifest.committed if not chain or m.end_offset < chain[0].first_offset]
-    matched = _chain_links(chain, below, run, links)
-    # Links below the chain's start read their aborted transactions from their own segments.
-    full = [c for c in matched if not chain or c.last_offset < chain[0].first_offset]
-    return convert_links(tier, table, tip, [*full, *chain], matched,
+    manifest: list[Sequence[RemoteLogSegmentMetadata]] = []
+
+    def committed() -> Sequence[RemoteLogSegmentMetadata]:  # read once, when needed
+        if not manifest:
+            manifest.append(call(f"{tip}: read the tier's segments",
+                                 lambda: load_partition(tier, tip)[0].committed))
+        return manifest[0]
+
+    matched = _chain_links(chain, committed, run, links)
+    # The aborted transactions of the run's links are read from their own segments on.
+    after = [c for c in chain if c.first_offset > run.last_offset]
+    return convert_links(tier, table, tip, [*matched, *after], matched,
                          log_start_offset=log_start_offset, call=call)
 
 
