@@ -23,7 +23,11 @@ from support.table_files import IDENT, TOPIC, TOPIC_ID, interleaved, rows, write
 from support.table_tier import build_table_tier
 from support.tier_builder import ISOLATIONS, records_of
 
-from tierlog.errors import TableChainError, TableCompactionStaleError
+from tierlog.errors import (
+    CorruptRemoteMetadataError,
+    TableChainError,
+    TableCompactionStaleError,
+)
 from tierlog.plugins.local import create_remote_storage
 from tierlog.reader import RemoteTopicReader
 from tierlog.remote import TopicIdPartition
@@ -269,6 +273,18 @@ def test_a_run_merges_again_with_the_files_after_it(catalog, committer) -> None:
     assert [(f.first_offset, f.last_offset, f.links) for f in current_files(
         table_of(catalog), 0)] == [(0, 29, 6)]
     assert scanned(catalog, 0)["offset"].to_pylist() == list(range(30))
+
+
+def test_a_merge_of_a_run_without_its_link_list_is_refused(catalog, committer) -> None:
+    inputs = committed(catalog, committer, [(0, 9), (10, 19), (20, 29)])
+    committer.compact(hand_run(catalog, inputs[:2]))  # a run file with no tierlog.links
+    files = current_files(table_of(catalog), 0)
+    assert [f.is_run for f in files] == [True, False]
+    with pytest.raises(CorruptRemoteMetadataError, match=r"\.r2-.*: a run file without its "
+                                                         r"tierlog.links list"):
+        merge_run(catalog.tier, table_of(catalog), tip_of(), files)
+    assert catalog.tier.fs.glob(tier_path(catalog, table_of(catalog).location())
+                                + "/data/p0/*.r3-*.parquet") == []  # nothing published
 
 
 def test_a_merge_of_files_that_are_not_consecutive_is_refused(catalog, committer) -> None:
