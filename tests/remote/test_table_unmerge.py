@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.table_runs import merge
+from support.table_runs import merge, tamper
 from support.table_tier import TableTier, build_table_tier
 
 from tierlog.errors import TableChainError
@@ -75,7 +75,7 @@ def test_a_run_listing_a_segment_the_chain_does_not_hold_is_refused_naming_it(
         listed[1][0] = "gone-segment"
         return {**kv, KV_LINKS: json.dumps(listed)}
 
-    run = merge(tt.tier, committer, tip, tamper=foreign)
+    run = tamper(tt.tier, committer, tip, merge(tt.tier, committer, tip), foreign)
     snapshot = tt.table(TOPIC).current_snapshot()
     with pytest.raises(TableChainError, match="segment gone-segment of offsets"):
         unmerge_links(tt.tier, tt.table(TOPIC), tip, run, log_start_offset=0)
