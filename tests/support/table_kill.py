@@ -101,6 +101,6 @@ def run_compaction(root: str, kill_at: str | None = None) -> None:
     tier = RemoteTier(fsspec.filesystem("file"), root)
     committer = TableCommitter(TierCatalog(tier), IDENT)
     for p in PARTITIONS:
-        report = compact_partition(tier, committer, TopicIdPartition(TOPIC_ID, p, TOPIC),
+        report = compact_partition(tier, committer, TopicIdPartition(TOPIC_ID, TOPIC, p),
                                    target_bytes=1 << 20, max_links=LINKS)
         assert not report.stale, report
