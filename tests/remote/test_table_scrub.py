@@ -16,16 +16,24 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.manifest import DataFile
 from support.cli_runner import tierlog
+from support.table_runs import merge, tamper
 from support.table_tier import TableTier, apply_log_start, build_table_tier, ready
 
 from tierlog.plugins.local import create_remote_storage
 from tierlog.remote.ops.scrub import FindingKind, ScrubReport, scrub_tier
 from tierlog.remote.read.readable import segment_chain
 from tierlog.remote.read.transactions import aborted_txns
-from tierlog.remote.table.commit import ReadyFile, current_files
-from tierlog.remote.table.convert import convert_link, data_file
+from tierlog.remote.table.commit import CurrentFile, ReadyFile, current_files
+from tierlog.remote.table.convert import (
+    KV_FIRST_OFFSET,
+    KV_RECORDS,
+    KV_VERSION,
+    convert_link,
+    data_file,
+)
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.naming import DataFileName
+from tierlog.remote.table.run_links import KV_LINKS, decode_links
 from tierlog.remote.tier.layout import table_key
 
 TOPIC = "orders"
@@ -248,3 +256,127 @@ def test_a_topic_without_a_table_is_not_checked(tmp_path: Path) -> None:
     tt = build_table_tier(tmp_path, create_remote_storage(url, {"fsync": False}), url,
                           rounds=2, topics=())
     assert scrub(tt).tables == 0
+
+
+# -- run files (a compaction's merged files) -----------------------------------------------
+
+
+def merged(tt: TableTier, partition: int = 0) -> CurrentFile:
+    """The partition's files merged into one run file (committed)."""
+    return merge(tt.tier, tt.committer(TOPIC), tt.tip(TOPIC, partition))
+
+
+def _links(kv: dict[str, str]) -> list[list]:
+    return json.loads(kv[KV_LINKS])
+
+
+def _with_links(kv: dict[str, str], links: list[list]) -> dict[str, str]:
+    return {**kv, KV_LINKS: json.dumps(links)}
+
+
+def _shift_records(kv: dict[str, str]) -> dict[str, str]:
+    """One row moved from a link to the one before it in the list (the total kept)."""
+    links = _links(kv)
+    j = next(j for j in range(1, len(links)) if links[j][3] > 0)
+    links[j - 1][3] += 1
+    links[j][3] -= 1
+    return _with_links(kv, links)
+
+
+def _foreign(kv: dict[str, str]) -> dict[str, str]:
+    links = _links(kv)
+    links[1][0] = "NotASegmentAtAll000000"
+    return _with_links(kv, links)
+
+
+#: How a run file's footer is damaged, what scrub finds, and a word of the finding's detail.
+RUN_DAMAGE = {
+    "version": (lambda kv: {**kv, KV_VERSION: "1"}, {FindingKind.TABLE_DAMAGED_FILE},
+                "tierlog.version"),
+    "first offset": (lambda kv: {**kv, KV_FIRST_OFFSET: "1"}, {FindingKind.TABLE_DAMAGED_FILE},
+                     "tierlog.firstOffset"),
+    "records": (lambda kv: {**kv, KV_RECORDS: "7"}, {FindingKind.TABLE_DAMAGED_FILE},
+                "tierlog.records"),
+    "link list": (lambda kv: {**kv, KV_LINKS: "[not json"}, {FindingKind.TABLE_DAMAGED_FILE},
+                  "link list cannot be read"),
+    "no link list": (lambda kv: {k: v for k, v in kv.items() if k != KV_LINKS},
+                     {FindingKind.TABLE_DAMAGED_FILE}, "without its tierlog.links"),
+    "a link's records": (_shift_records, {FindingKind.TABLE_DAMAGED_FILE}, "row groups of link"),
+    "one link fewer": (lambda kv: _with_links(kv, _links(kv)[:-1]),
+                       {FindingKind.TABLE_DAMAGED_FILE, FindingKind.TABLE_MISSING_FILE},
+                       "its name says"),
+    "a foreign segment": (_foreign, {FindingKind.TABLE_STRAY_FILE,
+                                     FindingKind.TABLE_MISSING_FILE}, "NotASegmentAtAll"),
+}
+
+
+def test_a_compacted_table_that_follows_its_segments_reports_nothing(tt: TableTier) -> None:
+    before = rows(tt, 0), rows(tt, 1)
+    run = merged(tt)
+    assert run.links == len(tt.files[(TOPIC, 0)]) >= 3
+    p1 = tt.files[(TOPIC, 1)]
+    merge(tt.tier, tt.committer(TOPIC), tt.tip(TOPIC, 1), p1[1].first_offset, p1[-1].last_offset)
+    assert (rows(tt, 0), rows(tt, 1)) == before
+    assert table_findings(scrub(tt, deep=True)) == []
+
+
+@pytest.mark.parametrize("damage", sorted(RUN_DAMAGE))
+def test_a_damaged_run_file_is_found_and_repair_unmerges_it(tt: TableTier, damage: str
+                                                            ) -> None:
+    change, kinds, word = RUN_DAMAGE[damage]
+    before = rows(tt, 0)
+    run = tamper(tt.tier, tt.committer(TOPIC), tt.tip(TOPIC, 0), merged(tt), change)
+    findings = table_findings(scrub(tt))
+    assert {f.kind for f in findings} == kinds, findings
+    assert any(word in f.detail or word in (f.segment_id or "") for f in findings), findings
+    for f in findings:
+        assert f.partition == f"{TOPIC}-0-{tt.topic_id(TOPIC)}"
+        if f.kind is FindingKind.TABLE_DAMAGED_FILE:
+            assert f.object == run.data_file.file_path
+            assert f.offsets == (run.first_offset, run.last_offset)
+    assert not table_ok(scrub(tt, deep=True))
+
+    repaired = scrub(tt, repair=True)
+    assert table_ok(repaired), repaired.findings
+    assert repaired.repairs and all("unmerged the run file" in r.action
+                                    for r in repaired.repairs)
+    assert [(f.first_offset, f.last_offset, f.is_run)
+            for f in current_files(tt.table(TOPIC), 0)] == [
+        (f.first_offset, f.last_offset, False) for f in tt.files[(TOPIC, 0)]]
+    assert table_findings(scrub(tt, deep=True)) == []
+    assert rows(tt, 0) == before
+
+
+def test_a_truncated_run_file_is_found_and_repair_unmerges_it(tt: TableTier) -> None:
+    before = rows(tt, 0)
+    run = merged(tt)
+    path = local(tt, run.data_file.file_path)
+    path.write_bytes(path.read_bytes()[:-100])
+    [finding] = table_findings(scrub(tt))
+    assert finding.kind is FindingKind.TABLE_DAMAGED_FILE and "bytes" in finding.detail
+    assert finding.object == run.data_file.file_path
+    assert table_ok(scrub(tt, repair=True))
+    assert table_findings(scrub(tt, deep=True)) == []
+    assert rows(tt, 0) == before
+
+
+def test_deep_counts_each_link_of_a_run_against_its_segment(tt: TableTier) -> None:
+    run = merged(tt)
+    listed = decode_links(pq.read_metadata(local(tt, run.data_file.file_path)).metadata[
+        KV_LINKS.encode()], "run")
+    j = next(j for j, k in enumerate(listed) if k.records > 1)
+    group = listed[j].first_row_group
+
+    def fewer(kv: dict[str, str]) -> dict[str, str]:  # consistent: only deep can tell
+        links = _links(kv)
+        links[j][3] -= 1
+        return _with_links({**kv, KV_RECORDS: str(int(kv[KV_RECORDS]) - 1)}, links)
+
+    tamper(tt.tier, tt.committer(TOPIC), tt.tip(TOPIC, 0), run, fewer,
+           rows=lambda g, t: t.slice(1) if g == group else t)
+    assert table_findings(scrub(tt)) == []
+    [finding] = table_findings(scrub(tt, deep=True))
+    assert finding.kind is FindingKind.TABLE_DAMAGED_FILE
+    assert "data records" in finding.detail and listed[j].segment_id in finding.detail
+    assert table_ok(scrub(tt, deep=True, repair=True))
+    assert table_findings(scrub(tt, deep=True)) == []

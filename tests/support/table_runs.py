@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tierlog.remote.api import TopicIdPartition
@@ -46,11 +47,12 @@ def merge(tier: RemoteTier, committer: TableCommitter, tip: TopicIdPartition,
 
 
 def tamper(tier: RemoteTier, committer: TableCommitter, tip: TopicIdPartition,
-           run: CurrentFile, change: Callable[[dict[str, str]], dict[str, str]]
-           ) -> CurrentFile:
+           run: CurrentFile, change: Callable[[dict[str, str]], dict[str, str]], *,
+           rows: Callable[[int, pa.Table], pa.Table] | None = None) -> CurrentFile:
     """Replace ``run`` in the table by a copy whose footer's key-value metadata is
-    ``change(kv)`` (same rows and row groups, a new name of the same span), in one snapshot
-    that keeps the coverage; the copy's CurrentFile."""
+    ``change(kv)`` and whose row group ``g`` is ``rows(g, group)`` (default: the same), under
+    a new name of the same span, in one snapshot that keeps the coverage; the copy's
+    CurrentFile (its DataFile from the copy's own footer)."""
     table = committer.catalog.load_table(committer.identifier)
     name = DataFileName.new_run(tip.partition, run.first_offset, run.last_offset, run.links)
     location = f"{table.location().rstrip('/')}/{name.key}"
@@ -63,6 +65,7 @@ def tamper(tier: RemoteTier, committer: TableCommitter, tip: TopicIdPartition,
             with parquet_writer(str(local), footers) as writer:
                 for g in range(source.num_row_groups):
                     group = source.read_row_group(g)
+                    group = group if rows is None else rows(g, group)
                     writer.write_table(group, row_group_size=max(1, group.num_rows))
                 writer.add_key_value_metadata(change(kv))
         size = local.stat().st_size

@@ -17,11 +17,22 @@ Per partition of the current snapshot, with its coverage ``[start, covered)``:
 - no file names a segment that is not a committed link of the partition's chain
   (``table_stray_file``).
 
+A run file (a compaction's merged file of consecutive links) holds the links its footer's
+``tierlog.links`` lists: each must be a committed link (else ``table_stray_file``), and each link
+below ``covered`` is held by exactly one file, a link file by its name or a run by its list.
+A run's own checks (``table_damaged_file``): ``tierlog.version`` 2, the footer's first and last
+offsets its name's, its links decoding, spanning its name and as many as its name says, each
+link's row groups holding its records, their sum the footer's ``tierlog.records``, the
+DataFile's ``record_count`` and the footer's rows; ``deep`` counts each link's rows (from the
+row-group metadata) against its segment's data records. A run whose footer cannot be read is
+damaged and holds the chain's links of its span.
+
 ``repair`` converts each link (below the tier's last stable offset) with a missing or damaged
 file again (``build.convert_ready``, the
 tiering run's own conversion) and puts the files in the table in one snapshot per topic
 (``TableCommitter.repair``: the damaged DataFile replaced, a missing one added, coverage
-unchanged). A link whose segment cannot be converted (its ``.log`` is damaged) is noted and
+unchanged); a damaged run, or one holding a missing link's offsets, is unmerged: the chain's
+links of its span converted again replace it (``tierlog.remote.table.unmerge``). A link whose segment cannot be converted (its ``.log`` is damaged) is noted and
 left; tiling problems and stray files need a human. A user catalog's table is checked at the
 snapshot its ``_pointer.json`` names; its repair, which needs that catalog, is refused (a note).
 """
@@ -59,11 +70,14 @@ from tierlog.remote.table.convert import (
     KV_LAST_OFFSET,
     KV_RECORDS,
     KV_SEGMENT_ID,
+    KV_VERSION,
 )
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.footer import key_values, read_footer
 from tierlog.remote.table.naming import DataFileName
+from tierlog.remote.table.run_links import KV_LINKS, RUN_FORMAT_VERSION, RunLink, decode_links
 from tierlog.remote.table.schema import OFFSET, table_identifier
+from tierlog.remote.table.unmerge import convert_links, links_of_span
 from tierlog.remote.tier.layout import (
     SEGMENT_SUFFIX,
     partition_dir_name,
@@ -81,12 +95,35 @@ _UNHELD = "no table file holds these offsets, which the table covers"
 
 @dataclass(frozen=True, slots=True)
 class _Damaged:
-    """A link to convert again: its file is missing or damaged (``file`` None: missing)."""
+    """A link to convert again: its file is missing or damaged (``file`` None: missing); or,
+    with ``run``, a run file to unmerge (damaged, listing a link the chain does not have, or
+    holding a missing link's offsets)."""
 
     tip: TopicIdPartition
-    link: ChainLink
+    link: ChainLink | None
+    """The link (None: a run's)."""
     file: CurrentFile | None
     finding: Finding
+    run: CurrentFile | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    """A run file being checked: what its footer says, and the chain links it holds."""
+
+    file: CurrentFile
+    path: str
+    """Its path in the tier."""
+    footer: pq.FileMetaData | None
+    links: tuple[RunLink, ...] | None
+    """Its footer's link list (None: unreadable)."""
+    problem: str | None
+    """What is wrong with it from its metadata alone (None: nothing found)."""
+    entries: list[tuple[str, int, int]]
+    """The (segment id, first, last) it holds: its list's, or the chain's links of its span
+    when the list cannot be read."""
+    held: dict[int, ChainLink]
+    """The chain link each entry (by index) matched."""
 
 
 class TableScrubber:
@@ -160,17 +197,29 @@ class TableScrubber:
                                       f"be listed ({exc})")
             return []
         links = [link for link in chain if link.last_offset < covered]
+        runs = {f.data_file.file_path: self._run(f, tip, links) for f in files if f.is_run}
         matched: dict[str, ChainLink] = {}
         damaged: list[_Damaged] = []
         for i, link in enumerate(links):
-            held = [f for f in files if _holds(f, link, first=i == 0)]
+            held = [f for f in files if not f.is_run and _holds(f, link, first=i == 0)]
+            for run in runs.values():
+                at = [j for j, e in enumerate(run.entries) if _entry_holds(e, link, i == 0)]
+                if at:
+                    run.held[at[0]] = link
+                    held.append(run.file)
             if not held:
+                covering = next((r.file for r in runs.values()
+                                 if r.file.first_offset <= link.last_offset
+                                 and link.first_offset <= r.file.last_offset), None)
                 finding = self._find(Finding(
                     FindingKind.TABLE_MISSING_FILE, name,
                     f"the table covers offsets below {covered} but has no file of this "
-                    f"committed segment", segment_id=link.segment.segment_id,
+                    f"committed segment" + ("" if covering is None else
+                                            f" (the run file {covering.data_file.file_path} "
+                                            f"spans its offsets)"),
+                    segment_id=link.segment.segment_id,
                     offsets=(link.first_offset, link.last_offset)))
-                damaged.append(_Damaged(tip, link, None, finding))
+                damaged.append(_Damaged(tip, link, None, finding, covering))
                 continue
             for f in held:
                 matched[f.data_file.file_path] = link
@@ -181,6 +230,8 @@ class TableScrubber:
                                    segment_id=link.segment.segment_id,
                                    offsets=(link.first_offset, link.last_offset)))
                 continue
+            if held[0].is_run:
+                continue  # checked once per run, below
             problem = self._file_problem(held[0], link, start)
             if problem is not None:
                 finding = self._find(Finding(
@@ -188,9 +239,20 @@ class TableScrubber:
                     segment_id=link.segment.segment_id, object=held[0].data_file.file_path,
                     offsets=(held[0].first_offset, held[0].last_offset)))
                 damaged.append(_Damaged(tip, link, held[0], finding))
+        for run in runs.values():
+            damaged += self._run_findings(name, tip, run, start, covered)
+        self._strays(name, files, matched, chain, covered)
+        self._check_tiling(name, files, start, covered,
+                           missing=[(d.link.first_offset, d.link.last_offset)
+                                    for d in damaged if d.file is None and d.link is not None])
+        return damaged
+
+    def _strays(self, name: str, files: list[CurrentFile], matched: dict[str, ChainLink],
+                chain: Sequence[ChainLink], covered: int) -> None:
+        """Link files holding no committed link of the chain (a run's entries: _run_findings)."""
         committed = {link.segment.segment_id for link in chain}
         for f in files:
-            if f.data_file.file_path in matched:
+            if f.data_file.file_path in matched or f.is_run:
                 continue
             segment = DataFileName.parse(f.data_file.file_path).segment_id
             if segment in committed and f.last_offset >= covered:
@@ -200,10 +262,6 @@ class TableScrubber:
             self._find(Finding(FindingKind.TABLE_STRAY_FILE, name, f"the table file {why}",
                                segment_id=segment, object=f.data_file.file_path,
                                offsets=(f.first_offset, f.last_offset)))
-        self._check_tiling(name, files, start, covered,
-                           missing=[(d.link.first_offset, d.link.last_offset)
-                                    for d in damaged if d.file is None])
-        return damaged
 
     def _check_tiling(self, name: str, files: list[CurrentFile], start: int, covered: int,
                       missing: list[tuple[int, int]]) -> None:
@@ -230,23 +288,31 @@ class TableScrubber:
         for detail, offsets in problems:
             self._find(Finding(FindingKind.TABLE_TILING, name, detail, offsets=offsets))
 
-    def _file_problem(self, f: CurrentFile, link: ChainLink, start: int) -> str | None:
-        """What is wrong with the file of ``link`` (None: nothing): its size, its key-value
-        metadata, its row count, and with ``deep`` its rows against the segment's records."""
-        path = self._tier.path(table_key(link.segment.topic_id_partition.topic,
-                                         link.segment.topic_id_partition.topic_id),
+    def _footer(self, f: CurrentFile, tip: TopicIdPartition
+                ) -> tuple[str, pq.FileMetaData | None, str | None]:
+        """The tier path of ``f``, its footer, and what keeps it from being read (its size
+        against the DataFile's, a HEAD; the footer, ranged GETs)."""
+        path = self._tier.path(table_key(tip.topic, tip.topic_id),
                                DataFileName.parse(f.data_file.file_path).key)
         expected_size = f.data_file.file_size_in_bytes
         try:
             size = self._tier.size(path)
         except RemoteResourceNotFoundError:
-            return "the table's data file is missing from the tier"
+            return path, None, "the table's data file is missing from the tier"
         if size != expected_size:
-            return f"the data file holds {size} bytes, the table records {expected_size}"
+            return path, None, (f"the data file holds {size} bytes, the table records "
+                                f"{expected_size}")
         try:
-            metadata = read_footer(self._tier, path, size)
+            return path, read_footer(self._tier, path, size), None
         except (CorruptRecordError, OSError, pa.ArrowException) as exc:
-            return f"the data file's Parquet footer cannot be read: {exc}"
+            return path, None, f"the data file's Parquet footer cannot be read: {exc}"
+
+    def _file_problem(self, f: CurrentFile, link: ChainLink, start: int) -> str | None:
+        """What is wrong with the file of ``link`` (None: nothing): its size, its key-value
+        metadata, its row count, and with ``deep`` its rows against the segment's records."""
+        path, metadata, problem = self._footer(f, link.segment.topic_id_partition)
+        if metadata is None:
+            return problem
         kv = key_values(metadata)
         name = DataFileName.parse(f.data_file.file_path)
         wanted = {KV_SEGMENT_ID: name.segment_id, KV_FIRST_OFFSET: str(name.first_offset),
@@ -263,16 +329,22 @@ class TableScrubber:
             return self._count_problem(f, link, path, start)
         return None
 
+    def _segment_records(self, link: ChainLink, low: int, high: int) -> int | str:
+        """The data records of ``link``'s segment in ``[low, high]``, or why they cannot be
+        counted."""
+        segment_path = self._tier.path(segment_object_key(link.segment, SEGMENT_SUFFIX))
+        try:
+            return _data_records(self._tier.get_bytes(segment_path), low, high, segment_path)
+        except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
+            return f"its segment cannot be decoded to count its records: {exc}"
+
     def _count_problem(self, f: CurrentFile, link: ChainLink, path: str, start: int
                        ) -> str | None:
         """The file's rows at or past ``start`` against the segment's data records there."""
-        segment_path = self._tier.path(segment_object_key(link.segment, SEGMENT_SUFFIX))
         low = max(f.first_offset, start)
-        try:
-            records = _data_records(self._tier.get_bytes(segment_path), low, f.last_offset,
-                                    segment_path)
-        except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
-            return f"its segment cannot be decoded to count its records: {exc}"
+        records = self._segment_records(link, low, f.last_offset)
+        if isinstance(records, str):
+            return records
         rows = f.data_file.record_count
         if low > f.first_offset:  # rows below the start may be in it: count those at or past
             with self._tier.fs.open(path, "rb") as stream:
@@ -281,6 +353,74 @@ class TableScrubber:
         if rows != records:
             return (f"the data file holds {rows} rows of offsets {low}..{f.last_offset}, the "
                     f"segment {records} data records")
+        return None
+
+    # -- run files -------------------------------------------------------------------------
+
+    def _run(self, f: CurrentFile, tip: TopicIdPartition, links: Sequence[ChainLink]) -> _Run:
+        """Read run file ``f``'s footer and check its metadata (:class:`_Run`)."""
+        path, footer, problem = self._footer(f, tip)
+        decoded: tuple[RunLink, ...] | None = None
+        if footer is not None:
+            try:
+                decoded = decode_links(key_values(footer).get(KV_LINKS), f.data_file.file_path)
+            except CorruptRemoteMetadataError as exc:
+                problem = f"the run file's link list cannot be read: {exc}"
+            else:
+                problem = _run_metadata_problem(f, footer, decoded)
+        if decoded is not None:
+            entries = [(k.segment_id, k.first_offset, k.last_offset) for k in decoded]
+        else:  # unreadable: it holds the chain's links of its span (not reported missing)
+            entries = [(c.segment.segment_id, c.first_offset, c.last_offset) for c in links
+                       if f.first_offset <= c.last_offset <= f.last_offset]
+        return _Run(f, path, footer, decoded, problem, entries, {})
+
+    def _run_findings(self, name: str, tip: TopicIdPartition, run: _Run, start: int,
+                      covered: int) -> list[_Damaged]:
+        """The findings of one run file: its list's entries the chain does not have
+        (``table_stray_file``), then what is wrong with it (``table_damaged_file``); each to
+        be repaired by unmerging the run (the returned damage)."""
+        f = run.file
+        damaged = []
+        for j, (segment, first, last) in enumerate(run.entries):
+            if j not in run.held and last < covered:
+                finding = self._find(Finding(
+                    FindingKind.TABLE_STRAY_FILE, name, "the run file lists a link the chain "
+                    "does not have (a segment not committed, or other offsets)",
+                    segment_id=segment, object=f.data_file.file_path, offsets=(first, last)))
+                damaged.append(_Damaged(tip, None, f, finding, f))
+        problem = run.problem
+        if problem is None and self._deep and run.links is not None and run.footer is not None:
+            problem = self._run_count_problem(run, start)
+        if problem is not None:
+            finding = self._find(Finding(FindingKind.TABLE_DAMAGED_FILE, name, problem,
+                                         object=f.data_file.file_path,
+                                         offsets=(f.first_offset, f.last_offset)))
+            damaged.append(_Damaged(tip, None, f, finding, f))
+        return damaged
+
+    def _run_count_problem(self, run: _Run, start: int) -> str | None:
+        """Each held link's rows at or past ``start`` (from the row-group metadata; the offset
+        column read only for a link holding ``start``) against its segment's data records."""
+        assert run.links is not None and run.footer is not None
+        for j, link in sorted(run.held.items()):
+            k = run.links[j]
+            groups = _groups_of(run.links, j, run.footer.num_row_groups)
+            low = max(k.first_offset, start)
+            if low > k.last_offset:
+                continue
+            records = self._segment_records(link, low, k.last_offset)
+            if isinstance(records, str):
+                return records
+            rows = sum(run.footer.row_group(g).num_rows for g in groups)
+            if low > k.first_offset and rows:  # rows below the start may be in it
+                with self._tier.fs.open(run.path, "rb") as stream:
+                    offsets = pq.ParquetFile(stream).read_row_groups(list(groups),
+                                                                     columns=[OFFSET])[OFFSET]
+                rows = sum(1 for o in offsets.to_pylist() if o >= low)
+            if rows != records:
+                return (f"the run file holds {rows} rows of offsets {low}..{k.last_offset} "
+                        f"(segment {k.segment_id}), the segment {records} data records")
         return None
 
     # -- repair ----------------------------------------------------------------------------
@@ -295,7 +435,9 @@ class TableScrubber:
             return
         table = catalog.load_table(identifier)
         coverage = Coverage.of_snapshot(table.current_snapshot(), ".".join(identifier))
-        ready: list[tuple[ReadyFile, _Damaged]] = []
+        ready: list[ReadyFile] = []
+        done: list[tuple[_Damaged, str]] = []
+        unmerged: dict[str, str] = {}  # a run's path: the repair's action
         chains: dict[TopicIdPartition, list[ChainLink]] = {}
         stable: dict[TopicIdPartition, int] = {}
         for d in damaged:
@@ -303,36 +445,61 @@ class TableScrubber:
                 d.tip, segment_chain(self._tier, d.tip, jobs=self._jobs))
             if d.tip not in stable:
                 stable[d.tip] = last_stable_offset(self._tier, d.tip, chain)
-            if d.link.last_offset >= stable[d.tip]:
-                self._note(f"{partition_dir_name(d.tip)}: the table file of segment "
-                           f"{d.link.segment.segment_id} is not rebuilt: the segment is not "
-                           f"below the tier's last stable offset {stable[d.tip]} (the table "
-                           f"covers offsets whose transactions have no outcome yet)")
+            held = d.run if d.run is not None else d.link
+            assert held is not None
+            if held.last_offset >= stable[d.tip]:
+                what = (f"run file {d.run.data_file.file_path}" if d.run is not None
+                        else f"file of segment {d.link.segment.segment_id}" if d.link else "")
+                self._note(f"{partition_dir_name(d.tip)}: the table {what} is not rebuilt: its "
+                           f"offsets are not below the tier's last stable offset "
+                           f"{stable[d.tip]} (the table covers offsets whose transactions "
+                           f"have no outcome yet)")
+                continue
+            start = coverage.start.get(d.tip.partition, 0)
+            if d.run is not None:
+                path = d.run.data_file.file_path
+                if path not in unmerged:
+                    try:
+                        links = links_of_span(chain, d.run)
+                        ready += convert_links(self._tier, table, d.tip, chain, links,
+                                               log_start_offset=start)
+                    except (TableChainError, CorruptRecordError,
+                            RemoteResourceNotFoundError) as exc:
+                        self._note(f"{partition_dir_name(d.tip)}: the run file {path} is not "
+                                   f"unmerged: {exc}")
+                        unmerged[path] = ""
+                        continue
+                    unmerged[path] = (f"unmerged the run file {path}: its {len(links)} "
+                                      f"links' segments converted again")
+                if unmerged[path]:
+                    done.append((d, unmerged[path]))
                 continue
             # A file straddling the start keeps its span: the repair replaces it in place.
+            assert d.link is not None
             link = d.link if d.file is None else ChainLink(d.link.segment, d.file.first_offset,
                                                           d.link.last_offset)
             try:
                 written = convert_ready(
                     self._tier, table, PartitionWork(d.tip, chain, (link,), None), link,
-                    log_start_offset=coverage.start.get(d.tip.partition, 0))
+                    log_start_offset=start)
             except (CorruptRecordError, RemoteResourceNotFoundError) as exc:
                 self._note(f"{partition_dir_name(d.tip)}: the table file of segment "
                            f"{link.segment.segment_id} is not rebuilt: {exc}")
                 continue
-            ready.append((ready_file(written), d))
+            ready.append(ready_file(written))
+            action = ("converted the segment again and added the file" if d.file is None
+                      else "converted the segment again and replaced the file")
+            done.append((d, f"{action} {written.path}"))
         if not ready:
             return
         try:
-            result = TableCommitter(catalog, identifier).repair([r for r, _ in ready])
+            result = TableCommitter(catalog, identifier).repair(ready)
         except (TableChainError, TableCommitConflictError) as exc:
             self._note(f"table {'.'.join(identifier)}: the repair was not committed: {exc}")
             return
-        for r, d in ready:
-            action = ("converted the segment again and added the file" if d.file is None
-                      else "converted the segment again and replaced the file")
+        for d, action in done:
             self._report.repairs.append(Repair(
-                d.finding, f"{action} {r.data_file.file_path} (snapshot {result.snapshot_id})"))
+                d.finding, f"{action} (snapshot {result.snapshot_id})"))
 
     def _note(self, note: str) -> None:
         self._report.notes.append(note)
@@ -347,6 +514,52 @@ def _holds(f: CurrentFile, link: ChainLink, *, first: bool) -> bool:
     if f.first_offset < link.first_offset and not first:
         return False
     return DataFileName.parse(f.data_file.file_path).segment_id == link.segment.segment_id
+
+
+def _entry_holds(entry: tuple[str, int, int], link: ChainLink, first: bool) -> bool:
+    """Whether a run's list entry ``(segment id, first, last)`` is ``link`` (the chain's
+    first link may start after it, as after a link file's)."""
+    segment, low, high = entry
+    return segment == link.segment.segment_id and high == link.last_offset \
+        and (low == link.first_offset or (first and low < link.first_offset))
+
+
+def _groups_of(links: Sequence[RunLink], j: int, num_row_groups: int) -> range:
+    """The row groups of the ``j``-th link of a run (a link's rows never share a group)."""
+    end = links[j + 1].first_row_group if j + 1 < len(links) else num_row_groups
+    return range(links[j].first_row_group, end)
+
+
+def _run_metadata_problem(f: CurrentFile, footer: pq.FileMetaData,
+                          links: Sequence[RunLink]) -> str | None:
+    """What the footer of run file ``f`` says that disagrees with its name, its DataFile or
+    itself (None: nothing)."""
+    kv = key_values(footer)
+    wanted = {KV_VERSION: RUN_FORMAT_VERSION, KV_FIRST_OFFSET: str(f.first_offset),
+              KV_LAST_OFFSET: str(f.last_offset), KV_RECORDS: str(f.data_file.record_count)}
+    wrong = [f"{k} is {kv.get(k)!r}, expected {v!r}" for k, v in wanted.items()
+             if kv.get(k) != v]
+    if wrong:
+        return "the run file's key-value metadata disagrees: " + "; ".join(wrong)
+    if len(links) != f.links or links[0].first_offset != f.first_offset \
+            or links[-1].last_offset != f.last_offset:
+        return (f"the run file lists {len(links)} links of offsets {links[0].first_offset}.."
+                f"{links[-1].last_offset}; its name says {f.links} of {f.first_offset}.."
+                f"{f.last_offset}")
+    if footer.num_rows != f.data_file.record_count \
+            or sum(k.records for k in links) != f.data_file.record_count:
+        return (f"the run file holds {footer.num_rows} rows, its links {sum(k.records for k in links)}, "
+                f"the table records {f.data_file.record_count}")
+    if links[-1].first_row_group > footer.num_row_groups:
+        return (f"the run file's last link starts at row group {links[-1].first_row_group} of "
+                f"{footer.num_row_groups}")
+    for j, k in enumerate(links):
+        rows = sum(footer.row_group(g).num_rows
+                   for g in _groups_of(links, j, footer.num_row_groups))
+        if rows != k.records:
+            return (f"the row groups of link {k.first_offset}..{k.last_offset} (segment "
+                    f"{k.segment_id}) hold {rows} rows, its list says {k.records}")
+    return None
 
 
 def _outside(first: int, last: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
