@@ -481,3 +481,37 @@ def test_compaction_needs_the_table():
                      ("remote.log.table.compaction.interval.ms", -1)):
         with pytest.raises(ConfigError, match=re.escape(key)):
             LogConfig({key: bad})
+
+
+def test_a_failed_compaction_is_the_steps_error_and_backs_it_off_never_the_copies(
+        faulty, tmp_path, clock):
+    faults, mgr = faulty
+    log = mgr.create_topic("orders", 1, config=COMPACTION)[0]
+    _fill(log, 30)
+    # The merge's upload of its run file fails (its local file is tierlog-run-*).
+    faults.hang("put_file", where="tierlog-run-", timeout=0.001)
+    result = mgr.tier_now()["orders-0"]
+    assert result.copied and result.errors == []
+    end = log.highest_offset_in_remote + 1
+    assert result.table_covered == end and result.table_compacted == 0  # the commit landed
+    assert len(result.table_errors) == 1 and "table step" in result.table_errors[0]
+    assert not any(f.is_run for f in current_files(_table(tmp_path, log), 0))
+
+    faults.heal()
+    assert mgr.tier_now()["orders-0"].table_compacted == 0  # backing off
+    clock.advance(BACKOFF_MAX_MS)  # the retry comes after the backoff, not the interval
+    again = mgr.tier_now()["orders-0"]
+    assert again.table_errors == [] and again.table_compacted == 1
+    assert _generic_rows(tmp_path, log) == _log_rows(log, 0, end)
+
+
+def test_the_tables_own_target_size_wins_over_the_topics(local, tmp_path, clock):
+    mgr = local()
+    log = mgr.create_topic("orders", 1, config=COMPACTION)[0]
+    _fill(log, 30)
+    assert mgr.tier_now()["orders-0"].table_compacted == 1  # the topic's 1 MiB target
+    with _table(tmp_path, log).transaction() as tx:
+        tx.set_properties({"write.target-file-size-bytes": "100"})  # every file is big now
+    clock.advance(60_000)
+    result = mgr.tier_now()["orders-0"]
+    assert result.table_errors == [] and result.table_compacted == 0
