@@ -421,6 +421,9 @@ class TableStep:
             known = self._tables.pop((topic, topic_id), None)
             for tip in [t for t in self._known if (t.topic, t.topic_id) == (topic, topic_id)]:
                 del self._known[tip]
+            for tip in [t for t in self._compaction_due
+                        if (t.topic, t.topic_id) == (topic, topic_id)]:
+                del self._compaction_due[tip]
         user = known.committer.catalog if known is not None \
             and not isinstance(known.committer.catalog, TierCatalog) else None
         if user is None and catalog_properties:  # a user catalog this process never opened
