@@ -13,8 +13,8 @@ A later compaction merges the links again (the write amplification is accepted).
 Which links a run holds comes from its footer's ``tierlog.links`` (read with ranged GETs), each
 checked against the tier's chain (or its committed segments: a link wholly below the tier's
 log start offset, or shadowed by a restore's prefix segment): the same segment and span, else
-TableChainError naming it (nothing is committed); a run whose footer cannot be read is unmerged by the chain's links of
-its span (:func:`links_of_span`).
+TableChainError naming it (nothing is committed). Scrub unmerges a run whose footer cannot be
+read by the chain's links of its span (:func:`links_of_span`, :func:`convert_links`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from tierlog.remote.tier.object_store import RemoteTier
 
 log = logging.getLogger(__name__)
 
-__all__ = ["links_of_span", "run_links", "unmerge", "unmerge_links", "unmerge_straddling"]
+__all__ = ["convert_links", "links_of_span", "run_links", "unmerge", "unmerge_links",
+           "unmerge_straddling"]
 
 
 def run_links(tier: RemoteTier, tip: TopicIdPartition, run: CurrentFile, *,
