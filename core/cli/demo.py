@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
                                                // (PARTITIONS * SEGMENTS_PER_PARTITION)))
     topic_config = {"remote.storage.enable": "true", "segment.bytes": segment_bytes,
                     "local.retention.bytes": 2 * segment_bytes, "file.delete.delay.ms": 0,
-                    "remote.log.tail.ms": 1000, "remote.log.table.enable": "true"}
+                    "remote.log.tail.ms": 1000, "remote.log.table.enable": "true",
+                    "remote.log.table.compaction.enable": "true"}
     topic_config = {k: v for k, v in topic_config.items() if k not in st.config}
     started = time.perf_counter()
     mgr = LogManager.open(st.data_dirs, st.config, start_scheduler=False)
@@ -192,11 +193,14 @@ def _print_table_summary(results: Mapping[str, tuple[TierResult, int, int]]) -> 
     covered = {name: r.table_covered for name, (r, _, _) in sorted(results.items())
                if name.startswith(f"{TOPIC}-")}
     errors = [e for r, _, _ in results.values() for e in r.table_errors]
+    compacted = sum(r.table_compacted for r, _, _ in results.values())
     for error in errors:
         print(f"tierlog: error: topic table: {error}", file=sys.stderr)
     print("Topic table (remote.log.table.enable=true): one Parquet file per tiered segment, "
           "committed to the topic's Iceberg table in the tier; it covers offsets below "
-          + ", ".join(f"{end} in {name}" for name, end in covered.items()) + ".")
+          + ", ".join(f"{end} in {name}" for name, end in covered.items()) + "."
+          + (f" Compaction (remote.log.table.compaction.enable=true) merged them into "
+             f"{plural(compacted, 'run file')}." if compacted else ""))
     return not errors
 
 

@@ -79,6 +79,9 @@ def test_demo_small_without_spark(tmp_path: Path, s3_options: dict[str, str]) ->
     assert "readers of the tier see everything" in out
     # The demo's topic has a table: every tiered offset of each partition is in it.
     assert "Topic table (remote.log.table.enable=true)" in out and " in demo-2." in out
+    # ... and tiering compacts it: each partition's files merged into a run file.
+    assert "Compaction (remote.log.table.compaction.enable=true) merged them into 3 run " \
+           "files." in out
     data = tmp_path / "demo-data"
     assert (data / ".tierlog-demo").is_file()
     # The data dir remembers its tier, every storage option but the secrets.
