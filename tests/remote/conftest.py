@@ -1,6 +1,6 @@
 """What the remote room's tests share, beyond tests/conftest.py (``manager``, ``tier_url``,
-moto's S3): an empty local tier, its own catalog holding the test table (``support.table_files``),
-and one local segment to copy into a tier.
+moto's S3): an empty local tier, its own catalog holding the test table (``support.table_files``)
+and a committer of that table, and one local segment to copy into a tier.
 
 A module whose ``tier`` is something else (a tier written by a LogManager, a copy of a
 prepared one, a partition directory) defines its own ``tier``, which overrides this one.
@@ -13,9 +13,10 @@ from pathlib import Path
 import fsspec
 import pytest
 from support.remote_storage_suite import SegmentFiles, write_segment
-from support.table_files import create_table
+from support.table_files import IDENT, create_table, no_backoff
 
 from tierlog.remote.table.catalog import TierCatalog
+from tierlog.remote.table.commit import TableCommitter
 from tierlog.remote.tier.object_store import RemoteTier
 
 
@@ -31,6 +32,12 @@ def catalog(tier: RemoteTier) -> TierCatalog:
     catalog = TierCatalog(tier)
     create_table(catalog)
     return catalog
+
+
+@pytest.fixture
+def committer(catalog: TierCatalog) -> TableCommitter:
+    """A committer of ``catalog``'s test table that never sleeps between attempts."""
+    return TableCommitter(catalog, IDENT, backoff=no_backoff)
 
 
 @pytest.fixture

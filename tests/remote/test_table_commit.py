@@ -12,34 +12,22 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 import s3fs
-from pyiceberg.table import Table
 from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
-from support.table_files import IDENT, create_table, interleaved, write_link
+from support.table_files import (
+    IDENT,
+    coverage_of,
+    create_table,
+    interleaved,
+    no_backoff,
+    table_of,
+    write_link,
+)
 
 from tierlog.errors import TableChainError, TableCommitConflictError, TableCoverageError
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import ReadyFile, TableCommitter, current_files
 from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.tier.object_store import RemoteTier
-
-NAME = IDENT[1]
-
-
-def no_backoff(attempt: int) -> None:
-    """Tests never sleep between attempts."""
-
-
-@pytest.fixture
-def committer(catalog: TierCatalog) -> TableCommitter:
-    return TableCommitter(catalog, IDENT, backoff=no_backoff)
-
-
-def table_of(catalog: TierCatalog) -> Table:
-    return catalog.load_table(IDENT)
-
-
-def coverage(catalog: TierCatalog) -> Coverage:
-    return Coverage.of_snapshot(table_of(catalog).current_snapshot(), NAME)
 
 
 def offsets(catalog: TierCatalog, partition: int) -> list[int]:
@@ -67,7 +55,7 @@ def test_one_snapshot_commits_every_ready_file_across_partitions(catalog, commit
     assert result.snapshot_id == table_of(catalog).current_snapshot().snapshot_id
     assert result.conflicts == 0 and result.skipped == ()
     assert sorted(result.added) == sorted(f.data_file.file_path for f in ready)
-    assert coverage(catalog) == result.coverage == Coverage({0: 10, 1: 10, 2: 10, 3: 3},
+    assert coverage_of(catalog) == result.coverage == Coverage({0: 10, 1: 10, 2: 10, 3: 3},
                                                             {0: 0, 1: 0, 2: 0, 3: 0})
     for p in (0, 1, 2):
         assert offsets(catalog, p) == list(range(10))
@@ -104,7 +92,7 @@ def test_a_file_that_does_not_continue_the_coverage_is_refused(catalog, committe
     with pytest.raises(TableChainError, match=message):
         committer.commit([fine, bad], starts={1: 0, **starts})
     assert catalog.latest_version(IDENT) == 2  # nothing of the call committed
-    assert coverage(catalog).covered == {0: 10}
+    assert coverage_of(catalog).covered == {0: 10}
 
 
 def test_a_partition_not_covered_yet_starts_where_the_caller_says(catalog, committer) -> None:
@@ -118,7 +106,7 @@ def test_a_partition_not_covered_yet_starts_where_the_caller_says(catalog, commi
         committer.commit([link], starts={0: 90})
     # The log start offset 104 inside the first link: its file holds the rows from there.
     committer.commit([link], starts={0: 104})
-    assert coverage(catalog) == Coverage({0: 110}, {0: 104})
+    assert coverage_of(catalog) == Coverage({0: 110}, {0: 104})
     assert offsets(catalog, 0) == list(range(104, 110))
 
 
@@ -136,7 +124,7 @@ def test_a_committer_that_lost_the_race_recomputes_on_the_winner(tmp_path, catal
     assert result.conflicts == 1 and backoffs == [1]
     assert result.added == (mine.data_file.file_path,)  # the same file redone, not rewritten
     # The redo recomputed the summary on the winner's snapshot: partition 0's end kept.
-    assert coverage(catalog) == result.coverage == Coverage({0: 10, 1: 7}, {0: 0, 1: 0})
+    assert coverage_of(catalog) == result.coverage == Coverage({0: 10, 1: 7}, {0: 0, 1: 0})
     assert offsets(catalog, 0) == list(range(10)) and offsets(catalog, 1) == list(range(7))
     assert catalog.latest_version(IDENT) == 4
 
@@ -171,7 +159,7 @@ def test_a_committer_losing_every_attempt_gives_up_and_the_next_call_lands(
     with pytest.raises(TableCommitConflictError, match=r"lost 3 attempts"):
         racing.commit([mine], starts={1: 0})
     assert racing.commit([mine], starts={1: 0}).conflicts == 0
-    assert coverage(catalog).covered == {0: 4, 1: 5}
+    assert coverage_of(catalog).covered == {0: 4, 1: 5}
 
 
 class LostResponseS3(s3fs.S3FileSystem):  # type: ignore[misc]
@@ -218,7 +206,7 @@ def test_retention_drops_the_files_below_the_new_start(catalog, committer) -> No
     committed(catalog, committer, [(0, 4)], partition=1)
     result = committer.apply_start(0, 20)  # remote retention deleted the first two segments
     assert len(result.removed) == 2 and result.added == ()
-    assert coverage(catalog) == Coverage({0: 30, 1: 5}, {0: 20, 1: 0})
+    assert coverage_of(catalog) == Coverage({0: 30, 1: 5}, {0: 20, 1: 0})
     assert links(catalog, 0) == [(20, 29)] and offsets(catalog, 0) == list(range(20, 30))
     assert offsets(catalog, 1) == list(range(5))
     assert committer.apply_start(0, 20).snapshot_id is None  # applied already
@@ -232,10 +220,10 @@ def test_a_log_start_inside_a_link_replaces_its_file(catalog, committer) -> None
     assert len(result.removed) == 2 and result.added == (rewrite.data_file.file_path,)
     assert links(catalog, 0) == [(15, 19), (20, 29)]
     assert offsets(catalog, 0) == list(range(15, 30))
-    assert coverage(catalog) == Coverage({0: 30}, {0: 15})
+    assert coverage_of(catalog) == Coverage({0: 30}, {0: 15})
     # Without a rewrite the straddling file stays (readers filter by the start).
     committer.apply_start(0, 22)
-    assert links(catalog, 0) == [(20, 29)] and coverage(catalog) == Coverage({0: 30}, {0: 22})
+    assert links(catalog, 0) == [(20, 29)] and coverage_of(catalog) == Coverage({0: 30}, {0: 22})
     wrong = write_link(catalog.tier, table_of(catalog), 0, 25, 28)
     with pytest.raises(TableChainError, match=r"does not end where the link holding 25"):
         committer.apply_start(0, 25, rewritten=wrong)
@@ -244,7 +232,7 @@ def test_a_log_start_inside_a_link_replaces_its_file(catalog, committer) -> None
 def test_a_log_start_past_the_covered_end_continues_from_there(catalog, committer) -> None:
     committed(catalog, committer, [(0, 9)])
     committer.apply_start(0, 15)  # DeleteRecords beyond what the table holds yet
-    assert coverage(catalog) == Coverage({0: 15}, {0: 15}) and links(catalog, 0) == []
+    assert coverage_of(catalog) == Coverage({0: 15}, {0: 15}) and links(catalog, 0) == []
     table = table_of(catalog)
     straddling = write_link(catalog.tier, table, 0, 10, 19, offsets=range(15, 20))
     committer.commit([straddling])
@@ -258,7 +246,7 @@ def test_a_restore_cut_drops_the_files_at_and_above_it(catalog, committer) -> No
     prefix = write_link(catalog.tier, table_of(catalog), 0, 10, 14)
     result = committer.cut(0, 15, prefix=prefix)
     assert len(result.removed) == 2 and result.added == (prefix.data_file.file_path,)
-    assert coverage(catalog).covered == {0: 15} and links(catalog, 0) == [(0, 9), (10, 14)]
+    assert coverage_of(catalog).covered == {0: 15} and links(catalog, 0) == [(0, 9), (10, 14)]
     assert offsets(catalog, 0) == list(range(15))
     wrong = write_link(catalog.tier, table_of(catalog), 0, 12, 13)
     with pytest.raises(TableChainError, match=r"does not start where the link cut at 14"):
@@ -268,7 +256,7 @@ def test_a_restore_cut_drops_the_files_at_and_above_it(catalog, committer) -> No
         committer.commit([write_link(catalog.tier, table_of(catalog), 0, 30, 39)])
     # Without the prefix the cut link goes whole; tiering converts its prefix again.
     committer.cut(0, 12)
-    assert coverage(catalog).covered == {0: 10} and links(catalog, 0) == [(0, 9)]
+    assert coverage_of(catalog).covered == {0: 10} and links(catalog, 0) == [(0, 9)]
     assert committer.cut(0, 50).snapshot_id is None
     committer.apply_start(0, 5)
     with pytest.raises(TableCoverageError, match="below the table's start 5"):
@@ -281,7 +269,7 @@ def test_a_repair_replaces_a_links_file_or_adds_a_missing_one(catalog, committer
     table = table_of(catalog)
     # A file lost from the table (what scrub finds): the snapshot no longer names link 2.
     tx = table.transaction()
-    with tx.update_snapshot(snapshot_properties=coverage(catalog).summary()).overwrite() as ow:
+    with tx.update_snapshot(snapshot_properties=coverage_of(catalog).summary()).overwrite() as ow:
         ow.delete_data_file(next(f.data_file for f in current_files(table)
                                  if f.first_offset == 10))
     tx.commit_transaction()
@@ -293,7 +281,7 @@ def test_a_repair_replaces_a_links_file_or_adds_a_missing_one(catalog, committer
     assert result.skipped == (old[2],)  # the table's file already
     assert links(catalog, 0) == [(0, 9), (10, 19), (20, 29)]
     assert offsets(catalog, 0) == list(range(30))
-    assert coverage(catalog) == Coverage({0: 30}, {0: 0})  # a repair moves no coverage
+    assert coverage_of(catalog) == Coverage({0: 30}, {0: 0})  # a repair moves no coverage
     with pytest.raises(TableChainError, match=r"\[25, 34\] is not within the offsets"):
         committer.repair([write_link(catalog.tier, table, 0, 25, 34)])
     with pytest.raises(TableChainError, match=r"overlaps the table's files \[0, 9\], \[10, 19\]"):

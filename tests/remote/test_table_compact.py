@@ -17,9 +17,18 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.conversions import to_bytes
 from pyiceberg.manifest import DataFile
-from pyiceberg.table import Table
 from pyiceberg.types import LongType
-from support.table_files import IDENT, TOPIC, TOPIC_ID, interleaved, rows, write_link
+from support.table_files import (
+    IDENT,
+    TOPIC,
+    TOPIC_ID,
+    coverage_of,
+    interleaved,
+    no_backoff,
+    rows,
+    table_of,
+    write_link,
+)
 from support.table_tier import build_table_tier
 from support.tier_builder import ISOLATIONS, records_of
 
@@ -51,25 +60,6 @@ from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.naming import DataFileName
 from tierlog.remote.table.run_links import KV_LINKS, RunLink, decode_links
 from tierlog.remote.table.schema import ARROW_SCHEMA, FIELD_IDS, OFFSET
-
-NAME = IDENT[1]
-
-
-def no_backoff(attempt: int) -> None:
-    """Tests never sleep between attempts."""
-
-
-@pytest.fixture
-def committer(catalog: TierCatalog) -> TableCommitter:
-    return TableCommitter(catalog, IDENT, backoff=no_backoff)
-
-
-def table_of(catalog: TierCatalog) -> Table:
-    return catalog.load_table(IDENT)
-
-
-def coverage(catalog: TierCatalog) -> Coverage:
-    return Coverage.of_snapshot(table_of(catalog).current_snapshot(), NAME)
 
 
 def scanned(catalog: TierCatalog, partition: int) -> pa.Table:
@@ -114,7 +104,7 @@ def hand_run(catalog: TierCatalog, inputs: Sequence[ReadyFile], *,
 def test_a_compaction_swaps_its_inputs_for_the_run_in_one_snapshot(catalog, committer) -> None:
     inputs = committed(catalog, committer, [(0, 9), (10, 19), (20, 29), (30, 39)])
     committed(catalog, committer, [(0, 4)], partition=1)
-    before = coverage(catalog)
+    before = coverage_of(catalog)
     rows_before = scanned(catalog, 0)
     version = catalog.latest_version(IDENT)
     run = hand_run(catalog, inputs[:3])
@@ -129,7 +119,7 @@ def test_a_compaction_swaps_its_inputs_for_the_run_in_one_snapshot(catalog, comm
     assert [(f.first_offset, f.last_offset, f.links, f.is_run)
             for f in current_files(table_of(catalog), 0)] == [(0, 29, 3, True),
                                                              (30, 39, 1, False)]
-    assert coverage(catalog) == result.coverage == before
+    assert coverage_of(catalog) == result.coverage == before
     assert scanned(catalog, 0).equals(rows_before)
     assert scanned(catalog, 1)["offset"].to_pylist() == list(range(5))
     # A redo after an unknown outcome finds its run current: nothing to do.
@@ -167,7 +157,7 @@ def test_a_compaction_that_lost_to_an_append_is_redone(catalog, committer) -> No
     result = racing.compact(run)
     assert result.conflicts == 1 and result.removed == run.replaces
     assert paths(catalog, 0) == [run.data_file.file_path, appended.data_file.file_path]
-    assert coverage(catalog) == Coverage({0: 30}, {0: 0})  # the append's end kept
+    assert coverage_of(catalog) == Coverage({0: 30}, {0: 0})  # the append's end kept
     assert scanned(catalog, 0)["offset"].to_pylist() == list(range(30))
 
 

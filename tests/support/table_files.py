@@ -21,6 +21,7 @@ from pyiceberg.table import Table
 from tierlog.remote.table.catalog import TierCatalog
 from tierlog.remote.table.commit import ReadyFile
 from tierlog.remote.table.convert import data_file
+from tierlog.remote.table.coverage import Coverage
 from tierlog.remote.table.naming import DataFileName
 from tierlog.remote.table.schema import ARROW_SCHEMA, open_or_create_table, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier
@@ -28,6 +29,20 @@ from tierlog.remote.tier.object_store import RemoteTier
 TOPIC, TOPIC_ID = "clicks", "q0Vs7vGvSZ6ljmj-ZmXC1A"
 IDENT = table_identifier(TOPIC, TOPIC_ID)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def no_backoff(attempt: int) -> None:
+    """A committer's backoff that never sleeps (tests)."""
+
+
+def table_of(catalog: Catalog) -> Table:
+    """The test table, freshly loaded."""
+    return catalog.load_table(IDENT)
+
+
+def coverage_of(catalog: Catalog) -> Coverage:
+    """The test table's coverage as its current snapshot records it."""
+    return Coverage.of_snapshot(table_of(catalog).current_snapshot(), IDENT[1])
 
 
 def create_table(catalog: Catalog, topic_id: str = TOPIC_ID) -> Table:
