@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from support.table_tier import TableTier, apply_log_start, compact, cut_table
 from support.tier_builder import ISOLATIONS, records_of
 from tierlog.reader import RemoteTopicReader
+from tierlog.remote.read.readable import segment_chain
 
 #: ``{partition: (start, end)}``: one read's offsets.
 Read = dict[int, tuple[int, int]]
@@ -41,8 +42,9 @@ class Tally:
 def key_marks(tt: TableTier, topic: str, partition: int, isolation: str,
               cut: int | None = None) -> set[int]:
     """Offsets where something changes, within the offsets a read at ``isolation`` may ask
-    for: the log start, each table file's edges, the coverage end, the stable end and the end
-    of the tier (and the restore cut when one was made)."""
+    for: the log start, each table file's edges, each segment's (a run file's links), the
+    coverage end, the stable end and the end of the tier (and the restore cut when one was
+    made)."""
     reader = RemoteTopicReader(tt.url)
     first, end = reader.offset_range(topic, partition, isolation_level=isolation)
     marks = {tt.tier_start(topic, partition), tt.covered(topic, partition),
@@ -50,6 +52,8 @@ def key_marks(tt: TableTier, topic: str, partition: int, isolation: str,
     marks |= {reader.offset_range(topic, partition, isolation_level=i)[1] for i in ISOLATIONS}
     for f in tt.current(topic, partition):
         marks |= {f.first_offset, f.last_offset + 1}
+    for link in segment_chain(tt.tier, tt.tip(topic, partition)):  # inside a run too
+        marks |= {link.first_offset, link.last_offset + 1}
     if cut is not None:
         marks.add(cut)
     return {m for m in marks if first <= m <= end}
