@@ -25,6 +25,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> BuiltTier:
 def test_build_then_show(built: BuiltTier) -> None:
     error = user_error("table", "show", built.url, "--topic", "orders")
     assert "has no table" in error and "tierlog table build" in error
+    assert "has no table" in user_error("table", "compact", built.url, "--topic", "orders")
+    assert "has no table" in user_error("table", "show", built.url, "--topic", "orders")
 
     out = tierlog("table", "build", built.url, "--topic", "orders", "--batch-links", "2",
                   "--quiet").stdout

@@ -68,7 +68,7 @@ from tierlog.remote.table.run_links import (
 )
 from tierlog.remote.table.schema import ARROW_SCHEMA, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier, translate_errors
-from tierlog.remote.tier.topics import topic_partitions
+from tierlog.remote.tier.topics import has_table, topic_partitions
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,8 @@ def compact_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = 
     when a user's catalog owns the table), with ``compact_partition``; ``target_bytes`` None:
     the table's ``write.target-file-size-bytes`` when set, else DEFAULT_TARGET_BYTES.
     ``progress`` after each run. UnknownTopicOrPartitionError when the tier holds no partition
-    of the topic (or not one of ``partitions``). Safe beside running brokers."""
+    of the topic (or not one of ``partitions``), or no table of it. Safe beside running
+    brokers."""
     if isinstance(tier, str):
         from tierlog.remote.tier.storage_from_url import open_storage
 
@@ -362,6 +363,9 @@ def compact_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = 
                                            f"{what} of it")
     tips = [found[p] for p in wanted]
     topic_id = tips[0].topic_id
+    if not has_table(tier, topic, topic_id):  # nothing to compact; never create one here
+        raise UnknownTopicOrPartitionError(f"{topic} (topic id {topic_id}) has no table in the "
+                                           f"tier at {tier.root}")
     catalog = catalog if catalog is not None else writer_catalog(tier, topic, topic_id)
     table = open_topic_table(tier, catalog, topic, topic_id)
     committer = TableCommitter(catalog, table_identifier(topic, topic_id))
