@@ -2,8 +2,9 @@
 its table, its disks lost, restored to a cut: the table's rows are then the restored log's own
 (``Log.read``: every data record below the cut, the aborted flag as read_committed drops them),
 the cut segment's prefix converted into the file in place of the cut link's, coverage ending at
-the cut; a fork to a new topic starts no table; a restore without a cut keeps the table, and an adopting
-owner's tiering continues it from its covered end.
+the cut; a cut inside a run file unmerges it first; a fork to a new topic starts no table; a
+restore without a cut keeps the table, and an adopting owner's tiering continues it from its
+covered end.
 """
 
 from __future__ import annotations

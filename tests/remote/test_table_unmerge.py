@@ -59,7 +59,8 @@ def test_unmerge_straddling_splits_only_a_run_the_offset_is_strictly_inside(
     tip, committer = tt.tip(TOPIC, 0), tt.committer(TOPIC)
     links = spans(tt, 0)
     merge(tt.tier, committer, tip, links[1][0], links[-1][1])
-    for outside in (links[0][1], links[1][0], links[-1][1] + 1):  # in a link file, at its start, past it
+    # in a link file, at the run's start, past its end
+    for outside in (links[0][1], links[1][0], links[-1][1] + 1):
         assert not unmerge_straddling(tt.tier, committer, tip, outside)
     assert len(spans(tt, 0)) == 2
     assert unmerge_straddling(tt.tier, committer, tip, links[2][0])

@@ -7,8 +7,9 @@ offsets at or past its cut, one snapshot (``TableCommitter.cut``) removes the fi
 or above the cut, replaces the file of the link the cut falls in by the file of its uploaded
 prefix (that segment converted, ``convert_link``) and records ``covered = cut``: the one move of
 coverage backwards. A cut inside a run file (a compaction's) unmerges the run first
-(``tierlog.remote.table.unmerge``), so the cut meets link files only. The table then never holds a row the restored log does not, and a stale
-former owner's commit fails the committer's gap check.
+(``tierlog.remote.table.unmerge``), so the cut meets link files only. The table then never
+holds a row the restored log does not, and a stale former owner's commit fails the
+committer's gap check.
 
 A failure raises, and the restore fails before any segment leaves the tier; run again, it cuts
 the same (a partition cut already is not cut twice). A topic without a table costs one LIST

@@ -28,13 +28,14 @@ row-group metadata) against its segment's data records. A run whose footer canno
 damaged and holds the chain's links of its span.
 
 ``repair`` converts each link (below the tier's last stable offset) with a missing or damaged
-file again (``build.convert_ready``, the
-tiering run's own conversion) and puts the files in the table in one snapshot per topic
-(``TableCommitter.repair``: the damaged DataFile replaced, a missing one added, coverage
-unchanged); a damaged run, or one holding a missing link's offsets, is unmerged: the chain's
-links of its span converted again replace it (``tierlog.remote.table.unmerge``). A link whose segment cannot be converted (its ``.log`` is damaged) is noted and
-left; tiling problems and stray files need a human. A user catalog's table is checked at the
-snapshot its ``_pointer.json`` names; its repair, which needs that catalog, is refused (a note).
+file again (``build.convert_ready``, the tiering run's own conversion) and puts the files in
+the table in one snapshot per topic (``TableCommitter.repair``: the damaged DataFile
+replaced, a missing one added, coverage unchanged); a damaged run, or one holding a missing
+link's offsets, is unmerged: the chain's links of its span converted again replace it
+(``tierlog.remote.table.unmerge``). A link whose segment cannot be converted (its ``.log`` is
+damaged) is noted and left; tiling problems and stray files need a human. A user catalog's
+table is checked at the snapshot its ``_pointer.json`` names; its repair, which needs that
+catalog, is refused (a note).
 """
 
 from __future__ import annotations
@@ -548,8 +549,9 @@ def _run_metadata_problem(f: CurrentFile, footer: pq.FileMetaData,
                 f"{f.last_offset}")
     if footer.num_rows != f.data_file.record_count \
             or sum(k.records for k in links) != f.data_file.record_count:
-        return (f"the run file holds {footer.num_rows} rows, its links {sum(k.records for k in links)}, "
-                f"the table records {f.data_file.record_count}")
+        return (f"the run file holds {footer.num_rows} rows, its links "
+                f"{sum(k.records for k in links)}, the table records "
+                f"{f.data_file.record_count}")
     if links[-1].first_row_group > footer.num_row_groups:
         return (f"the run file's last link starts at row group {links[-1].first_row_group} of "
                 f"{footer.num_row_groups}")

@@ -62,7 +62,8 @@ def run_links(tier: RemoteTier, tip: TopicIdPartition, run: CurrentFile, *,
     return decode_links(key_values(footer).get(KV_LINKS), run.data_file.file_path)
 
 
-def _chain_links(chain: Sequence[ChainLink], committed: Callable[[], Sequence[RemoteLogSegmentMetadata]],
+def _chain_links(chain: Sequence[ChainLink],
+                 committed: Callable[[], Sequence[RemoteLogSegmentMetadata]],
                  run: CurrentFile, links: Sequence[RunLink]) -> list[ChainLink]:
     """The tier's link of each of ``links``, with the run's spans: the chain's, whose first
     link starts at the tier's log start offset (maybe inside a link of the run), else a
