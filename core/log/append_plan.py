@@ -81,16 +81,22 @@ def plan_append(
     before_max = config["message.timestamp.before.max.ms"]
     after_max = config["message.timestamp.after.max.ms"]
     client = origin == "client"
+    # A follower appends the leader's batches as they are (Kafka's appendAsFollower): the
+    # leader checked their sizes and timestamps and stamped their LogAppendTime; checking
+    # again against this node's clock and limits could refuse what the leader acknowledged,
+    # and re-stamping would make the replicas' bytes differ.
+    replicated = origin == "replication"
     plan = AppendPlan()
     offset = next_offset
     previous_last = next_offset - 1
     position = 0
     while position < total:
-        batch = _read_batch(view, position, total, max_message)
+        batch = _read_batch(view, position, total, None if replicated else max_message)
         size = batch.size_in_bytes
-        if origin != "replication":
+        if not replicated:
             _check_produced(batch, position, client, check_records, max_message)
-        if not batch.is_control and not log_append and batch.timestamp_type == 0:
+        if not replicated and not batch.is_control and not log_append \
+                and batch.timestamp_type == 0:
             _check_timestamp(batch, position, now_ms, before_max, after_max)
         if assign_offsets:
             base = offset
@@ -103,7 +109,7 @@ def plan_append(
                 )
         last = base + batch.last_offset_delta
         epoch = batch.partition_leader_epoch if leader_epoch is None else leader_epoch
-        if log_append:
+        if log_append and not replicated:
             copy = bytearray(view[position:position + size])
             _OFFSET_LENGTH_EPOCH.pack_into(copy, 0, base, batch.batch_length, epoch)
             set_log_append_time(copy, 0, now_ms)
@@ -121,8 +127,10 @@ def plan_append(
     return plan
 
 
-def _read_batch(view: memoryview, position: int, total: int, max_message: int) -> RecordBatch:
-    """The batch at ``position``: a whole header, within max.message.bytes, intact (CRC)."""
+def _read_batch(view: memoryview, position: int, total: int,
+                max_message: int | None) -> RecordBatch:
+    """The batch at ``position``: a whole header, within max.message.bytes (None: any size),
+    intact (CRC)."""
     if total - position < HEADER_SIZE:
         raise TruncatedBatchError(
             f"{total - position} trailing bytes at position {position} are not a whole "
@@ -130,7 +138,7 @@ def _read_batch(view: memoryview, position: int, total: int, max_message: int) -
         )
     batch = RecordBatch(view, position)
     size = batch.size_in_bytes
-    if size > max_message:
+    if max_message is not None and size > max_message:
         raise RecordBatchTooLargeError(
             f"batch at position {position} is {size} bytes, larger than max.message.bytes "
             f"({max_message})"
