@@ -56,6 +56,11 @@ ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
     e.CorruptCheckpointError: ErrorCode.kafka_storage_error,
     e.LogCleaningAbortedError: ErrorCode.kafka_storage_error,
     e.PartitionOwnedError: ErrorCode.not_leader_or_follower,
+    # Replication: the client refreshes its metadata (or waits for the in-sync set) and retries.
+    e.NotLeaderOrFollowerError: ErrorCode.not_leader_or_follower,
+    e.NotEnoughReplicasError: ErrorCode.not_enough_replicas,
+    e.NotEnoughReplicasAfterAppendError: ErrorCode.not_enough_replicas_after_append,
+    e.FencedPartitionEpochError: ErrorCode.invalid_update_version,
     # A tiered partition whose local bytes not yet copied exceed remote.log.copy.lag.max.bytes:
     # the write is refused until tiering catches up, as a disk that cannot take it now.
     e.CopyLagExceededError: ErrorCode.kafka_storage_error,

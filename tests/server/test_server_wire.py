@@ -91,6 +91,12 @@ def test_every_tierlog_error_maps_to_a_kafka_code(error_type: type[Exception]) -
     (errors.RemoteStorageError("x"), ErrorCode.kafka_storage_error),
     (errors.TierNotFoundError("x"), ErrorCode.kafka_storage_error),
     (errors.LogClosedError("x"), ErrorCode.not_leader_or_follower),
+    # Replication's retriable errors have Kafka's own codes, not KAFKA_STORAGE_ERROR.
+    (errors.NotLeaderOrFollowerError("x"), ErrorCode.not_leader_or_follower),
+    (errors.NotEnoughReplicasError("x"), ErrorCode.not_enough_replicas),
+    (errors.NotEnoughReplicasAfterAppendError("x"), ErrorCode.not_enough_replicas_after_append),
+    (errors.FencedPartitionEpochError("x", expected=2, found=1),
+     ErrorCode.invalid_update_version),
     (RuntimeError("boom"), ErrorCode.unknown_server_error),
 ])
 def test_error_codes_follow_the_mro(exc: Exception, code: ErrorCode) -> None:
