@@ -434,6 +434,19 @@ class FencedPartitionEpochError(TierlogError, ValueError):
         self.found = found
 
 
+class NodeIdInUseError(RetriableError, RuntimeError):
+    """A node registering a ``node.id`` whose record in the cluster store belongs to another
+    live incarnation (another data directory, not fenced, its record still changing within
+    ``broker.session.timeout.ms``); names the id and the holder's address. Tried again once
+    the holder stops heartbeating, or start this node with another ``node.id``."""
+
+
+class BrokerFencedError(TierlogError, RuntimeError):
+    """This node's registration was fenced by the controller (its record marked ``fenced``,
+    or taken over by a newer incarnation of the same id): it must stop acting as a replica
+    and register again, with a new broker epoch; names the id and the broker epoch lost."""
+
+
 class InvalidIsrError(TierlogError, ValueError):
     """An in-sync set that cannot be the partition's: without its leader, naming a broker that
     is not a replica, or not the change the leader proposed; names the partition and the set."""

@@ -154,6 +154,16 @@ class MetadataStore(ABC):
         found = self._read_object(path)
         return None if found is None else decode(key, path, *found)
 
+    def list_keys(self, prefix: str) -> list[str]:
+        """The keys of the objects directly under ``prefix`` (``brokers`` gives ``brokers/1``,
+        ``brokers/2``, ...), sorted; one LIST. A listing is not linearizable: a key created
+        or replaced meanwhile may be missing from it, so it serves discovery only, and each
+        key is read to learn its value."""
+        directory = self.tier.path(check_key(prefix))
+        names = (n.removesuffix(OBJECT_SUFFIX) for n in self.tier.list_names(directory)
+                 if n.endswith(OBJECT_SUFFIX))
+        return sorted(f"{prefix}/{n}" for n in names if _SEGMENT.fullmatch(n))
+
     def create(self, key: str, value: Mapping[str, Any]) -> Versioned:
         """Store ``value`` as the key's first version, unless the key exists: then
         MetadataConflictError (found: the current version). One exclusive create

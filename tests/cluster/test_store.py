@@ -71,6 +71,18 @@ def test_a_replace_at_the_current_version_makes_a_new_version(store: MetadataSto
         store.replace("brokers/1", {"host": "127.0.0.1", "port": 9094}, first)
 
 
+def test_listing_a_prefix_finds_the_keys_directly_under_it(store: MetadataStore) -> None:
+    assert store.list_keys("brokers") == []  # nothing there yet
+    first = store.create("brokers/2", {"n": 1})
+    store.create("brokers/10", {"n": 2})
+    store.create("brokers/x/deeper", {"n": 3})  # not directly under it
+    store.create("controller", {"n": 4})
+    store.replace("brokers/2", {"n": 5}, first)  # a replace leaves no other object listed
+    assert store.list_keys("brokers") == ["brokers/10", "brokers/2"]
+    with pytest.raises(InvalidMetadataKeyError):
+        store.list_keys("../brokers")
+
+
 def test_a_replace_of_a_key_never_created_is_a_conflict(store: MetadataStore) -> None:
     other = store.create("a", {"n": 1})
     with pytest.raises(MetadataConflictError, match="found no object"):

@@ -1,0 +1,132 @@
+"""The cluster store's layout: which key holds what, and each object's value, checked on the way
+in and out. Built and parsed here only.
+
+```text
+brokers/<nodeId>              BrokerRecord: a registered node, its address and incarnation
+controller                    the controller's claim (issue 24, next steps)
+topics/t_<topic>              a topic's assignment (next steps)
+partitions/t_<topic>/<p>      a partition's leader, epochs and in-sync set (next steps)
+```
+
+A topic's segment carries the prefix ``t_``: Kafka allows a topic named ``.metrics``, and the
+store refuses a key segment that starts with a dot (so that no key holds ``..``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+from tierlog.errors import CorruptRemoteMetadataError, InvalidTopicError
+
+__all__ = ["BROKERS", "BrokerRecord", "broker_key", "node_id_of", "partition_key", "topic_key"]
+
+#: The prefix under which each node registers (``brokers/<nodeId>``).
+BROKERS = "brokers"
+_T = TypeVar("_T")
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_NODE_KEY = re.compile(r"brokers/(0|[1-9]\d{0,9})")
+_MAX_NODE_ID = (1 << 31) - 1
+
+
+def broker_key(node_id: int) -> str:
+    """The key of node ``node_id``'s registration."""
+    if not 0 <= node_id <= _MAX_NODE_ID:
+        raise ValueError(f"node.id {node_id} is not a node id (0 to {_MAX_NODE_ID})")
+    return f"{BROKERS}/{node_id}"
+
+
+def node_id_of(key: str) -> int | None:
+    """The node id a ``brokers/<id>`` key names; None for another key."""
+    found = _NODE_KEY.fullmatch(key)
+    return None if found is None or int(found.group(1)) > _MAX_NODE_ID else int(found.group(1))
+
+
+def topic_key(topic: str) -> str:
+    """The key of ``topic``'s assignment; InvalidTopicError for a name Kafka refuses."""
+    return f"topics/{_topic_segment(topic)}"
+
+
+def partition_key(topic: str, partition: int) -> str:
+    """The key of one partition's leadership and in-sync set."""
+    if not 0 <= partition <= _MAX_NODE_ID:
+        raise ValueError(f"{partition} is not a partition number")
+    return f"partitions/{_topic_segment(topic)}/{partition}"
+
+
+def _topic_segment(topic: str) -> str:
+    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
+        raise InvalidTopicError(f"{topic!r} is not a topic name (1 to 249 of [A-Za-z0-9._-], "
+                                f"not '.' or '..')")
+    return f"t_{topic}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRecord:
+    """A node's registration: where clients and followers reach it, and which incarnation of
+    ``node_id`` it is.
+
+    ``broker_epoch`` grows with every registration of the id (Kafka's broker epoch): a leader
+    resets what it knew of a follower whose epoch changed, since a restarted node lost its
+    fetch state. ``dirs_id`` names the data directories (kept there), so a node restarted on
+    the same disks knows the record is its own previous life's. ``fenced`` is set by the
+    controller when the node stopped heartbeating. ``heartbeat_ms`` is the node's wall clock
+    at its last heartbeat, for people; liveness is judged by each observer's own clock."""
+
+    node_id: int
+    host: str
+    port: int
+    incarnation: str
+    dirs_id: str
+    broker_epoch: int
+    fenced: bool = False
+    heartbeat_ms: int = 0
+    rack: str | None = None
+
+    def to_value(self) -> dict[str, Any]:
+        """The JSON object the store keeps."""
+        value = asdict(self)
+        return {_CAMEL.get(k, k): v for k, v in value.items()}
+
+    @classmethod
+    def from_value(cls, key: str, value: Mapping[str, Any]) -> BrokerRecord:
+        """The record a stored value holds; CorruptRemoteMetadataError naming the key when a
+        field is missing or of another type, or the id is not the key's."""
+        try:
+            record = cls(
+                node_id=_typed(value, "nodeId", int), host=_typed(value, "host", str),
+                port=_typed(value, "port", int), incarnation=_typed(value, "incarnation", str),
+                dirs_id=_typed(value, "dirsId", str),
+                broker_epoch=_typed(value, "brokerEpoch", int),
+                fenced=_typed(value, "fenced", bool),
+                heartbeat_ms=_typed(value, "heartbeatMs", int),
+                rack=_optional(value, "rack", str))
+        except (KeyError, TypeError) as e:
+            raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
+        if node_id_of(key) != record.node_id or not 0 < record.port < 65536:
+            raise CorruptRemoteMetadataError(
+                f"cluster metadata {key!r}: node {record.node_id} at port {record.port} is not "
+                f"the registration this key names")
+        return record
+
+
+_CAMEL = {"node_id": "nodeId", "dirs_id": "dirsId", "broker_epoch": "brokerEpoch",
+          "heartbeat_ms": "heartbeatMs"}
+
+
+def _typed(value: Mapping[str, Any], name: str, kind: type[_T]) -> _T:
+    """``value[name]`` when it is a ``kind``."""
+    if name not in value:
+        raise KeyError(f"field {name!r} is missing")
+    found = value[name]
+    # bool is an int in Python: an int field must not take true/false, nor the reverse.
+    if not isinstance(found, kind) or (kind is int and isinstance(found, bool)):
+        raise TypeError(f"field {name!r} is {found!r:.40}, not a {kind.__name__}")
+    return found
+
+
+def _optional(value: Mapping[str, Any], name: str, kind: type[_T]) -> _T | None:
+    """``value[name]`` when it is a ``kind`` or null."""
+    return None if value.get(name, 0) is None else _typed(value, name, kind)
