@@ -434,6 +434,11 @@ class FencedPartitionEpochError(TierlogError, ValueError):
         self.found = found
 
 
+class InvalidReplicationFactorError(TierlogError, ValueError):
+    """A topic asked for more replicas than there are live brokers, or fewer than one (Kafka's
+    INVALID_REPLICATION_FACTOR); names the factor and the brokers."""
+
+
 class NodeIdInUseError(RetriableError, RuntimeError):
     """A node registering a ``node.id`` whose record in the cluster store belongs to another
     live incarnation (another data directory, not fenced, its record still changing within

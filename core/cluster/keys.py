@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 
 from tierlog.errors import CorruptRemoteMetadataError, InvalidTopicError
 
-__all__ = ["BROKERS", "BrokerRecord", "broker_key", "node_id_of", "partition_key", "topic_key"]
+__all__ = ["BROKERS", "NO_LEADER", "BrokerRecord", "PartitionRecord", "broker_key", "node_id_of",
+           "partition_key", "topic_key"]
 
 #: The prefix under which each node registers (``brokers/<nodeId>``).
 BROKERS = "brokers"
@@ -110,6 +111,61 @@ class BrokerRecord:
                 f"cluster metadata {key!r}: node {record.node_id} at port {record.port} is not "
                 f"the registration this key names")
         return record
+
+
+#: A partition without a leader (Kafka's NO_LEADER): every in-sync replica is offline.
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """One partition's replicas, leader and in-sync set, as the controller (elections) and the
+    leader (in-sync changes) keep it. ``leader_epoch`` grows with every change of leader;
+    ``partition_epoch`` with every change at all (Kafka's partition epoch, which fences an
+    in-sync change made from an older state). ``replicas`` is in preference order: the first
+    is the preferred leader."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+    def __post_init__(self) -> None:
+        problem = self.problem()
+        if problem is not None:
+            raise ValueError(problem)
+
+    def problem(self) -> str | None:
+        """What makes this not a partition's state (None: nothing)."""
+        if not self.replicas or len(set(self.replicas)) != len(self.replicas):
+            return f"replicas {list(self.replicas)} are not distinct node ids"
+        if not self.isr or not set(self.isr) <= set(self.replicas) \
+                or len(set(self.isr)) != len(self.isr):
+            return (f"in-sync set {list(self.isr)} is not a non-empty set of the replicas "
+                    f"{list(self.replicas)}")
+        if self.leader != NO_LEADER and self.leader not in self.isr:
+            return f"leader {self.leader} is not in the in-sync set {list(self.isr)}"
+        if self.leader_epoch < 0 or self.partition_epoch < 0:
+            return f"epochs {self.leader_epoch}/{self.partition_epoch} are negative"
+        return None
+
+    def to_value(self) -> dict[str, Any]:
+        return {"replicas": list(self.replicas), "isr": list(self.isr), "leader": self.leader,
+                "leaderEpoch": self.leader_epoch, "partitionEpoch": self.partition_epoch}
+
+    @classmethod
+    def from_value(cls, key: str, value: Mapping[str, Any]) -> PartitionRecord:
+        """The record a stored value holds; CorruptRemoteMetadataError naming the key."""
+        try:
+            replicas = _typed(value, "replicas", list)
+            isr = _typed(value, "isr", list)
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in replicas + isr):
+                raise TypeError("replicas and isr must be lists of node ids")
+            return cls(tuple(replicas), tuple(isr), _typed(value, "leader", int),
+                       _typed(value, "leaderEpoch", int), _typed(value, "partitionEpoch", int))
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
 
 
 _CAMEL = {"node_id": "nodeId", "dirs_id": "dirsId", "broker_epoch": "brokerEpoch",
