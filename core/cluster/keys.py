@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 
 from tierlog.errors import CorruptRemoteMetadataError, InvalidTopicError
 
-__all__ = ["BROKERS", "NO_LEADER", "BrokerRecord", "PartitionRecord", "broker_key", "node_id_of",
-           "partition_key", "topic_key"]
+__all__ = ["BROKERS", "CONTROLLER", "NO_LEADER", "TOPICS", "BrokerRecord", "ControllerRecord",
+           "PartitionRecord", "TopicRecord", "broker_key", "node_id_of", "partition_key",
+           "partitions_prefix", "topic_key", "topic_of"]
 
 #: The prefix under which each node registers (``brokers/<nodeId>``).
 BROKERS = "brokers"
@@ -47,14 +48,19 @@ def node_id_of(key: str) -> int | None:
 
 def topic_key(topic: str) -> str:
     """The key of ``topic``'s assignment; InvalidTopicError for a name Kafka refuses."""
-    return f"topics/{_topic_segment(topic)}"
+    return f"{TOPICS}/{_topic_segment(topic)}"
+
+
+def partitions_prefix(topic: str) -> str:
+    """The prefix under which ``topic``'s partitions are kept."""
+    return f"partitions/{_topic_segment(topic)}"
 
 
 def partition_key(topic: str, partition: int) -> str:
     """The key of one partition's leadership and in-sync set."""
     if not 0 <= partition <= _MAX_NODE_ID:
         raise ValueError(f"{partition} is not a partition number")
-    return f"partitions/{_topic_segment(topic)}/{partition}"
+    return f"{partitions_prefix(topic)}/{partition}"
 
 
 def _topic_segment(topic: str) -> str:
@@ -111,6 +117,68 @@ class BrokerRecord:
                 f"cluster metadata {key!r}: node {record.node_id} at port {record.port} is not "
                 f"the registration this key names")
         return record
+
+
+#: The controller's claim.
+CONTROLLER = "controller"
+#: The prefix of the topics' assignments.
+TOPICS = "topics"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRecord:
+    """The controller's claim: which node holds it, at which ``controller_epoch`` (grown by
+    every takeover), by which ``incarnation`` of that node (so that a restarted node does not
+    mistake its previous life's claim for its own)."""
+
+    node_id: int
+    controller_epoch: int
+    incarnation: str
+
+    def to_value(self) -> dict[str, Any]:
+        return {"nodeId": self.node_id, "controllerEpoch": self.controller_epoch,
+                "incarnation": self.incarnation}
+
+    @classmethod
+    def from_value(cls, key: str, value: Mapping[str, Any]) -> ControllerRecord:
+        """The claim a stored value holds; CorruptRemoteMetadataError naming the key."""
+        try:
+            return cls(_typed(value, "nodeId", int), _typed(value, "controllerEpoch", int),
+                       _typed(value, "incarnation", str))
+        except (KeyError, TypeError) as e:
+            raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    """A topic's id and the replicas of each of its partitions (``assignment[p]``)."""
+
+    topic_id: str
+    assignment: tuple[tuple[int, ...], ...]
+
+    def to_value(self) -> dict[str, Any]:
+        return {"topicId": self.topic_id, "assignment": [list(r) for r in self.assignment]}
+
+    @classmethod
+    def from_value(cls, key: str, value: Mapping[str, Any]) -> TopicRecord:
+        """The topic a stored value holds; CorruptRemoteMetadataError naming the key."""
+        try:
+            assignment = _typed(value, "assignment", list)
+            if not assignment or not all(
+                    isinstance(r, list) and r and all(
+                        isinstance(n, int) and not isinstance(n, bool) for n in r)
+                    for r in assignment):
+                raise TypeError("assignment must be a non-empty list of replica lists")
+            return cls(_typed(value, "topicId", str), tuple(tuple(r) for r in assignment))
+        except (KeyError, TypeError) as e:
+            raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
+
+
+def topic_of(key: str) -> str | None:
+    """The topic a ``topics/t_<topic>`` key names; None for another key."""
+    prefix = f"{TOPICS}/t_"
+    return key[len(prefix):] if key.startswith(prefix) and "/" not in key[len(prefix):] \
+        else None
 
 
 #: A partition without a leader (Kafka's NO_LEADER): every in-sync replica is offline.
