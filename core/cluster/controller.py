@@ -111,10 +111,10 @@ class Controller:
         done = ControllerStep(True, self.epoch)
         brokers = read_brokers(self.store)
         live = live_brokers(brokers, self._tracker)
-        for node_id, (record, version) in sorted(brokers.items()):
+        for node_id, (record, registered) in sorted(brokers.items()):
             if not record.fenced and node_id not in live:
                 try:
-                    fence(self.store, node_id, version)
+                    fence(self.store, node_id, registered)
                 except MetadataConflictError:  # it heartbeated after all
                     done.conflicts += 1
                     continue
