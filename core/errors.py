@@ -434,6 +434,13 @@ class FencedPartitionEpochError(TierlogError, ValueError):
         self.found = found
 
 
+class BrokerConnectionError(RetriableError, ConnectionError):
+    """A request from this node to another broker (a follower's fetch from its leader) got no
+    whole answer: the connection failed or closed, the answer did not come within the
+    timeout, or its frame was malformed or larger than allowed. Names the broker's address and
+    the request. The connection is closed; the caller backs off and connects again."""
+
+
 class InvalidReplicationFactorError(TierlogError, ValueError):
     """A topic asked for more replicas than there are live brokers, or fewer than one (Kafka's
     INVALID_REPLICATION_FACTOR); names the factor and the brokers."""
