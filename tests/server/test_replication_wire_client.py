@@ -7,17 +7,12 @@ it, and the next request connects again."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import signal
 
 import pytest
-from kafka import KafkaProducer
-from kio.schema.fetch.v12 import request as fetch_request
 from kio.schema.fetch.v12.response import FetchResponse
-from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from support.replication_wire import end_of_epoch, fetch, produce
 from support.server_process import ServerProcess
 
 from tierlog.errors import BrokerConnectionError
@@ -28,42 +23,14 @@ SERVER_TOPICS = ["replicated"]
 SERVER_PER_TEST = True
 
 
-def _fetch(offset: int) -> fetch_request.FetchRequest:
-    partition = fetch_request.FetchPartition(
-        partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
-        last_fetched_epoch=i32(-1), log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20))
-    return fetch_request.FetchRequest(
-        cluster_id=None, replica_id=BrokerId(-1), max_wait=i32Timedelta.parse(
-            datetime.timedelta(milliseconds=10)), min_bytes=i32(1), max_bytes=i32(1 << 20),
-        isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
-        topics=(fetch_request.FetchTopic(topic=TopicName("replicated"),
-                                         partitions=(partition,)),),
-        forgotten_topics_data=(), rack_id="")
-
-
-def _end_of(epoch: int) -> epoch_request.OffsetForLeaderEpochRequest:
-    return epoch_request.OffsetForLeaderEpochRequest(
-        replica_id=BrokerId(-2), topics=(epoch_request.OffsetForLeaderTopic(
-            topic=TopicName("replicated"), partitions=(epoch_request.OffsetForLeaderPartition(
-                partition=i32(0), current_leader_epoch=i32(-1), leader_epoch=i32(epoch)),)),))
-
-
-def _produce(server: ServerProcess, n: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=server.bootstrap, acks="all")
-    for i in range(n):
-        producer.send("replicated", key=b"k%d" % i, value=b"v%d" % i)
-    producer.flush()
-    producer.close()
-
-
 def test_a_follower_fetch_and_an_epoch_end_round_trip(server: ServerProcess) -> None:
-    _produce(server, 5)
+    produce(server, "replicated", 5)
 
     async def exchange() -> tuple[FetchResponse, OffsetForLeaderEpochResponse]:
         connection = BrokerConnection("127.0.0.1", server.port, client_id="tierlog-replica-2")
         try:
-            fetched = await connection.send(_fetch(0), FetchResponse)
-            ended = await connection.send(_end_of(0), OffsetForLeaderEpochResponse)
+            fetched = await connection.send(fetch("replicated", 0), FetchResponse)
+            ended = await connection.send(end_of_epoch("replicated", 0), OffsetForLeaderEpochResponse)
             return fetched, ended
         finally:
             await connection.close()
@@ -79,28 +46,28 @@ def test_a_follower_fetch_and_an_epoch_end_round_trip(server: ServerProcess) -> 
 
 def test_a_silent_or_gone_broker_is_a_connection_error_and_the_next_request_reconnects(
         server: ServerProcess) -> None:
-    _produce(server, 1)
+    produce(server, "replicated", 1)
     assert server.proc is not None
 
     async def scenario() -> None:
         connection = BrokerConnection("127.0.0.1", server.port, client_id="tierlog-replica-2",
                                       timeout_s=0.5)
-        await connection.send(_fetch(0), FetchResponse)
+        await connection.send(fetch("replicated", 0), FetchResponse)
         server.proc.send_signal(signal.SIGSTOP)
         try:
             with pytest.raises(BrokerConnectionError, match=r"127\.0\.0\.1:\d+: no answer"):
-                await connection.send(_fetch(0), FetchResponse)
+                await connection.send(fetch("replicated", 0), FetchResponse)
             assert not connection.connected
         finally:
             server.proc.send_signal(signal.SIGCONT)
         connection.timeout_s = 30.0
-        again = await connection.send(_fetch(0), FetchResponse)
+        again = await connection.send(fetch("replicated", 0), FetchResponse)
         assert again.responses[0].partitions[0].high_watermark == 1
         with pytest.raises(ValueError, match="not the answer"):
-            await connection.send(_fetch(0), OffsetForLeaderEpochResponse)
+            await connection.send(fetch("replicated", 0), OffsetForLeaderEpochResponse)
         server.kill()
         with pytest.raises(BrokerConnectionError, match=r"FetchRequest v12 to 127\.0\.0\.1"):
-            await connection.send(_fetch(0), FetchResponse)
+            await connection.send(fetch("replicated", 0), FetchResponse)
         await connection.close()
 
     asyncio.run(scenario())
