@@ -172,9 +172,9 @@ class LeaderFetcher:
         answer = await self.connection.send(request, FetchResponse)
         for topic in answer.responses:
             for data in topic.partitions:
-                p = self.partitions.get((str(topic.topic), int(data.partition_index)))
-                if p is not None and not p.truncating:
-                    await self._apply(p, data, done)
+                followed = self.partitions.get((str(topic.topic), int(data.partition_index)))
+                if followed is not None and not followed.truncating:
+                    await self._apply(followed, data, done)
 
     async def _apply(self, p: FollowedPartition, data: PartitionData,
                      done: FetchRound) -> None:

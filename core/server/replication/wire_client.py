@@ -16,7 +16,7 @@ import contextlib
 import io
 import itertools
 import struct
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kio.serial import entity_reader, entity_writer
 
@@ -100,8 +100,8 @@ class BrokerConnection:
         header, offset = entity_reader(answer.__header_schema__)(frame, 0)
         if header.correlation_id != correlation:
             raise ValueError(f"answer to request {header.correlation_id}, not {correlation}")
-        response, _ = entity_reader(response_type)(frame, offset)
-        return response
+        response, _ = entity_reader(answer)(frame, offset)
+        return cast(_R, response)
 
     async def _connected(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._streams is None:
