@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import CorruptRemoteMetadataError, InvalidTopicError
 
 __all__ = ["BROKERS", "CONTROLLER", "NO_LEADER", "TOPICS", "BrokerRecord", "ControllerRecord",
@@ -30,7 +31,7 @@ BROKERS = "brokers"
 _T = TypeVar("_T")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _NODE_KEY = re.compile(r"brokers/(0|[1-9]\d{0,9})")
-_MAX_NODE_ID = (1 << 31) - 1
+_MAX_NODE_ID = INT32_MAX
 
 
 def broker_key(node_id: int) -> str:
