@@ -24,6 +24,13 @@ SERVER_TOPICS = ["replicated"]
 SERVER_PER_TEST = True
 
 
+def _fetcher(server: ServerProcess, timeout_s: float = 30.0) -> LeaderFetcher:
+    """Replica 2's fetcher from ``server`` (answers awaited at most 10 ms for new data)."""
+    return LeaderFetcher(BrokerConnection("127.0.0.1", server.port,
+                                          client_id="tierlog-replica-2", timeout_s=timeout_s),
+                         2, max_wait_ms=10)
+
+
 def _follower_bytes(log: Log) -> bytes:
     return b"".join(bytes(b.view()) for b in log_batches(log))
 
@@ -43,9 +50,7 @@ def test_a_follower_copies_its_leaders_batches_byte_for_byte(server: ServerProce
 
     async def scenario() -> None:
         with Log.open(tmp_path / "follower" / "replicated-0", {}) as log:
-            fetcher = LeaderFetcher(BrokerConnection("127.0.0.1", server.port,
-                                                     client_id="tierlog-replica-2"), 2,
-                                    max_wait_ms=10)
+            fetcher = _fetcher(server)
             fetcher.follow(FollowedPartition("replicated", 0, log, leader_epoch=0))
             await _catch_up(fetcher, log, 35)
             assert _follower_bytes(log) == await leader_bytes(server, "replicated")
@@ -61,9 +66,7 @@ def test_a_diverged_follower_truncates_then_ends_byte_identical(server: ServerPr
 
     async def scenario() -> None:
         with Log.open(tmp_path / "follower" / "replicated-0", {}) as log:
-            fetcher = LeaderFetcher(BrokerConnection("127.0.0.1", server.port,
-                                                     client_id="tierlog-replica-2"), 2,
-                                    max_wait_ms=10)
+            fetcher = _fetcher(server)
             followed = FollowedPartition("replicated", 0, log, leader_epoch=0)
             fetcher.follow(followed)
             await _catch_up(fetcher, log, 10)
@@ -87,9 +90,7 @@ def test_a_gone_leader_ends_the_round_and_the_next_one_goes_on(server: ServerPro
 
     async def scenario() -> None:
         with Log.open(tmp_path / "follower" / "replicated-0", {}) as log:
-            fetcher = LeaderFetcher(BrokerConnection("127.0.0.1", server.port,
-                                                     client_id="tierlog-replica-2",
-                                                     timeout_s=5), 2, max_wait_ms=10)
+            fetcher = _fetcher(server, timeout_s=5)
             fetcher.follow(FollowedPartition("replicated", 0, log, leader_epoch=0))
             await _catch_up(fetcher, log, 5)
             server.kill()

@@ -230,16 +230,7 @@ def build_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = No
     if batch_links < 1 or batch_bytes < 1:
         raise ValueError(f"batch_links and batch_bytes must be positive, got {batch_links} "
                          f"and {batch_bytes}")
-    if isinstance(tier, str):
-        from tierlog.remote.tier.storage_from_url import open_storage
-
-        tier = open_storage(tier, storage_options).tier
-    partitions = topic_partitions(tier, topic, topic_id)
-    if not partitions:
-        which = f" (topic id {topic_id})" if topic_id else ""
-        raise UnknownTopicOrPartitionError(f"{topic}{which}: the tier at {tier.root} holds no "
-                                           f"partition of it")
-    tips = [partitions[p] for p in sorted(partitions)]
+    tier, tips = topic_in_tier(tier, topic, topic_id, storage_options)
     topic_id = tips[0].topic_id
     catalog = catalog if catalog is not None else writer_catalog(tier, topic, topic_id)
     table = open_topic_table(tier, catalog, topic, topic_id)
@@ -279,6 +270,29 @@ def build_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = No
     return report
 
 
+def topic_in_tier(tier: RemoteTier | str, topic: str, topic_id: str | None,
+                  storage_options: Mapping[str, Any] | None = None,
+                  partitions: Sequence[int] | None = None
+                  ) -> tuple[RemoteTier, list[TopicIdPartition]]:
+    """``tier`` (a RemoteTier, or its URL opened with ``storage_options``) and the partitions
+    of ``topic`` it holds (the incarnation ``topic_id``, by default the newest), in partition
+    order: all, or ``partitions``. UnknownTopicOrPartitionError naming the topic when the tier
+    holds no partition of it, or not one of ``partitions``."""
+    if isinstance(tier, str):
+        from tierlog.remote.tier.storage_from_url import open_storage
+
+        tier = open_storage(tier, storage_options).tier
+    found = topic_partitions(tier, topic, topic_id)
+    wanted = sorted(found) if partitions is None else sorted(set(partitions))
+    missing = [p for p in wanted if p not in found]
+    if not found or missing:
+        which = f" (topic id {topic_id})" if topic_id else ""
+        what = f"partitions {missing}" if missing else "partition"
+        raise UnknownTopicOrPartitionError(f"{topic}{which}: the tier at {tier.root} holds no "
+                                           f"{what} of it")
+    return tier, [found[p] for p in wanted]
+
+
 def _commit(committer: TableCommitter, files: list[ReadyFile], starts: dict[int, int],
             report: BuildReport) -> CommitResult:
     result = committer.commit(files, starts=starts)
@@ -307,4 +321,4 @@ def _batches(jobs: Sequence[LinkJob], links: int, size: int) -> Iterable[Sequenc
 
 __all__ = ["DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_LINKS", "BuildProgress", "BuildReport", "Call",
            "Converter", "LinkJob", "PartitionWork", "build_table", "convert_ready", "direct_call", "ready_file", "rewrite_from_start",
-           "uncovered_links"]
+           "topic_in_tier", "uncovered_links"]

@@ -39,7 +39,7 @@ from tierlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.remote.api import TopicIdPartition
-from tierlog.remote.table.build import Call, direct_call
+from tierlog.remote.table.build import Call, direct_call, topic_in_tier
 from tierlog.remote.table.catalogs import open_topic_table, writer_catalog
 from tierlog.remote.table.commit import (
     CurrentFile,
@@ -68,7 +68,7 @@ from tierlog.remote.table.run_links import (
 )
 from tierlog.remote.table.schema import ARROW_SCHEMA, table_identifier
 from tierlog.remote.tier.object_store import RemoteTier, translate_errors
-from tierlog.remote.tier.topics import has_table, topic_partitions
+from tierlog.remote.tier.topics import has_table
 
 log = logging.getLogger(__name__)
 
@@ -349,19 +349,7 @@ def compact_table(tier: RemoteTier | str, topic: str, *, topic_id: str | None = 
     ``progress`` after each run. UnknownTopicOrPartitionError when the tier holds no partition
     of the topic (or not one of ``partitions``), or no table of it. Safe beside running
     brokers."""
-    if isinstance(tier, str):
-        from tierlog.remote.tier.storage_from_url import open_storage
-
-        tier = open_storage(tier, storage_options).tier
-    found = topic_partitions(tier, topic, topic_id)
-    wanted = sorted(found) if partitions is None else sorted(set(partitions))
-    missing = [p for p in wanted if p not in found]
-    if not found or missing:
-        which = f" (topic id {topic_id})" if topic_id else ""
-        what = f"partitions {missing}" if missing else "partition"
-        raise UnknownTopicOrPartitionError(f"{topic}{which}: the tier at {tier.root} holds no "
-                                           f"{what} of it")
-    tips = [found[p] for p in wanted]
+    tier, tips = topic_in_tier(tier, topic, topic_id, storage_options, partitions)
     topic_id = tips[0].topic_id
     if not has_table(tier, topic, topic_id):  # nothing to compact; never create one here
         raise UnknownTopicOrPartitionError(f"{topic} (topic id {topic_id}) has no table in the "
