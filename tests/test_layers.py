@@ -46,6 +46,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tierlog.cleaner",),
     ("tierlog.remote",),
     ("tierlog.cluster",),  # cluster metadata kept in the tier's object store (issue 24)
+    # Listeners, TLS, SASL and ACLs (issue 25): credentials and ACLs live in the cluster store.
+    ("tierlog.security",),
     # Readers of the tier, and the remote storage plugins (they implement remote.api).
     ("tierlog.reader", "tierlog.plugins"),
     ("tierlog.spark",),
