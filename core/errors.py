@@ -464,6 +464,23 @@ class InvalidIsrError(TierlogError, ValueError):
     is not a replica, or not the change the leader proposed; names the partition and the set."""
 
 
+class FencedLeaderEpochError(RetriableError, RuntimeError):
+    """A request that names a leader epoch older than the partition's on this broker (Kafka's
+    FENCED_LEADER_EPOCH): the client's metadata is stale; it refreshes and retries. Names the
+    partition and both epochs."""
+
+
+class UnknownLeaderEpochError(RetriableError, RuntimeError):
+    """A request that names a leader epoch newer than this broker knows (Kafka's
+    UNKNOWN_LEADER_EPOCH): this broker has not learned of the election yet; the client retries.
+    Names the partition and both epochs."""
+
+
+class LeaderNotAvailableError(RetriableError, RuntimeError):
+    """A partition with no leader now (every in-sync replica offline, or an election under
+    way; Kafka's LEADER_NOT_AVAILABLE); names the partition."""
+
+
 # --- the Kafka protocol server (tierlog.server) -------------------------------------------
 
 

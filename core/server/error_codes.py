@@ -62,6 +62,9 @@ ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
     e.NotEnoughReplicasAfterAppendError: ErrorCode.not_enough_replicas_after_append,
     e.FencedPartitionEpochError: ErrorCode.invalid_update_version,
     e.InvalidReplicationFactorError: ErrorCode.invalid_replication_factor,
+    e.FencedLeaderEpochError: ErrorCode.fenced_leader_epoch,
+    e.UnknownLeaderEpochError: ErrorCode.unknown_leader_epoch,
+    e.LeaderNotAvailableError: ErrorCode.leader_not_available,
     # A tiered partition whose local bytes not yet copied exceed remote.log.copy.lag.max.bytes:
     # the write is refused until tiering catches up, as a disk that cannot take it now.
     e.CopyLagExceededError: ErrorCode.kafka_storage_error,
