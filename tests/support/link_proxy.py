@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Self
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class LinkProxy:
             raise RuntimeError(f"{self._thread.name} did not stop in {_COMMAND_TIMEOUT_S} s")
         self._wake_w.close()
 
-    def __enter__(self) -> LinkProxy:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
