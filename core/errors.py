@@ -539,3 +539,33 @@ class SparkWorkerError(TierlogError, RuntimeError):
 class MetricsBindError(TierlogError, OSError):
     """The metrics endpoint cannot listen on its host and port (in use, or not an address of
     this machine); the message names both."""
+
+
+# --- security: SASL and SCRAM credentials (tierlog.security) -------------------------------
+
+
+class SaslAuthenticationError(TierlogError, PermissionError):
+    """A SASL exchange that failed (Kafka's SASL_AUTHENTICATION_FAILED): a wrong password or
+    proof, an unknown user (answered the same way, so users cannot be enumerated), a message
+    out of the mechanism's grammar, channel binding or a delegation token asked for. The
+    message says why in the client's terms and never holds a password, proof or signature."""
+
+
+class UnsupportedSaslMechanismError(TierlogError, ValueError):
+    """A SASL mechanism this server does not offer or a SCRAM mechanism it does not know
+    (Kafka's UNSUPPORTED_SASL_MECHANISM); names the mechanism and the supported ones."""
+
+
+class UnacceptableCredentialError(TierlogError, ValueError):
+    """A SCRAM credential that cannot be stored (Kafka's UNACCEPTABLE_CREDENTIAL): an empty
+    user name, iterations outside 4096..16384, an empty salt, a salted password of the wrong
+    length; names the user, the mechanism and the problem, never the secret."""
+
+
+class CredentialNotFoundError(TierlogError, KeyError):
+    """A change or description of a SCRAM credential that does not exist (Kafka's
+    RESOURCE_NOT_FOUND: "Attempt to delete a user credential that does not exist"); names the
+    user and the mechanism."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
