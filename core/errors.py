@@ -569,3 +569,23 @@ class CredentialNotFoundError(TierlogError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+# --- security: ACLs (tierlog.security.acl, acl_store) -------------------------------------
+
+
+class InvalidAclError(TierlogError, ValueError):
+    """An ACL binding or filter Kafka's CreateAcls, DescribeAcls or DeleteAcls refuse: ANY,
+    MATCH or UNKNOWN where a definite value is needed, an empty name or host, a principal not
+    of the form ``Type:name``, a CLUSTER resource not named ``kafka-cluster``. Names the binding
+    and the field. ``code`` is Kafka's INVALID_REQUEST (42), the code its answer carries."""
+
+    code = 42
+
+
+class AclLimitError(TierlogError, ValueError):
+    """ACLs that would take the cluster store's ACL object over the store's size limit: nothing
+    was created; names the count and the bytes. ``code`` is UNKNOWN_SERVER_ERROR (-1), as
+    Kafka answers a change over its own bound on ACL records."""
+
+    code = -1
