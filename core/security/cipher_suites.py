@@ -20,6 +20,9 @@ _KEY_EXCHANGES = {"kx-ecdhe": "ECDHE", "kx-dhe": "DHE", "kx-rsa": "RSA", "kx-psk
 _AUTHENTICATIONS = {"auth-rsa": "RSA", "auth-ecdsa": "ECDSA", "auth-dss": "DSS"}
 _ANONYMOUS = {"ECDHE": "ECDH_anon", "DHE": "DH_anon"}
 _DIGESTS = {"sha1": "SHA", "sha256": "SHA256", "sha384": "SHA384", "md5": "MD5"}
+#: Ciphers whose IANA part is not their OpenSSL name upper-cased (in OpenSSL builds that still
+#: offer them).
+_CIPHERS = {"des-ede3-cbc": "3DES_EDE_CBC", "rc4": "RC4_128"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,8 @@ def iana_name(cipher: Mapping[str, object]) -> str | None:
             return None
         exchange = f"{exchange}_{_AUTHENTICATIONS[auth]}"
     symmetric = cipher["symmetric"]
-    cipher_part = "NULL" if symmetric is None else str(symmetric).upper().replace("-", "_")
+    cipher_part = ("NULL" if symmetric is None else _CIPHERS.get(str(symmetric))
+                   or str(symmetric).upper().replace("-", "_"))
     if cipher_part.endswith("_CCM") and name.endswith("CCM8"):
         cipher_part += "_8"
         if exchange == "DHE_PSK":  # RFC 6655 names these two TLS_PSK_DHE_WITH_AES_*_CCM_8

@@ -4,6 +4,8 @@ checks KafkaConfig makes, and each listener's view of the config (``listener.nam
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierlog.errors import ConfigError
 from tierlog.security.listeners import (
@@ -142,3 +144,23 @@ def test_unprefixed_strips_a_listener_prefix_only() -> None:
     assert unprefixed("listener.name.sasl_ssl.ssl.key.password") == "ssl.key.password"
     assert unprefixed("ssl.key.password") == "ssl.key.password"
     assert unprefixed("listener.name.x") == "listener.name.x"
+
+
+_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,11}", fullmatch=True)
+_HOSTS = st.one_of(st.just(""), st.from_regex(r"[a-z][a-z0-9.-]{0,15}", fullmatch=True),
+                   st.ip_addresses().map(str))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(_NAMES, _HOSTS, st.sampled_from(
+    ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])), min_size=1, max_size=4,
+    unique_by=lambda t: t[0].upper()))
+def test_listeners_written_back_parse_to_the_same_listeners(
+        drawn: list[tuple[str, str, str]]) -> None:
+    config = {"listeners": ",".join(f"{name}://{f'[{host}]' if ':' in host else host}:0"
+                                    for name, host, _ in drawn),
+              "listener.security.protocol.map": ",".join(f"{name}:{protocol.lower()}"
+                                                         for name, _, protocol in drawn)}
+    parsed = parse_listeners(config)
+    assert parsed == [Listener(name.upper(), host, 0, protocol) for name, host, protocol in drawn]
+    assert parse_listeners({**config, "listeners": ",".join(map(str, parsed))}) == parsed

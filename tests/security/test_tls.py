@@ -275,9 +275,12 @@ def test_iana_names_map_to_openssls(iana: str, openssl: str) -> None:
     assert suites_by_name()[iana.upper()].openssl_name == openssl
 
 
-def test_every_suite_has_one_iana_name() -> None:
-    names = [suite.iana_name for suite in known_suites()]
-    assert None not in names
+def test_every_default_suite_has_an_iana_name_and_no_two_suites_share_one() -> None:
+    offered = {str(c["name"]) for c in ssl.create_default_context().get_ciphers()}
+    by_openssl = {suite.openssl_name: suite.iana_name for suite in known_suites()}
+    assert offered <= by_openssl.keys()
+    assert all(by_openssl[name] for name in offered)
+    names = [name for name in by_openssl.values() if name is not None]
     assert len(names) == len(set(names))
     assert iana_name({"name": "X", "protocol": "TLSv1.2", "kea": "kx-gost", "auth": "auth-rsa",
                       "symmetric": None, "digest": None}) is None
