@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from tierlog.cluster.controller_rules import assign_replicas, new_partition, on_brokers_changed
@@ -173,6 +173,7 @@ class Controller:
 
 def create_topic(store: MetadataStore, topic: str, topic_id: str, partitions: int,
                  replication_factor: int, live: set[int], *,
+                 configs: Mapping[str, str] | None = None,
                  rng: random.Random | None = None) -> TopicRecord:
     """Assign ``topic``'s replicas over the ``live`` brokers (Kafka's round robin from a random
     start) and write its assignment, then each partition's first state (every replica in
@@ -182,7 +183,7 @@ def create_topic(store: MetadataStore, topic: str, topic_id: str, partitions: in
     n = max(1, len(live))
     assignment = assign_replicas(live, partitions, replication_factor,
                                  start=rng.randrange(n), shift=rng.randrange(n))
-    record = TopicRecord(topic_id, tuple(assignment))
+    record = TopicRecord(topic_id, tuple(assignment), dict(configs or {}))
     try:
         store.create(topic_key(topic), record.to_value())
     except MetadataConflictError as e:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from tierlog.common.int_bounds import INT32_MAX
@@ -156,9 +156,13 @@ class TopicRecord:
 
     topic_id: str
     assignment: tuple[tuple[int, ...], ...]
+    configs: Mapping[str, str] = field(default_factory=dict)
+    """The topic's configuration overrides (``min.insync.replicas``, ``retention.ms``, ...),
+    which every replica's log is created with."""
 
     def to_value(self) -> dict[str, Any]:
-        return {"topicId": self.topic_id, "assignment": [list(r) for r in self.assignment]}
+        return {"topicId": self.topic_id, "assignment": [list(r) for r in self.assignment],
+                "configs": dict(self.configs)}
 
     @classmethod
     def from_value(cls, key: str, value: Mapping[str, Any]) -> TopicRecord:
@@ -170,7 +174,11 @@ class TopicRecord:
                         isinstance(n, int) and not isinstance(n, bool) for n in r)
                     for r in assignment):
                 raise TypeError("assignment must be a non-empty list of replica lists")
-            return cls(_typed(value, "topicId", str), tuple(tuple(r) for r in assignment))
+            configs = value.get("configs") or {}
+            if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+                raise TypeError("configs must map names to strings")
+            return cls(_typed(value, "topicId", str), tuple(tuple(r) for r in assignment),
+                       configs)
         except (KeyError, TypeError) as e:
             raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
 

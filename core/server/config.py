@@ -16,6 +16,7 @@ from typing import Any
 from tierlog.errors import ConfigError
 from tierlog.manager.manager_config import ManagerConfig
 from tierlog.server.coordinator.coordinator_config import COORDINATOR_KEYS
+from tierlog.server.replication.settings import CLUSTER_KEYS, ClusterSettings
 from tierlog.server.request_memory import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 #: Kafka's default port, used when a listener names none.
@@ -115,12 +116,19 @@ class ServerConfig:
     manager: Mapping[str, Any] = field(default_factory=dict)
     #: The group and transaction coordinators' settings (coordinator_config.COORDINATOR_KEYS).
     coordinator: Mapping[str, Any] = field(default_factory=dict)
+    #: The cluster this node replicates with (``cluster.metadata.url``); None: a cluster of one.
+    cluster: ClusterSettings | None = None
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> ServerConfig:
         """Split a flat ``server.properties`` dict; ConfigError names any bad key."""
+        cluster = ClusterSettings.from_properties(values)
         manager = {k: v for k, v in values.items()
-                   if k not in SERVER_KEYS and k not in COORDINATOR_KEYS}
+                   if k not in SERVER_KEYS and k not in COORDINATOR_KEYS and k not in CLUSTER_KEYS}
+        if cluster is not None:
+            # A replicated partition's high watermark is its in-sync replicas' (the leader's
+            # rules), not its log end.
+            manager["auto.high.watermark"] = False
         ManagerConfig(manager)  # validate the engine's keys before anything opens
         listener = parse_listener("listeners", str(values.get(
             "listeners", f"PLAINTEXT://127.0.0.1:{DEFAULT_PORT}")))
@@ -146,4 +154,5 @@ class ServerConfig:
                 "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)),
             manager=manager,
             coordinator={k: v for k, v in values.items() if k in COORDINATOR_KEYS},
+            cluster=cluster,
         )

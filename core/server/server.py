@@ -46,6 +46,7 @@ from tierlog.server.framing import (
     peek_key_version,
 )
 from tierlog.server.registry import Registry, register
+from tierlog.server.replication.node import ClusterNode
 from tierlog.server.request_memory import RequestMemory
 from tierlog.server.services import Services
 
@@ -119,6 +120,10 @@ class Server:
         self.port = int(sockname[1])
         if self.config.advertised is None or self.config.advertised.port == 0:
             self.services.port = self.port
+        if self.config.cluster is not None:
+            cluster = ClusterNode(self.services, self.config.cluster)
+            self.services.cluster = cluster
+            await cluster.start()
         self._coordinators = install_handlers(self.registry, self.services)
         await self._coordinators.start()
         if self.config.connections_max_idle_ms > 0:
@@ -139,6 +144,8 @@ class Server:
             await asyncio.gather(*self._connections, return_exceptions=True)
         if self._coordinators is not None:
             await self._coordinators.close()
+        if self.services.cluster is not None:
+            await self.services.cluster.stop()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()

@@ -7,13 +7,16 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tierlog.common.clock import system_time_ms
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api.fetch_sessions import FetchSessionCache
 from tierlog.server.config import ServerConfig
 from tierlog.server.request_stats import RequestStats
+
+if TYPE_CHECKING:
+    from tierlog.server.replication.node import ClusterNode
 
 _T = TypeVar("_T")
 
@@ -37,6 +40,9 @@ class Services:
         #: The incremental fetch sessions (KIP-227) of every connection, as Kafka's
         #: FetchManager keeps them for the whole broker.
         self.fetch_sessions = FetchSessionCache()
+        #: This node's cluster duties when it replicates (``cluster.metadata.url``); None on a
+        #: node that is a cluster of one (it leads every partition, as before).
+        self.cluster: ClusterNode | None = None
 
     def time_ms(self) -> int:
         return self._time_ms()

@@ -14,7 +14,12 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.common.filenames import validate_topic
 from tierlog.config import check_topic_config
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import (
+    ConfigError,
+    InvalidTopicError,
+    TierlogError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api.metadata import topic_uuid
 from tierlog.server.context import HandlerRegistry, RequestContext
@@ -23,6 +28,7 @@ from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import by_topic, make, nested
 from tierlog.server.partition_limits import new_partitions_check
 from tierlog.server.registry import Endpoint, register
+from tierlog.server.replication.node import ClusterNode
 from tierlog.server.services import Services
 
 if TYPE_CHECKING:
@@ -117,7 +123,10 @@ def deleted_topic_names(request: DeleteTopicsRequest) -> list[str | None]:
 
 async def create_topics(services: Services, ctx: RequestContext,
                         request: CreateTopicsRequest) -> CreateTopicsResponse:
-    """Create each topic (or, with ``validate_only``, only check it)."""
+    """Create each topic (or, with ``validate_only``, only check it); on a replicating node,
+    in the cluster (:func:`create_cluster_topics`)."""
+    if services.cluster is not None:
+        return await create_cluster_topics(services, services.cluster, ctx, request)
     manager = services.manager
     check_new = new_partitions_check(services)
     default = manager.config["num.partitions"]
@@ -139,6 +148,55 @@ async def create_topics(services: Services, ctx: RequestContext,
     return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
 
 
+async def create_cluster_topics(services: Services, cluster: ClusterNode, ctx: RequestContext,
+                                request: CreateTopicsRequest) -> CreateTopicsResponse:
+    """Create each topic in the cluster store: its replicas assigned over the live nodes
+    (``replication_factor`` -1: ``default.replication.factor``), each replica's log made by
+    its node at its next poll."""
+    manager = services.manager
+    cls: type[CreateTopicsResponse] = ctx.response_type
+    result_t = nested(cls, "CreatableTopicResult")
+    topics = []
+    for topic in request.topics:
+        count = len(topic.assignments) if topic.assignments else int(topic.num_partitions)
+        count = int(manager.config["num.partitions"]) if count == -1 else count
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        factor = int(topic.replication_factor)
+
+        def check(topic: CreatableTopic = topic, count: int = count,
+                  configs: dict[str, str] = configs) -> None:
+            validate_topic(topic.name)
+            if refusal(topic.name, AdminChange.CREATE_PARTITIONS) is not None:
+                raise InvalidTopicError(f"{topic.name} is an internal topic")
+            if count < 1:
+                raise ConfigError("num_partitions", f"must be positive, got {count}")
+            check_topic_config(manager.config.topic_defaults.with_overrides(configs))
+
+        code, message = await services.run_blocking(lambda: _attempt(check))
+        if code == ErrorCode.none and topic.assignments:
+            code, message = (ErrorCode.invalid_request,
+                             ("manual replica assignments are not supported: the controller "
+                              "assigns replicas"))
+        if code == ErrorCode.none and not request.validate_only:
+            try:
+                await cluster.create_topic(topic.name, count, factor, configs)
+            except Exception as exc:  # noqa: BLE001 - an item's own error code
+                code, message = error_code_for(exc), error_message(exc)
+        record = cluster.view.topics.get(topic.name) if code == ErrorCode.none else None
+        topics.append(make(result_t, name=topic.name,
+                           topic_id=topic_uuid(None if record is None else record.topic_id),
+                           error_code=code, error_message=message, topic_config_error_code=0,
+                           num_partitions=count if code == ErrorCode.none else -1,
+                           replication_factor=(len(record.assignment[0]) if record else -1),
+                           configs=()))
+    return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+
+
+#: What a replicating node does not do yet: change a topic's partitions in the cluster.
+_NOT_IN_CLUSTER: _Result = (ErrorCode.invalid_request,
+                   "not supported on a replicating node (cluster.metadata.url) yet")
+
+
 def _delete_one(manager: LogManager, name: str | None) -> _Result:
     if name is None:
         return ErrorCode.unknown_topic_id, "deleting by topic id is not supported: name the topic"
@@ -153,7 +211,10 @@ async def delete_topics(services: Services, ctx: RequestContext,
     """Delete each named topic (internal topics are refused)."""
     manager = services.manager
     names = deleted_topic_names(request)
-    results = await services.run_blocking(lambda: [_delete_one(manager, n) for n in names])
+    if services.cluster is not None:
+        results = [_NOT_IN_CLUSTER for _ in names]
+    else:
+        results = await services.run_blocking(lambda: [_delete_one(manager, n) for n in names])
     cls: type[DeleteTopicsResponse] = ctx.response_type
     result_t = nested(cls, "DeletableTopicResult")
     return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(
@@ -186,8 +247,11 @@ async def create_partitions(services: Services, ctx: RequestContext,
     check_new = new_partitions_check(services)
     validate_only = bool(request.validate_only)
     asked = [(t.name, int(t.count)) for t in request.topics]
-    results = await services.run_blocking(lambda: [
-        _grow(manager, name, count, validate_only, check_new) for name, count in asked])
+    if services.cluster is not None:
+        results = [_NOT_IN_CLUSTER for _ in asked]
+    else:
+        results = await services.run_blocking(lambda: [
+            _grow(manager, name, count, validate_only, check_new) for name, count in asked])
     cls: type[CreatePartitionsResponse] = ctx.response_type
     result_t = nested(cls, "CreatePartitionsTopicResult")
     return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
@@ -241,11 +305,26 @@ def _epoch_end(manager: LogManager, topic: str, partition: int,
 async def offsets_for_leader_epoch(
         services: Services, ctx: RequestContext,
         request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
-    """The end offset of each partition's requested leader epoch (or the largest below)."""
+    """The end offset of each partition's requested leader epoch (or the largest below); on a
+    replicating node only its leader answers, and only to the leader epoch it holds (Kafka's
+    ``lastOffsetForLeaderEpoch``: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+    UNKNOWN_LEADER_EPOCH)."""
     manager = services.manager
+    cluster = services.cluster
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    if cluster is not None:
+        for t in request.topics:
+            for p in t.partitions:
+                try:
+                    cluster.replicas.leader_role((t.topic, int(p.partition)),
+                                                 int(getattr(p, "current_leader_epoch", -1)))
+                except TierlogError as exc:
+                    refused[(t.topic, int(p.partition))] = error_code_for(exc)
     results = await services.run_blocking(lambda: [
         (t.topic, int(p.partition),
-         *_epoch_end(manager, t.topic, int(p.partition), int(p.leader_epoch)))
+         *((refused[(t.topic, int(p.partition))], -1, -1)
+           if (t.topic, int(p.partition)) in refused
+           else _epoch_end(manager, t.topic, int(p.partition), int(p.leader_epoch))))
         for t in request.topics for p in t.partitions])
     cls: type[OffsetForLeaderEpochResponse] = ctx.response_type
     topic_t, part_t = (nested(cls, "OffsetForLeaderTopicResult"),

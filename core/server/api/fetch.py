@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import kio.schema.fetch.v4
@@ -25,6 +26,7 @@ from tierlog.errors import (
     RemoteFetchQuotaExceededError,
     RemoteFetchTimeoutError,
     RemoteReaderBusyError,
+    TierlogError,
 )
 from tierlog.log.fetch_info import FetchDataInfo
 from tierlog.manager.log_manager import LogManager
@@ -39,6 +41,7 @@ from tierlog.server.context import HandlerRegistry, HandlerResult, RequestContex
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import SplicedResponse, by_topic, make, nested, new_marker
 from tierlog.server.registry import Endpoint, register
+from tierlog.server.replication.node import ClusterNode
 from tierlog.server.services import Services
 
 if TYPE_CHECKING:
@@ -75,13 +78,19 @@ _REMOTE_NOT_NOW = (RemoteFetchTimeoutError, RemoteReaderBusyError, RemoteFetchQu
 
 
 def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
-                    max_bytes: int) -> list[PartitionRead]:
+                    max_bytes: int,
+                    refused: Mapping[TopicPartition, ErrorCode] | None = None
+                    ) -> list[PartitionRead]:
     """Read every partition of the fetch (on a worker thread) within the response's byte
     budget: the first partition with data may exceed it by one batch (as Kafka's
-    min-one-message rule), the others read what is left."""
+    min-one-message rule), the others read what is left. A partition in ``refused`` is
+    answered with its error (this node does not lead it, or the epoch named is not its)."""
     reads: list[PartitionRead] = []
     remaining = max_bytes
     for tp, state in ctx.partitions:
+        if refused and tp in refused:
+            reads.append(PartitionRead(tp, refused[tp]))
+            continue
         try:
             partition_log = manager.log(*tp)
             high_watermark = partition_log.high_watermark
@@ -164,19 +173,44 @@ class FetchArgs:
     forgotten: Sequence[TopicPartition]
     session_id: int
     session_epoch: int
+    #: The fetching follower's node id; -1 for a consumer (Kafka's CONSUMER_REPLICA_ID).
+    replica_id: int = -1
+    #: The leader epoch each listed partition names (v9+; -1: none, not checked).
+    leader_epochs: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 def fetch_args(request: FetchRequest) -> FetchArgs:
     """The version-dependent fields of a FetchRequest, read in one place: the incremental
-    session fields came with v7 (before: a sessionless fetch, id 0 and epoch -1)."""
+    session fields came with v7 (before: a sessionless fetch, id 0 and epoch -1), the
+    partitions' current leader epoch with v9."""
     wanted = [((t.topic, int(p.partition)), int(p.fetch_offset), int(p.partition_max_bytes))
               for t in request.topics for p in t.partitions]
+    epochs: dict[TopicPartition, int] = {
+        (str(t.topic), int(p.partition)): int(getattr(p, "current_leader_epoch", -1))
+        for t in request.topics for p in t.partitions}
     isolation = ISOLATION.get(int(request.isolation_level), "read_uncommitted")
+    replica_id = int(request.replica_id)
     if isinstance(request, _SESSIONLESS):
-        return FetchArgs(isolation, wanted, [], 0, FINAL_EPOCH)
+        return FetchArgs(isolation, wanted, [], 0, FINAL_EPOCH, replica_id, epochs)
     forgotten = [(t.topic, int(p)) for t in request.forgotten_topics_data for p in t.partitions]
     return FetchArgs(isolation, wanted, forgotten, int(request.session_id),
-                     int(request.session_epoch))
+                     int(request.session_epoch), replica_id, epochs)
+
+
+def refusals(cluster: ClusterNode, ctx: FetchContext, args: FetchArgs
+             ) -> dict[TopicPartition, ErrorCode]:
+    """The partitions of a fetch this node may not answer with data, and why: it does not
+    lead them, the epoch named is not its leader epoch, or the fetching replica is not one of
+    their followers (Kafka's ``fetchOnlyFromLeader`` and ``checkCurrentLeaderEpoch``)."""
+    refused: dict[TopicPartition, ErrorCode] = {}
+    for tp, _ in ctx.partitions:
+        try:
+            role = cluster.replicas.leader_role(tp, args.leader_epochs.get(tp, -1))
+            if args.replica_id >= 0:
+                role.leader.follower(args.replica_id)
+        except TierlogError as exc:
+            refused[tp] = error_code_for(exc)
+    return refused
 
 
 async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) -> HandlerResult:
@@ -193,9 +227,18 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
     max_bytes = int(request.max_bytes) if int(request.max_bytes) > 0 else 1
     min_bytes = int(request.min_bytes)
     deadline = time.monotonic() + max(request.max_wait.total_seconds(), 0.0)
+    cluster = services.cluster
+    # A follower reads to the log end; a consumer to the high watermark (or the LSO).
+    isolation = "log_end" if args.replica_id >= 0 else args.isolation
     while True:
+        refused = None if cluster is None else refusals(cluster, reading, args)
+        ends = ({} if cluster is None or args.replica_id < 0
+                else {tp: cluster.replicas.leaders[tp].log.log_end_offset
+                      for tp, _ in reading.partitions if tp not in (refused or {})})
         reads = await services.run_blocking(
-            lambda: read_partitions(manager, reading, args.isolation, max_bytes))
+            partial(read_partitions, manager, reading, isolation, max_bytes, refused))
+        if cluster is not None and ends:
+            followed_fetch(cluster, reading, args.replica_id, reads, ends)
         total = sum(r.size for r in reads)
         errors = any(r.error != ErrorCode.none for r in reads)
         left = deadline - time.monotonic()
@@ -204,6 +247,23 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
         await services.wait_appended(left)
     services.request_stats.fetched(reads)
     return build_response(ctx.response_type, reading, reads)
+
+
+def followed_fetch(cluster: ClusterNode, ctx: FetchContext, replica_id: int,
+                   reads: Sequence[PartitionRead], ends: Mapping[TopicPartition, int]) -> None:
+    """Tell each partition's leader rules that follower ``replica_id`` fetched it at its fetch
+    offset while the log ended at ``ends[tp]`` (the end before the read, so appends after it
+    do not keep the follower out of sync; Kafka's ``updateFollowerFetchState``)."""
+    offsets = {tp: state.fetch_offset for tp, state in ctx.partitions}
+    for read in reads:
+        if read.error != ErrorCode.none or read.tp not in ends:
+            continue
+        try:
+            cluster.replicas.follower_fetched(read.tp, replica_id, offsets[read.tp],
+                                              ends[read.tp])
+        except TierlogError as exc:
+            read.error = error_code_for(exc)
+            read.data = None
 
 
 ENDPOINTS = (Endpoint(API_KEY, fetch, MIN_VERSION, MAX_VERSION),)

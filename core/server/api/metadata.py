@@ -1,5 +1,7 @@
-"""Metadata: this one node leads every partition; unknown topics are created when
-``auto.create.topics.enable`` and the request allow it (as Kafka does)."""
+"""Metadata: on a node that is a cluster of one, it leads every partition; on a replicating
+node, the cluster's brokers and partition states as its last poll of the store saw them.
+Unknown topics are created when ``auto.create.topics.enable`` and the request allow it (as
+Kafka does)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import make, nested
 from tierlog.server.partition_limits import new_partitions_check
 from tierlog.server.registry import Endpoint, register
+from tierlog.server.replication.node import ClusterNode
 from tierlog.server.services import Services
 
 if TYPE_CHECKING:
@@ -88,9 +91,64 @@ def requested_topics(request: MetadataRequest, version: int) -> tuple[list[str] 
     return names, request.allow_auto_topic_creation
 
 
+async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: RequestContext,
+                           request: MetadataRequest) -> MetadataResponse:
+    """The cluster as this node's last poll of the store saw it: every live node, the
+    controller, and each topic's partitions with their leader, leader epoch, replicas, in-sync
+    set and offline replicas (a partition without a leader: LEADER_NOT_AVAILABLE)."""
+    cls: type[MetadataResponse] = ctx.response_type
+    broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),
+                                 nested(cls, "MetadataResponseTopic"),
+                                 nested(cls, "MetadataResponsePartition"))
+    wanted, may_create = requested_topics(request, ctx.api_version)
+    view = cluster.view
+    names = sorted(view.topics) if wanted is None else wanted
+    topics = []
+    for name in names:
+        error = ErrorCode.none
+        if name not in view.topics and may_create and services.config.auto_create_topics \
+                and not is_internal(name):
+            try:
+                await cluster.create_topic(name, int(services.manager.config["num.partitions"]),
+                                           -1, {})
+                log.info("auto-created topic %s", name)
+            except TopicExistsError:
+                await cluster.refresh()
+            except TierlogError as exc:
+                error = error_code_for(exc)
+            view = cluster.view
+        record = view.topics.get(name)
+        parts = []
+        for p in range(len(record.assignment) if record is not None else 0):
+            state = view.partition(name, p)
+            if state is None:
+                continue
+            parts.append(make(
+                part_t, partition_index=p, leader_id=state.leader,
+                error_code=(ErrorCode.leader_not_available if state.leader < 0
+                            else ErrorCode.none),
+                leader_epoch=state.leader_epoch, replica_nodes=state.replicas,
+                isr_nodes=state.isr,
+                offline_replicas=tuple(r for r in state.replicas if r not in view.live)))
+        if record is None and error == ErrorCode.none:
+            error = ErrorCode.unknown_topic_or_partition
+        topics.append(make(topic_t, error_code=error, name=name,
+                           topic_id=topic_uuid(None if record is None else record.topic_id),
+                           is_internal=is_internal(name), partitions=tuple(parts),
+                           topic_authorized_operations=-2147483648))
+    brokers = tuple(make(broker_t, node_id=n, host=b.host, port=b.port, rack=b.rack)
+                    for n, b in sorted(view.brokers.items()) if n in view.live)
+    return make(cls, throttle_time=datetime.timedelta(0), brokers=brokers,
+                cluster_id=CLUSTER_ID, controller_id=view.controller_id,
+                topics=tuple(topics), cluster_authorized_operations=-2147483648)
+
+
 async def metadata(services: Services, ctx: RequestContext,
                    request: MetadataRequest) -> MetadataResponse:
-    """This node, and each requested topic with its partitions (all led by this node)."""
+    """This node, and each requested topic with its partitions (all led by this node); on a
+    replicating node, the cluster (:func:`cluster_metadata`)."""
+    if services.cluster is not None:
+        return await cluster_metadata(services, services.cluster, ctx, request)
     manager = services.manager
     cls: type[MetadataResponse] = ctx.response_type
     broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),

@@ -1,9 +1,11 @@
 """Produce: the engine validates and appends each partition's batches (every codec,
 idempotent and transactional producers); errors come back per partition with Kafka's codes.
 
-One node is the whole in-sync replica set: the high watermark follows the append (the flush
-policy's fsync, ``flush.messages=1``, happens inside it), so acks=1 and acks=-1 are answered
-once the append returned, and acks=0 gets no response at all.
+On a node that is a cluster of one, it is the whole in-sync replica set: the high watermark
+follows the append (the flush policy's fsync, ``flush.messages=1``, happens inside it), so
+acks=1 and acks=-1 are answered once the append returned, and acks=0 gets no response at all.
+On a replicating node (``cluster.metadata.url``) only the partition's leader appends, and
+acks=-1 is answered once every in-sync replica holds the records (:func:`replicated`).
 
 Appends that only write to the page cache run on the event loop (see
 :mod:`~tierlog.server.api.inline_appends`); the others, an fsync or a roll due, run on the worker
@@ -13,12 +15,12 @@ pool.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api.inline_appends import append_is_nonblocking
 from tierlog.server.api.produce_wire import (
@@ -32,6 +34,7 @@ from tierlog.server.coordinator.internal_topics import AdminChange, refusal
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import EncodedResponse
 from tierlog.server.registry import Endpoint, register
+from tierlog.server.replication.node import ClusterNode
 from tierlog.server.services import Services
 
 if TYPE_CHECKING:
@@ -42,9 +45,13 @@ log = logging.getLogger(__name__)
 API_KEY = 0
 
 
-def append_all(manager: LogManager, request: ProduceRequest) -> list[Outcome]:
+def append_all(manager: LogManager, request: ProduceRequest,
+               not_here: Mapping[tuple[str, int], tuple[ErrorCode, str]] | None = None
+               ) -> list[Outcome]:
     """Append every partition's records (inline or on a worker thread, see
-    :func:`appends_inline`); one outcome per partition."""
+    :func:`appends_inline`); one outcome per partition. A partition in ``not_here`` is
+    answered with its error and not appended to (this node does not lead it, or its in-sync
+    set is too small for acks=all)."""
     outcomes: list[Outcome] = []
     for topic in request.topic_data:
         refused = refusal(topic.name, AdminChange.PRODUCE)
@@ -52,6 +59,9 @@ def append_all(manager: LogManager, request: ProduceRequest) -> list[Outcome]:
             name, index = topic.name, part.index
             if refused is not None:
                 outcomes.append((name, index, *refused))
+                continue
+            if not_here and (name, index) in not_here:
+                outcomes.append((name, index, *not_here[(name, index)]))
                 continue
             if part.records is None or len(part.records) == 0:
                 outcomes.append((name, index, ErrorCode.corrupt_message,
@@ -95,16 +105,66 @@ async def produce(services: Services, ctx: RequestContext,
                                      f"acks must be 0, 1 or -1, got {acks}")
                                     for t in request.topic_data for p in t.partition_data]
     else:
+        cluster = services.cluster
+        not_here = None if cluster is None else leader_refusals(cluster, request, acks)
         if appends_inline(manager, request, services.time_ms(), services.time_ms):
-            outcomes = append_all(manager, request)
+            outcomes = append_all(manager, request, not_here)
         else:
-            outcomes = await services.run_blocking(lambda: append_all(manager, request))
+            outcomes = await services.run_blocking(
+                lambda: append_all(manager, request, not_here))
+        if cluster is not None:
+            outcomes = await replicated(cluster, outcomes, acks,
+                                        request.timeout.total_seconds())
         services.appended()
     services.request_stats.produced(outcomes)
     if acks == 0:
         return None
     return EncodedResponse(ctx.response_type,
                            encode_produce_response_body(ctx.api_version, outcomes))
+
+
+def leader_refusals(cluster: ClusterNode, request: ProduceRequest,
+                    acks: int) -> dict[tuple[str, int], tuple[ErrorCode, str]]:
+    """The partitions this node may not append to: those it does not lead
+    (NOT_LEADER_OR_FOLLOWER) and, for acks=all, those whose in-sync set is smaller than
+    ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, refused before the append as Kafka does)."""
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            tp = (topic.name, int(part.index))
+            try:
+                role = cluster.replicas.leader_role(tp)
+                if acks == -1:
+                    role.leader.check_min_isr()
+            except TierlogError as exc:
+                refused[tp] = (error_code_for(exc), error_message(exc))
+    return refused
+
+
+async def replicated(cluster: ClusterNode, outcomes: list[Outcome], acks: int,
+                     timeout_s: float) -> list[Outcome]:
+    """Report the appends to their leaders' rules (the high watermark may move), and for
+    acks=all wait until every in-sync replica holds them (Kafka's DelayedProduce): a
+    partition still short when ``timeout_s`` passes answers REQUEST_TIMED_OUT, one whose
+    leadership moved NOT_LEADER_OR_FOLLOWER."""
+    required: dict[tuple[str, int], int] = {}
+    for name, index, info, _ in outcomes:
+        if isinstance(info, ErrorCode):
+            continue
+        cluster.replicas.appended((name, index))
+        required[(name, index)] = info.last_offset + 1
+    if acks != -1 or not required:
+        return outcomes
+    answers = await cluster.delayed.wait(required, max(timeout_s, 0.0))
+    done: list[Outcome] = []
+    for name, index, info, message in outcomes:
+        code = answers.get((name, index), ErrorCode.none)
+        if code == ErrorCode.none:
+            done.append((name, index, info, message))
+        else:
+            done.append((name, index, code,
+                         f"{name}-{index}: acks=all not satisfied ({code.name})"))
+    return done
 
 
 ENDPOINTS = (Endpoint(API_KEY, produce, MIN_VERSION, MAX_VERSION),)
