@@ -37,6 +37,16 @@ SERVER_KEYS = frozenset({
     "num.io.threads", "process.roles", "listener.security.protocol.map",
     "inter.broker.listener.name", "controller.listener.names", "max.broker.partitions",
     "queued.max.request.bytes", "connections.max.idle.ms",
+    # The authorizer (tierlog.security.authorizer), in Kafka's names.
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+})
+
+#: The ``authorizer.class.name`` values that turn on Kafka's ACL authorizer (Kafka's two
+#: built-in classes and tierlog's own name for it); empty: no authorizer.
+AUTHORIZER_CLASSES = frozenset({
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "tierlog.security.authorizer.Authorizer",
 })
 
 
@@ -118,6 +128,10 @@ class ServerConfig:
     coordinator: Mapping[str, Any] = field(default_factory=dict)
     #: The cluster this node replicates with (``cluster.metadata.url``); None: a cluster of one.
     cluster: ClusterSettings | None = None
+    #: Whether an ACL authorizer checks every request (``authorizer.class.name``).
+    authorizer: bool = False
+    #: Every setting as given (the security settings read them by Kafka's names).
+    properties: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> ServerConfig:
@@ -155,4 +169,19 @@ class ServerConfig:
             manager=manager,
             coordinator={k: v for k, v in values.items() if k in COORDINATOR_KEYS},
             cluster=cluster,
+            authorizer=_authorizer(values),
+            properties=dict(values),
         )
+
+
+def _authorizer(values: Mapping[str, Any]) -> bool:
+    """Whether ``authorizer.class.name`` names Kafka's ACL authorizer (ConfigError for a class
+    tierlog does not have)."""
+    name = str(values.get("authorizer.class.name") or "").strip()
+    if not name:
+        return False
+    if name not in AUTHORIZER_CLASSES:
+        raise ConfigError("authorizer.class.name",
+                          f"{name!r} is not an authorizer tierlog has; use one of "
+                          f"{sorted(AUTHORIZER_CLASSES)}")
+    return True

@@ -43,6 +43,11 @@ class RequestContext:
     connection_id: int
     #: The kio response class for this API key and version.
     response_type: type[Any]
+    #: Who the connection authenticated as, as Kafka names principals (``User:alice``; a
+    #: connection without authentication is ``User:ANONYMOUS``, as Kafka's).
+    principal: str = "User:ANONYMOUS"
+    #: The listener the request came through (``PLAINTEXT``, ``SASL_SSL``, a named one).
+    listener: str = "PLAINTEXT"
 
 
 #: What a handler answers (see the module docstring).
@@ -56,12 +61,14 @@ Handler: TypeAlias = Callable[[RequestContext, Any], Awaitable[HandlerResult]]
 
 def request_context(api_key: int, api_version: int, *, correlation_id: int = 0,
                     client_id: str | None = None, client_host: str = "127.0.0.1",
-                    connection_id: int = 0) -> RequestContext:
+                    connection_id: int = 0, principal: str = "User:ANONYMOUS",
+                    listener: str = "PLAINTEXT") -> RequestContext:
     """The context of one request of ``api_key`` v``api_version`` (its response class
     looked up in kio): what the server builds per request, and what a test of one handler
     builds to call it directly."""
     return RequestContext(api_key, api_version, correlation_id, client_id, client_host,
-                          connection_id, response_class(api_key, api_version))
+                          connection_id, response_class(api_key, api_version), principal,
+                          listener)
 
 
 class HandlerRegistry(Protocol):

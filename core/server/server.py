@@ -19,10 +19,14 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from tierlog.cluster.open_store import open_metadata_store
+from tierlog.cluster.store import MetadataStore
 from tierlog.common.stats import perf_ns
 from tierlog.errors import BadRequestError
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
+from tierlog.security.acl_store import AclStore
+from tierlog.security.authorizer import Authorizer
 from tierlog.server.api import (
     admin_configs,
     admin_topics,
@@ -53,6 +57,9 @@ from tierlog.server.services import Services
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+#: The directory, in a node's first log dir, of its ACLs and SCRAM credentials when it shares
+#: no cluster store.
+SECURITY_STORE_DIR = "__security"
 PRODUCE_KEY = 0
 
 
@@ -124,6 +131,9 @@ class Server:
             cluster = ClusterNode(self.services, self.config.cluster)
             self.services.cluster = cluster
             await cluster.start()
+        if self.config.authorizer:
+            self.services.authorizer = Authorizer.from_config(
+                AclStore(self.security_store()), self.config.properties)
         self._coordinators = install_handlers(self.registry, self.services)
         await self._coordinators.start()
         if self.config.connections_max_idle_ms > 0:
@@ -131,6 +141,13 @@ class Server:
         log.info("serving Kafka's protocol on %s:%d (advertised %s:%d, node %d)",
                  self.host, self.port, self.services.host, self.services.port,
                  self.config.node_id)
+
+    def security_store(self) -> MetadataStore:
+        """Where ACLs and SCRAM credentials are kept: the cluster store when nodes share one,
+        else a store in this node's first log dir."""
+        if self.services.cluster is not None:
+            return self.services.cluster.store
+        return open_metadata_store(str(self.manager.dirs[0] / SECURITY_STORE_DIR))
 
     async def stop(self) -> None:
         """Stop accepting, close every connection and wait for their tasks."""

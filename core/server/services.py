@@ -16,6 +16,7 @@ from tierlog.server.config import ServerConfig
 from tierlog.server.request_stats import RequestStats
 
 if TYPE_CHECKING:
+    from tierlog.security.authorizer import Authorizer
     from tierlog.server.replication.node import ClusterNode
 
 _T = TypeVar("_T")
@@ -43,6 +44,9 @@ class Services:
         #: This node's cluster duties when it replicates (``cluster.metadata.url``); None on a
         #: node that is a cluster of one (it leads every partition, as before).
         self.cluster: ClusterNode | None = None
+        #: The ACL authorizer (``authorizer.class.name``); None: every request is allowed, as
+        #: on a Kafka broker without one.
+        self.authorizer: Authorizer | None = None
 
     def time_ms(self) -> int:
         return self._time_ms()
