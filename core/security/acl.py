@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import NamedTuple, Self
 
 from tierlog.errors import InvalidAclError
 
@@ -39,11 +39,11 @@ class _KafkaEnum(IntEnum):
     ``fromCode`` does, so a newer client's value is refused by validation, not by a crash."""
 
     @classmethod
-    def _missing_(cls, value: object) -> Any:
+    def _missing_(cls, value: object) -> Self:
         return cls(0)
 
     @classmethod
-    def parse(cls, text: str) -> Any:
+    def parse(cls, text: str) -> Self:
         """The member named ``text`` (any case, as Kafka's ``fromString``), else UNKNOWN."""
         return cls.__members__.get(text.upper(), cls(0))
 

@@ -101,7 +101,7 @@ def _decode(found: Versioned) -> AclSet:
         if not (isinstance(row, list) and len(row) == _FIELDS
                 and all(isinstance(v, str) for v in row)):
             raise CorruptRemoteMetadataError(f"{where}: entry {i} is not {_FIELDS} strings")
-        fields = [v if enum is None else enum.parse(v) for v, enum in zip(row, enums)]
+        fields = [v if enum is None else enum.parse(v) for v, enum in zip(row, enums, strict=True)]
         binding = AclBinding(*fields)
         try:
             bindings.add(binding.validate())

@@ -64,7 +64,7 @@ class AclIndex:
     bindings. :meth:`applicable` finds the bindings that apply to a resource with a few
     dictionary lookups and bisections (one per prefix found). Thread-safe (never changes)."""
 
-    __slots__ = ("_literal", "_prefixed", "version", "size")
+    __slots__ = ("_literal", "_prefixed", "size", "version")
 
     def __init__(self, acls: AclSet) -> None:
         literal: dict[tuple[ResourceType, str], list[AclBinding]] = defaultdict(list)
@@ -111,7 +111,7 @@ def _prefixes_of(names: Sequence[str], name: str) -> Iterable[str]:
             key = candidate[:-1]
         else:
             shared = 0
-            for a, b in zip(candidate, key):
+            for a, b in zip(candidate, key, strict=False):
                 if a != b:
                     break
                 shared += 1

@@ -36,12 +36,13 @@ def alice_reads(acls: list[AclBinding], topic: str = "orders", op: AclOperation 
 
 
 def test_wire_codes_are_kafkas() -> None:
-    assert [RT.TOPIC, RT.GROUP, RT.CLUSTER, RT.TRANSACTIONAL_ID, RT.DELEGATION_TOKEN,
-            RT.USER] == [2, 3, 4, 5, 6, 7]
+    kinds = [RT.TOPIC, RT.GROUP, RT.CLUSTER, RT.TRANSACTIONAL_ID, RT.DELEGATION_TOKEN, RT.USER]
+    assert kinds == [2, 3, 4, 5, 6, 7]
     assert [PatternType.ANY, PatternType.MATCH, LIT, PRE] == [1, 2, 3, 4]
-    assert [Op.ANY, Op.ALL, Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
-            Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
-            Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS] == list(range(1, 15))
+    operations = [Op.ANY, Op.ALL, Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER,
+                  Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                  Op.IDEMPOTENT_WRITE, Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS]
+    assert operations == list(range(1, 15))
     assert [AclPermissionType.ANY, DENY, ALLOW] == [1, 2, 3]
     # A code Kafka does not know reads as UNKNOWN, as its fromCode does.
     assert Op(99) is Op.UNKNOWN and RT(42) is RT.UNKNOWN and PatternType(9) is PatternType.UNKNOWN

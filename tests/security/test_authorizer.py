@@ -139,9 +139,9 @@ def test_settings_in_kafkas_names(acl_store: AclStore) -> None:
         == [True]
     default = Authorizer.from_config(acl_store, {})
     assert default.super_users == frozenset() and not default.allow_everyone_if_no_acl_found
-    with pytest.raises(ConfigError, match="super.users"):
+    with pytest.raises(ConfigError, match=r"super\.users"):
         parse_super_users("User:admin;admin")
-    with pytest.raises(ConfigError, match="allow.everyone.if.no.acl.found"):
+    with pytest.raises(ConfigError, match=r"allow\.everyone\.if\.no\.acl\.found"):
         Authorizer.from_config(acl_store, {"allow.everyone.if.no.acl.found": "yes"})
 
 
