@@ -96,13 +96,14 @@ def _decode(found: Versioned) -> AclSet:
     if not isinstance(rows, list):
         raise CorruptRemoteMetadataError(f"{where}: 'acls' is not a list")
     bindings = set()
-    enums = (ResourceType, None, PatternType, None, None, AclOperation, AclPermissionType)
     for i, row in enumerate(rows):
         if not (isinstance(row, list) and len(row) == _FIELDS
                 and all(isinstance(v, str) for v in row)):
             raise CorruptRemoteMetadataError(f"{where}: entry {i} is not {_FIELDS} strings")
-        fields = [v if enum is None else enum.parse(v) for v, enum in zip(row, enums, strict=True)]
-        binding = AclBinding(*fields)
+        kind, name, pattern, principal, host, operation, permission = row
+        binding = AclBinding(ResourceType.parse(kind), name, PatternType.parse(pattern),
+                             principal, host, AclOperation.parse(operation),
+                             AclPermissionType.parse(permission))
         try:
             bindings.add(binding.validate())
         except InvalidAclError as e:
@@ -144,7 +145,8 @@ class AclStore:
                 results.append(AclCreateResult(binding, e))
         if valid:
             self._change(lambda current: current | valid)
-            log.info("created %d ACL(s): %s", len(valid), "; ".join(map(str, sorted(valid))))
+            log.info("created %d ACL(s)", len(valid))
+            log.debug("created ACLs: %s", "; ".join(map(str, sorted(valid))))
         return results
 
     def delete(self, filters: Sequence[AclBindingFilter]) -> list[AclDeleteResult]:
@@ -171,7 +173,8 @@ class AclStore:
         self._change(remove)
         removed = {b for found in matched.values() for b in found}
         if removed:
-            log.info("deleted %d ACL(s): %s", len(removed), "; ".join(map(str, sorted(removed))))
+            log.info("deleted %d ACL(s)", len(removed))
+            log.debug("deleted ACLs: %s", "; ".join(map(str, sorted(removed))))
         return [AclDeleteResult(f, matched.get(f, ()), error) for f, error in checked]
 
     def _read(self) -> tuple[AclSet, Versioned | None]:
