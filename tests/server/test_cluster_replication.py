@@ -23,13 +23,14 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta
-
 from support.cluster_procs import Cluster, wait_until
 from support.jepsen_checks import check_replicas_identical, replica_batches
 from support.replication_wire import fetch
+
 from tierlog import Record
 from tierlog.records import build_batch
 from tierlog.server.replication.wire_client import BrokerConnection
+
 
 def _ask(port: int, request: object, response_type: type) -> object:
     async def run() -> object:
@@ -113,7 +114,7 @@ def test_a_replicated_topic_survives_its_leaders_kill(cluster: Cluster) -> None:
     assert new_leader != old_leader
     survivors = sorted(set(cluster.nodes) - {old_leader})
     wait_until(lambda: cluster.live_brokers() == survivors, "the dead node left the metadata")
-    leader, replicas, isr = cluster.partition_state("orders") or (0, [], [])
+    _, replicas, isr = cluster.partition_state("orders") or (0, [], [])
     assert sorted(isr) == survivors and sorted(replicas) == [1, 2, 3]
 
     # Every acknowledged record exactly once, in order.
@@ -131,13 +132,12 @@ def test_a_killed_node_comes_back_as_an_in_sync_follower(cluster: Cluster) -> No
     cluster.create_topic("events", replication_factor=3)
     follower = next(n for n in (1, 2, 3) if n != cluster.leader("events"))
     cluster.nodes[follower].kill()
-    wait_until(lambda: (lambda s: s is not None and follower not in s[2])(
-        cluster.partition_state("events")), "the dead follower out of the in-sync set")
+    wait_until(lambda: follower not in cluster.isr("events") and cluster.isr("events"),
+               "the dead follower out of the in-sync set")
     values = [b"e%d" % i for i in range(50)]
     _produce_all(cluster.bootstrap, "events", values)
     cluster.nodes[follower].start()
-    wait_until(lambda: (lambda s: s is not None and follower in s[2])(
-        cluster.partition_state("events")), "the restarted follower back in sync")
+    wait_until(lambda: follower in cluster.isr("events"), "the restarted follower back in sync")
     cluster.stop()
     assert len(replica_batches(cluster.data_dir(follower), "events", 0)) >= 1
     batches = {n: replica_batches(cluster.data_dir(n), "events", 0) for n in (1, 2, 3)}
@@ -212,7 +212,7 @@ def test_acks_all_needs_min_insync_replicas(tmp_path) -> None:  # type: ignore[n
         # Until the follower leaves the in-sync set, acks=all waits for it and times out.
         assert _produce_code(port, "strict", acks=-1, timeout_ms=300) \
             == ErrorCode.request_timed_out
-        wait_until(lambda: (lambda s: s is not None and s[2] == [leader])(
-            cluster.partition_state("strict")), "the dead follower out of the in-sync set")
+        wait_until(lambda: cluster.isr("strict") == [leader],
+                   "the dead follower out of the in-sync set")
         assert _produce_code(port, "strict", acks=-1) == ErrorCode.not_enough_replicas
         assert _produce_code(port, "strict", acks=1) == ErrorCode.none

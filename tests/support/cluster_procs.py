@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -65,8 +65,9 @@ class Cluster:
             if node.alive():
                 node.terminate()
 
-    def __enter__(self) -> Cluster:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -93,8 +94,8 @@ class Cluster:
         for future in futures.values():
             future.result(30)
         for p in range(partitions):
-            wait_until(lambda p=p: (lambda s: s is not None and len(s[2]) == replication_factor)(
-                self.partition_state(topic, p)), f"{topic}-{p} fully in sync")
+            wait_until(lambda p=p: len(self.isr(topic, p)) == replication_factor,
+                       f"{topic}-{p} fully in sync")
 
     def partition_state(self, topic: str, partition: int = 0
                         ) -> tuple[int, list[int], list[int]] | None:
@@ -107,6 +108,11 @@ class Cluster:
             return None
         meta = found.partitions[partition]
         return meta.leader, list(meta.replicas), list(meta.isrs)
+
+    def isr(self, topic: str, partition: int = 0) -> list[int]:
+        """The partition's in-sync set as a live node's Metadata says ([] when unknown)."""
+        state = self.partition_state(topic, partition)
+        return [] if state is None else state[2]
 
     def leader(self, topic: str, partition: int = 0) -> int:
         """The partition's leader once it has a live one."""

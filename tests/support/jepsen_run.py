@@ -1,0 +1,338 @@
+"""The Jepsen-style run of issue 24: three ``tierlog serve`` nodes on 127.0.0.1, an idempotent
+``acks=all`` producer (librdkafka) and a consumer, faults drawn by
+:mod:`support.fault_schedule` (SIGKILL and restart, SIGSTOP/SIGCONT, clean restarts, a node's
+links cut by its :class:`~support.link_proxy.LinkProxy`), bounded in time; then every fault
+healed, the cluster left to converge, and the verdicts of :mod:`support.jepsen_checks`.
+
+Each node's listener sits behind its own proxy, and the node advertises the proxy's address:
+clients and the other nodes reach it only through it, so a cut isolates the node from both
+(the metadata store stays reachable: a node cut off from its peers keeps its registration, as
+a Kafka broker partitioned from its peers but not from the controller).
+
+:func:`run_jepsen` is run briefly by ``tests/server/test_jepsen_replication.py`` and at length
+by ``benchmarks/bench_jepsen.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import socket
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from support.cluster_procs import Cluster, wait_until
+from support.fault_schedule import (
+    KINDS,
+    CutMode,
+    FaultActions,
+    Role,
+    RunReport,
+    make_schedule,
+)
+from support.fault_schedule import run as run_faults
+from support.jepsen_checks import (
+    check_acknowledged_present,
+    check_no_lost_reads,
+    check_order,
+    check_replicas_identical,
+    latency_percentiles,
+    replica_batches,
+)
+from support.link_proxy import LinkProxy
+from tierlog.cluster.keys import CONTROLLER, ControllerRecord, PartitionRecord, partition_key
+from tierlog.cluster.open_store import open_metadata_store
+
+log = logging.getLogger(__name__)
+
+TOPIC = "jepsen"
+
+
+@dataclass
+class JepsenReport:
+    """What a run did and found."""
+
+    seconds: float
+    seed: int
+    faults: dict[str, int]
+    acknowledged: int
+    produce_errors: int
+    consumed: int
+    leader_changes: int
+    failover_ms: list[float]
+    violations: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        p50, p99 = latency_percentiles(self.failover_ms) if self.failover_ms else (0.0, 0.0)
+        return (f"{self.seconds:.0f} s, seed {self.seed}: faults {dict(self.faults)}, "
+                f"{self.acknowledged} records acknowledged ({self.produce_errors} not), "
+                f"{self.consumed} read live, {self.leader_changes} leader changes, time to a "
+                f"new leader p50 {p50:.0f} ms / p99 {p99:.0f} ms over {len(self.failover_ms)} "
+                f"leader faults; {len(self.violations)} violations")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Workload:
+    """The producer and the consumer threads, and what they saw."""
+
+    def __init__(self, bootstrap: str, partitions: int, rate: int) -> None:
+        self.bootstrap = bootstrap
+        self.partitions = partitions
+        self.rate = rate
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.acked: list[tuple[str, int, bytes]] = []
+        self.sent: dict[tuple[str, str, int], list[bytes]] = defaultdict(list)
+        self.failed = 0
+        self.observed: list[tuple[str, int, int, bytes]] = []
+        self.threads = [threading.Thread(target=self._produce, daemon=True),
+                        threading.Thread(target=self._consume, daemon=True)]
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(120)
+
+    def _produce(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                             "acks": "all", "linger.ms": 5, "message.timeout.ms": 120_000,
+                             "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+                             "topic.metadata.refresh.interval.ms": 1000})
+
+        def delivered(err: KafkaError | None, msg: object) -> None:
+            with self.lock:
+                if err is None:
+                    self.acked.append((TOPIC, msg.partition(),  # type: ignore[attr-defined]
+                                       msg.value()))  # type: ignore[attr-defined]
+                else:
+                    self.failed += 1
+
+        sequence = 0
+        gap = 1.0 / self.rate
+        while not self.stop.is_set():
+            partition = sequence % self.partitions
+            value = b"p0-%08d" % sequence
+            self.sent[("p0", TOPIC, partition)].append(value)
+            while True:
+                try:
+                    producer.produce(TOPIC, value, partition=partition, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            sequence += 1
+            producer.poll(0)
+            time.sleep(gap)  # the workload's own pace, not a wait for background work
+        producer.flush(150)
+
+    def _consume(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "jepsen-live",
+                             "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                             "topic.metadata.refresh.interval.ms": 1000})
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(self.partitions)])
+        while not self.stop.is_set():
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                with self.lock:
+                    self.observed.append((TOPIC, msg.partition(), msg.offset(), msg.value()))
+        consumer.close()
+
+
+def _final_read(bootstrap: str, partitions: int) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+    """Every partition read from its start to its high watermark, by a fresh consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-final",
+                         "enable.auto.commit": False})
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+            for p in range(partitions)}
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+    read: dict[tuple[str, int], list[tuple[int, bytes]]] = {(TOPIC, p): []
+                                                            for p in range(partitions)}
+    deadline = time.monotonic() + 120
+    while any(len(read[(TOPIC, p)]) < ends[p] and (not read[(TOPIC, p)] or
+              read[(TOPIC, p)][-1][0] + 1 < ends[p]) for p in range(partitions)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the final read did not reach the high watermarks {ends}")
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            read[(TOPIC, msg.partition())].append((msg.offset(), msg.value()))
+    consumer.close()
+    return read
+
+
+class _LeaderWatch:
+    """Polls the store for each partition's leader; the times it changed."""
+
+    def __init__(self, store_url: str, partitions: int) -> None:
+        self.store = open_metadata_store(store_url)
+        self.partitions = partitions
+        self.changes: list[tuple[float, int, int, int]] = []  # (time, partition, old, new)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def leader(self, partition: int) -> int:
+        found = self.store.read(partition_key(TOPIC, partition))
+        if found is None:
+            return -1
+        return PartitionRecord.from_value("p", found.value).leader
+
+    def state(self, partition: int) -> PartitionRecord | None:
+        found = self.store.read(partition_key(TOPIC, partition))
+        return None if found is None else PartitionRecord.from_value("p", found.value)
+
+    def fully_in_sync(self, partition: int) -> bool:
+        state = self.state(partition)
+        return state is not None and state.leader > 0 and len(state.isr) == len(state.replicas)
+
+    def controller(self) -> int:
+        found = self.store.read(CONTROLLER)
+        return -1 if found is None else ControllerRecord.from_value(CONTROLLER,
+                                                                   found.value).node_id
+
+    def _run(self) -> None:
+        last = {p: self.leader(p) for p in range(self.partitions)}
+        while not self.stop.wait(0.02):
+            for p in range(self.partitions):
+                now = self.leader(p)
+                if now != last[p]:
+                    self.changes.append((time.monotonic(), p, last[p], now))
+                    last[p] = now
+
+
+class _Faults:
+    """The fault schedule's actions on a cluster whose nodes sit behind ``proxies``; notes
+    each fault that hit a partition's leader (for the time to a new leader)."""
+
+    def __init__(self, cluster: Cluster, proxies: dict[int, LinkProxy], watch: _LeaderWatch,
+                 rng: random.Random) -> None:
+        self.cluster, self.proxies, self.watch, self.rng = cluster, proxies, watch, rng
+        self.paused: set[int] = set()
+        self.leader_faults: list[tuple[float, int, int]] = []  # (time, partition, node)
+
+    def actions(self) -> FaultActions:
+        nodes = self.cluster.nodes
+        return FaultActions(
+            resolve=self.resolve, kill=lambda n: nodes[n].kill(),
+            start=lambda n: nodes[n].start(), stop=self.stop, cont=self.cont,
+            restart=lambda n: nodes[n].restart(), cut=self.cut,
+            heal=lambda a, b: self.proxies[b].heal())
+
+    def resolve(self, role: Role, exclude: frozenset[int]) -> int | None:
+        free = [n for n, node in self.cluster.nodes.items()
+                if n not in exclude and node.alive() and n not in self.paused]
+        partitions = self.watch.partitions
+        if role == "leader":
+            found = self.watch.leader(self.rng.randrange(partitions))
+        elif role == "controller":
+            found = self.watch.controller()
+        elif role == "follower":
+            lead = self.watch.leader(self.rng.randrange(partitions))
+            found = next((n for n in free if n != lead), -1)
+        else:
+            found = self.rng.choice(free) if free else -1
+        if found not in free:
+            return None
+        now = time.monotonic()
+        self.leader_faults += [(now, p, found) for p in range(partitions)
+                               if self.watch.leader(p) == found]
+        return found
+
+    def stop(self, n: int) -> None:
+        self.paused.add(n)
+        self._signal(n, signal.SIGSTOP)
+
+    def cont(self, n: int) -> None:
+        self._signal(n, signal.SIGCONT)
+        self.paused.discard(n)
+
+    def cut(self, a: int, b: int, mode: CutMode) -> None:
+        self.proxies[b].cut(mode)  # b's listener: unreachable for a, the others and clients
+
+    def _signal(self, n: int, signum: int) -> None:
+        proc = self.cluster.nodes[n].proc
+        if proc is not None:
+            proc.send_signal(signum)
+
+    def failover_ms(self) -> list[float]:
+        """For each fault that hit a leader: how long until another node led its partition."""
+        found = []
+        for at, p, node in self.leader_faults:
+            later = [t for t, q, old, new in self.watch.changes
+                     if q == p and t >= at and old == node and new not in (node, -1)]
+            if later:
+                found.append((later[0] - at) * 1000)
+        return found
+
+
+def _verdicts(cluster: Cluster, workload: _Workload, bootstrap: str,
+              partitions: int) -> tuple[list[str], int]:
+    """The checks once healed (the cluster is stopped on the way); the violations, and how many
+    records the final read found."""
+    final = _final_read(bootstrap, partitions)
+    violations = (check_acknowledged_present(workload.acked, final)
+                  + check_order(workload.sent, final)
+                  + check_no_lost_reads(workload.observed, final))
+    ends = {p: (final[(TOPIC, p)][-1][0] + 1 if final[(TOPIC, p)] else 0)
+            for p in range(partitions)}
+    cluster.stop()
+    for p in range(partitions):
+        dumps = {n: replica_batches(cluster.data_dir(n), TOPIC, p) for n in cluster.nodes}
+        violations += check_replicas_identical(dumps, ends[p], partition=f"{TOPIC}-{p}")
+    return violations, sum(len(r) for r in final.values())
+
+
+def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, rate: int = 200,
+               mean_gap_ms: int = 2500) -> JepsenReport:
+    """One run (see the module docstring); the report, with every violation found."""
+    ports = {i: _free_port() for i in (1, 2, 3)}
+    proxies = {i: LinkProxy("127.0.0.1", ports[i], name=f"node-{i}") for i in (1, 2, 3)}
+    cluster = Cluster(root, 3, {"min.insync.replicas": 2})
+    for i, node in cluster.nodes.items():
+        node.port = ports[i]
+        node.config["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{proxies[i].port}"
+    bootstrap = ",".join(f"127.0.0.1:{p.port}" for p in proxies.values())
+    watch = _LeaderWatch(cluster.store_url, partitions)
+    faults = _Faults(cluster, proxies, watch, random.Random(seed))
+    try:
+        cluster.start()
+        cluster.create_topic(TOPIC, partitions, 3)
+        watch.thread.start()
+        workload = _Workload(bootstrap, partitions, rate)
+        workload.start()
+        schedule = make_schedule(seed, 3, int(seconds * 1000), mean_gap_ms=mean_gap_ms,
+                                 min_fault_ms=500, max_fault_ms=5000, kinds=KINDS)
+        started = time.monotonic()
+        applied: RunReport = run_faults(schedule, faults.actions())
+        for p in range(partitions):  # healed: every partition fully in sync again
+            wait_until(lambda p=p: watch.fully_in_sync(p),
+                       f"{TOPIC}-{p} fully in sync after the heal", timeout_s=120)
+        workload.finish()
+        elapsed = time.monotonic() - started
+        watch.stop.set()
+        violations, _ = _verdicts(cluster, workload, bootstrap, partitions)
+        return JepsenReport(elapsed, seed, dict(applied.faults), len(workload.acked),
+                            workload.failed, len(workload.observed), len(watch.changes),
+                            faults.failover_ms(), violations)
+    finally:
+        for n in list(faults.paused):
+            faults.cont(n)
+        watch.stop.set()
+        cluster.stop()
+        for proxy in proxies.values():
+            proxy.close()
+
+
+__all__ = ["JepsenReport", "run_jepsen"]
