@@ -5,7 +5,8 @@ Settings come as Kafka's ``server.properties`` (``--config``) and ``--set key=va
 ``socket.request.max.bytes``, ``auto.create.topics.enable`` and every LogManager setting.
 SIGTERM or SIGINT stops it cleanly (the LogManager writes the clean-shutdown marker). The
 bound address is logged and, with ``--port-file``, written there (atomically) once the
-server accepts connections.
+server accepts connections; ``--listeners-file`` writes every listener's bound address as JSON
+(``{"SSL": {"host": ..., "port": ..., "security_protocol": "SSL"}, ...}``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import sys
@@ -47,6 +49,9 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--port-file", metavar="PATH",
                         help="write HOST:PORT of the bound listener here once serving "
                              "(useful with port 0, an ephemeral port)")
+    parser.add_argument("--listeners-file", metavar="PATH",
+                        help="write every listener's bound address here once serving, as "
+                             "JSON: {NAME: {host, port, security_protocol}}")
     add_metrics_port(parser)
     parser.set_defaults(func=run)
 
@@ -70,7 +75,7 @@ def server_config(args: argparse.Namespace) -> ServerConfig:
 
 async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | None = None,
                 stop: asyncio.Event | None = None, metrics_port: int | None = None,
-                metrics_host: str = "127.0.0.1") -> None:
+                metrics_host: str = "127.0.0.1", listeners_file: Path | None = None) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT when run from the command line), with
     the storage and broker metrics on ``metrics_host:metrics_port`` if a port is given."""
     stop = stop or asyncio.Event()
@@ -84,7 +89,13 @@ async def serve(config: ServerConfig, manager: LogManager, *, port_file: Path | 
         await server.start()
         address = f"{server.host}:{server.port}"
         log.info("tierlog serving Kafka clients on %s", address)
-        if port_file is not None:
+        if listeners_file is not None:
+            atomic_write_text(listeners_file, json.dumps({
+                listener.name: {"host": server.bound[listener.name][0],
+                                "port": server.bound[listener.name][1],
+                                "security_protocol": listener.security_protocol}
+                for listener in config.listeners}))
+        if port_file is not None:  # last: a waiter on it finds the listeners file too
             atomic_write_text(port_file, address)
         try:
             await stop.wait()
@@ -104,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(config, manager,
                           port_file=Path(args.port_file) if args.port_file else None,
-                          metrics_port=args.metrics_port, metrics_host=args.metrics_host))
+                          metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+                          listeners_file=(Path(args.listeners_file) if args.listeners_file
+                                          else None)))
     finally:
         manager.close()
     sys.stderr.flush()

@@ -15,12 +15,23 @@ from typing import Any
 
 from tierlog.errors import ConfigError
 from tierlog.manager.manager_config import ManagerConfig
+from tierlog.security.listeners import (
+    LISTENER_KEYS,
+    LISTENER_PREFIX,
+    Listener,
+    ListenerSettings,
+    parse_listeners,
+)
+from tierlog.security.tls import TLS_KEYS
 from tierlog.server.coordinator.coordinator_config import COORDINATOR_KEYS
 from tierlog.server.replication.settings import CLUSTER_KEYS, ClusterSettings
 from tierlog.server.request_memory import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from tierlog.server.sasl_session import SASL_KEYS, SaslListenerSettings
 
-#: Kafka's default port, used when a listener names none.
+#: Kafka's default port.
 DEFAULT_PORT = 9092
+#: tierlog's default listener: loopback only (see tierlog.security.listeners).
+DEFAULT_LISTENER = Listener("PLAINTEXT", "127.0.0.1", DEFAULT_PORT, "PLAINTEXT")
 #: Kafka's default ``socket.request.max.bytes`` (100 MiB).
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 #: ``max.broker.partitions`` (KIP-578): the partitions one node holds, internal topics
@@ -29,6 +40,8 @@ DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 DEFAULT_MAX_BROKER_PARTITIONS = 4000
 #: Kafka's default ``connections.max.idle.ms`` (10 minutes).
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000
+
+DEFAULT_LISTENER_TEXT = str(DEFAULT_LISTENER)
 
 #: The keys the server reads itself (all others go to ManagerConfig).
 SERVER_KEYS = frozenset({
@@ -39,7 +52,9 @@ SERVER_KEYS = frozenset({
     "queued.max.request.bytes", "connections.max.idle.ms",
     # The authorizer (tierlog.security.authorizer), in Kafka's names.
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-})
+    # Kafka's re-authentication bound (KIP-368).
+    "connections.max.reauth.ms",
+}) | LISTENER_KEYS | TLS_KEYS | SASL_KEYS
 
 #: The ``authorizer.class.name`` values that turn on Kafka's ACL authorizer (Kafka's two
 #: built-in classes and tierlog's own name for it); empty: no authorizer.
@@ -48,36 +63,6 @@ AUTHORIZER_CLASSES = frozenset({
     "kafka.security.authorizer.AclAuthorizer",
     "tierlog.security.authorizer.Authorizer",
 })
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One ``PLAINTEXT://host:port`` listener (port 0: an ephemeral port)."""
-
-    name: str
-    host: str
-    port: int
-
-
-def parse_listener(key: str, text: str) -> Listener:
-    """``PLAINTEXT://127.0.0.1:9092`` -> Listener; only PLAINTEXT is served (ConfigError)."""
-    first = text.split(",")[0].strip()
-    name, sep, rest = first.partition("://")
-    if not sep:
-        raise ConfigError(key, f"expects PLAINTEXT://HOST:PORT, got {text!r}")
-    if name.upper() != "PLAINTEXT":
-        raise ConfigError(key, f"only PLAINTEXT listeners are supported, got {name!r}")
-    host, colon, port_text = rest.rpartition(":")
-    if not colon:
-        host, port_text = rest, str(DEFAULT_PORT)
-    host = host.strip("[]")
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ConfigError(key, f"port must be an integer, got {port_text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ConfigError(key, f"port must be in [0, 65535], got {port}")
-    return Listener(name.upper(), host, port)
 
 
 def _parse_bool(key: str, raw: object) -> bool:
@@ -109,11 +94,22 @@ def _parse_limit(key: str, raw: object) -> int:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """What ``tierlog serve`` runs: its listener, identity, limits and the LogManager's
+    """What ``tierlog serve`` runs: its listeners, identity, limits and the LogManager's
     settings (``manager``: the remaining keys, validated by ManagerConfig)."""
 
-    listener: Listener = Listener("PLAINTEXT", "127.0.0.1", DEFAULT_PORT)
+    #: The first of ``listeners`` (its address goes to ``--port-file``).
+    listener: Listener = DEFAULT_LISTENER
+    #: What the first listener advertises, when ``advertised.listeners`` names it.
     advertised: Listener | None = None
+    #: Every listener bound, in the order given (``listeners``), and what each advertises.
+    listeners: tuple[Listener, ...] = (DEFAULT_LISTENER,)
+    advertised_listeners: tuple[Listener, ...] = (DEFAULT_LISTENER,)
+    #: The advertised listener other nodes reach this one on (``inter.broker.listener.name``).
+    inter_broker: Listener = DEFAULT_LISTENER
+    #: The SASL settings of each SASL_PLAINTEXT and SASL_SSL listener, by listener name.
+    sasl: Mapping[str, SaslListenerSettings] = field(default_factory=dict)
+    #: ``connections.max.reauth.ms`` (KIP-368): a SASL session's lifetime; 0: unbounded.
+    connections_max_reauth_ms: int = 0
     node_id: int = 1
     log_dirs: tuple[Path, ...] = ()
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -138,22 +134,31 @@ class ServerConfig:
         """Split a flat ``server.properties`` dict; ConfigError names any bad key."""
         cluster = ClusterSettings.from_properties(values)
         manager = {k: v for k, v in values.items()
-                   if k not in SERVER_KEYS and k not in COORDINATOR_KEYS and k not in CLUSTER_KEYS}
+                   if k not in SERVER_KEYS and k not in COORDINATOR_KEYS and k not in CLUSTER_KEYS
+                   and not k.startswith(LISTENER_PREFIX)}
         if cluster is not None:
             # A replicated partition's high watermark is its in-sync replicas' (the leader's
             # rules), not its log end.
             manager["auto.high.watermark"] = False
         ManagerConfig(manager)  # validate the engine's keys before anything opens
-        listener = parse_listener("listeners", str(values.get(
-            "listeners", f"PLAINTEXT://127.0.0.1:{DEFAULT_PORT}")))
-        advertised = (parse_listener("advertised.listeners", str(values["advertised.listeners"]))
-                      if values.get("advertised.listeners") else None)
+        settings = _listener_settings(values, replicated=cluster is not None)
+        listener = settings.listeners[0]
+        advertised = next((a for a in settings.advertised if a.name == listener.name), None) \
+            if values.get("advertised.listeners") else None
         node_text = values.get("node.id", values.get("broker.id", 1))
         dirs_text = str(values.get("log.dirs") or values.get("log.dir") or "")
         dirs = tuple(Path(d.strip()) for d in dirs_text.split(",") if d.strip())
         return cls(
             listener=listener,
             advertised=advertised,
+            listeners=settings.listeners,
+            advertised_listeners=settings.advertised,
+            inter_broker=settings.inter_broker,
+            sasl={sasl_listener.name: SaslListenerSettings.from_config(values, sasl_listener)
+                  for sasl_listener in settings.listeners
+                  if sasl_listener.security_protocol.startswith("SASL_")},
+            connections_max_reauth_ms=_parse_int("connections.max.reauth.ms", values.get(
+                "connections.max.reauth.ms", 0), 0),
             node_id=_parse_int("node.id", node_text, 0),
             log_dirs=dirs,
             max_request_bytes=_parse_int("socket.request.max.bytes", values.get(
@@ -172,6 +177,22 @@ class ServerConfig:
             authorizer=_authorizer(values),
             properties=dict(values),
         )
+
+
+def _listener_settings(values: Mapping[str, Any], *, replicated: bool) -> ListenerSettings:
+    """The listener settings, checked as Kafka checks them. One leniency: a node that is a
+    cluster of one has no inter-broker traffic, so when neither ``inter.broker.listener.name``
+    nor ``security.inter.broker.protocol`` is set and no PLAINTEXT listener is advertised
+    (Kafka's default inter-broker listener), its first listener stands for it instead of the
+    ConfigError a replicating node gets."""
+    config = {"listeners": DEFAULT_LISTENER_TEXT, **values}
+    explicit = any(values.get(key) for key in ("inter.broker.listener.name",
+                                               "security.inter.broker.protocol"))
+    if not replicated and not explicit:
+        names = {listener.name for listener in parse_listeners(config)}
+        if "PLAINTEXT" not in names:
+            config["inter.broker.listener.name"] = parse_listeners(config)[0].name
+    return ListenerSettings.from_config(config)
 
 
 def _authorizer(values: Mapping[str, Any]) -> bool:

@@ -16,7 +16,7 @@ event loop; an append that can only write to the page cache may run inline
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
@@ -28,6 +28,37 @@ if TYPE_CHECKING:
     from tierlog.manager.log_manager import LogManager
 
 _T = TypeVar("_T")
+
+#: Kafka's principal of a connection that did not authenticate.
+ANONYMOUS = "User:ANONYMOUS"
+#: X.500 attribute names as Java's ``X500Principal.getName()`` (RFC 2253) writes them.
+_DN_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L",
+                "stateOrProvinceName": "ST", "organizationName": "O",
+                "organizationalUnitName": "OU", "streetAddress": "STREET",
+                "domainComponent": "DC", "userId": "UID"}
+_DN_SPECIAL = frozenset(',+"\\<>;=')
+
+
+def _dn_value(value: str) -> str:
+    escaped = "".join(f"\\{c}" if c in _DN_SPECIAL else c for c in value)
+    if escaped[:1] in ("#", " "):
+        escaped = "\\" + escaped
+    if escaped.endswith(" ") and not escaped.endswith("\\ "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+def tls_principal(peercert: Mapping[str, Any] | None) -> str:
+    """Kafka's default principal of a TLS connection: ``User:`` and the client certificate's
+    subject as an RFC 2253 name (``User:CN=client,O=tierlog``: most specific first, as Java
+    writes it), or ``User:ANONYMOUS`` when the client sent no certificate. ``peercert`` is
+    what ``SSLObject.getpeercert()`` returns."""
+    subject = (peercert or {}).get("subject")
+    if not subject:
+        return ANONYMOUS
+    rdns = ["+".join(f"{_DN_KEYWORDS.get(key, key)}={_dn_value(str(value))}"
+                     for key, value in rdn) for rdn in reversed(subject)]
+    return "User:" + ",".join(rdns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +76,7 @@ class RequestContext:
     response_type: type[Any]
     #: Who the connection authenticated as, as Kafka names principals (``User:alice``; a
     #: connection without authentication is ``User:ANONYMOUS``, as Kafka's).
-    principal: str = "User:ANONYMOUS"
+    principal: str = ANONYMOUS
     #: The listener the request came through (``PLAINTEXT``, ``SASL_SSL``, a named one).
     listener: str = "PLAINTEXT"
 
@@ -90,6 +121,10 @@ class BrokerServices(Protocol):
     port: int
 
     def time_ms(self) -> int: ...
+
+    def advertised(self, listener: str) -> tuple[str, int]:
+        """The (host, port) this node advertises on ``listener``."""
+        ...
 
     async def run_blocking(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn`` on the server's worker threads (engine calls that may block)."""

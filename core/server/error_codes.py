@@ -47,6 +47,11 @@ ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
     e.ProducerFencedError: ErrorCode.invalid_producer_epoch,
     e.InvalidTxnStateError: ErrorCode.invalid_txn_state,
     e.TransactionCoordinatorFencedError: ErrorCode.transaction_coordinator_fenced,
+    # Security (SASL and the SCRAM admin APIs).
+    e.SaslAuthenticationError: ErrorCode.sasl_authentication_failed,
+    e.UnsupportedSaslMechanismError: ErrorCode.unsupported_sasl_mechanism,
+    e.UnacceptableCredentialError: ErrorCode.unacceptable_credential,
+    e.CredentialNotFoundError: ErrorCode.resource_not_found,
     # Retriable: the client backs off and tries again.
     e.LogClosedError: ErrorCode.not_leader_or_follower,
     e.LogDirectoryError: ErrorCode.kafka_storage_error,

@@ -47,9 +47,18 @@ class Services:
         #: The ACL authorizer (``authorizer.class.name``); None: every request is allowed, as
         #: on a Kafka broker without one.
         self.authorizer: Authorizer | None = None
+        #: Each listener's advertised (host, port) by listener name, set once the server
+        #: bound them (what Metadata answers a request that came through that listener).
+        self.endpoints: dict[str, tuple[str, int]] = {}
 
     def time_ms(self) -> int:
         return self._time_ms()
+
+    def advertised(self, listener: str) -> tuple[str, int]:
+        """The (host, port) this node advertises on ``listener`` (Kafka answers Metadata with
+        the endpoints of the listener the request came through); ``host``/``port`` (the first
+        listener's) for a listener that advertises nothing."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
     async def run_blocking(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn`` on the worker threads (engine calls that may block on disk or tier)."""
