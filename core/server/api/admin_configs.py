@@ -1,5 +1,7 @@
 """DescribeConfigs and IncrementalAlterConfigs of topics (and a read-only view of the
-broker's settings), over LogManager.topic_config / alter_topic_config."""
+broker's settings), over LogManager.topic_config / alter_topic_config. A secret's value
+(``sensitive``) is answered null with ``is_sensitive`` set, as Kafka answers its passwords;
+each resource needs DESCRIBE_CONFIGS or ALTER_CONFIGS on its topic or on the cluster."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from kio.schema.errors import ErrorCode
 from tierlog.config import check_topic_config, is_sensitive_config, topic_config_key
 from tierlog.errors import ConfigError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
+from tierlog.security.acl import CLUSTER_NAME, AclOperation, Action, ResourceType
+from tierlog.security.sensitive import is_sensitive
+from tierlog.server.authorization import DENIED, RequestAuth, request_auth
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import make, nested
@@ -61,6 +66,31 @@ def format_value(value: object) -> str | None:
     return str(value)
 
 
+def sensitive(name: str) -> bool:
+    """Whether a config's value is a secret DescribeConfigs answers as null (Kafka's
+    PASSWORD configs, the tier's credentials, a table catalog's secrets)."""
+    return is_sensitive(name) or is_sensitive_config(name)
+
+
+#: The resource an authorizer checks for each config resource type, and the error it answers.
+_ACL_RESOURCES = {TOPIC: ResourceType.TOPIC, BROKER: ResourceType.CLUSTER}
+
+
+def config_refusals(auth: RequestAuth, operation: AclOperation,
+                    asked: Sequence[tuple[int, str]]) -> dict[int, tuple[ErrorCode, str]]:
+    """By index in ``asked`` ((resource type, name) of each resource), the resources whose
+    configs the principal may not describe or alter (``operation``): a topic's need the
+    operation on the topic (TOPIC_AUTHORIZATION_FAILED), the broker's on the cluster
+    (CLUSTER_AUTHORIZATION_FAILED), as Kafka's ``ConfigHelper`` checks them."""
+    if not auth.enabled:
+        return {}
+    checked = [(i, _ACL_RESOURCES[rtype], CLUSTER_NAME if rtype == BROKER else name)
+               for i, (rtype, name) in enumerate(asked) if rtype in _ACL_RESOURCES]
+    answers = auth.allowed([Action(operation, kind, name) for _, kind, name in checked])
+    return {i: (DENIED[kind], f"not authorized to {operation.name} of {kind.name} {name}")
+            for (i, kind, name), ok in zip(checked, answers, strict=True) if not ok}
+
+
 def describe_topic(manager: LogManager, topic: str,
                    keys: Iterable[str] | None) -> _Entries:
     """(name, value, source, type) of each requested topic config (a sensitive one's value is
@@ -76,7 +106,7 @@ def describe_topic(manager: LogManager, topic: str,
             continue
         source = (DYNAMIC_TOPIC_CONFIG if name in overrides
                   else STATIC_BROKER_CONFIG if name in broker_set else DEFAULT_CONFIG)
-        value = None if is_sensitive_config(name) else format_value(config[name])
+        value = None if sensitive(name) else format_value(config[name])
         out.append((name, value, source, CONFIG_TYPES.get(key.type, 0)))
     return out
 
@@ -126,7 +156,7 @@ def _describe_resource(manager: LogManager, rtype: int, name: str,
             return ErrorCode.none, None, describe_topic(manager, name, keys)
         if rtype == BROKER:
             return ErrorCode.none, None, [
-                (k, format_value(v), STATIC_BROKER_CONFIG, 0)
+                (k, None if sensitive(k) else format_value(v), STATIC_BROKER_CONFIG, 0)
                 for k, v in sorted(manager.config.broker.items())
                 if keys is None or k in keys]
         return ErrorCode.invalid_request, f"resource type {rtype} is not supported", []
@@ -140,8 +170,11 @@ async def describe_configs(services: Services, ctx: RequestContext,
     manager = services.manager
     asked = [(int(r.resource_type), r.resource_name, r.configuration_keys)
              for r in request.resources]
+    denied = config_refusals(request_auth(services, ctx), AclOperation.DESCRIBE_CONFIGS,
+                             [(rtype, name) for rtype, name, _ in asked])
     described = await services.run_blocking(lambda: [
-        _describe_resource(manager, rtype, name, keys) for rtype, name, keys in asked])
+        (*denied[i], []) if i in denied else _describe_resource(manager, rtype, name, keys)
+        for i, (rtype, name, keys) in enumerate(asked)])
     cls: type[DescribeConfigsResponse] = ctx.response_type
     result_t, entry_t = (nested(cls, "DescribeConfigsResult"),
                          nested(cls, "DescribeConfigsResourceResult"))
@@ -150,7 +183,7 @@ async def describe_configs(services: Services, ctx: RequestContext,
              resource_name=name, configs=tuple(
                  make(entry_t, name=k, value=v, read_only=rtype == BROKER,
                       config_source=src, is_default=src == DEFAULT_CONFIG,
-                      is_sensitive=rtype == TOPIC and is_sensitive_config(k),
+                      is_sensitive=sensitive(k),
                       synonyms=(), config_type=ctype,
                       documentation=None)
                  for k, v, src, ctype in entries))
@@ -178,8 +211,11 @@ async def incremental_alter_configs(
     validate_only = bool(request.validate_only)
     asked: list[tuple[int, str, Sequence[ConfigOp]]] = [
         (int(r.resource_type), r.resource_name, r.configs) for r in request.resources]
+    denied = config_refusals(request_auth(services, ctx), AclOperation.ALTER_CONFIGS,
+                             [(rtype, name) for rtype, name, _ in asked])
     results = await services.run_blocking(lambda: [
-        _alter_resource(manager, rtype, name, ops, validate_only) for rtype, name, ops in asked])
+        denied[i] if i in denied else _alter_resource(manager, rtype, name, ops, validate_only)
+        for i, (rtype, name, ops) in enumerate(asked)])
     cls: type[IncrementalAlterConfigsResponse] = ctx.response_type
     result_t = nested(cls, "AlterConfigsResourceResponse")
     return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(

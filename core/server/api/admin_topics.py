@@ -1,11 +1,14 @@
 """The topic admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and
 OffsetsForLeaderEpoch, over the LogManager (one node: a replication factor above 1 is
-refused with INVALID_REPLICATION_FACTOR, as a one-broker Kafka cluster refuses it)."""
+refused with INVALID_REPLICATION_FACTOR, as a one-broker Kafka cluster refuses it). Each
+topic is checked against the authorizer first (``tierlog.server.authorization``): a refused
+one answers TOPIC_AUTHORIZATION_FAILED whether or not it exists."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,7 +24,9 @@ from tierlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from tierlog.manager.log_manager import LogManager
+from tierlog.security.acl import AclOperation, ResourceType
 from tierlog.server.api.metadata import topic_uuid
+from tierlog.server.authorization import RequestAuth, request_auth
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.internal_topics import AdminChange, refusal
 from tierlog.server.error_codes import error_code_for, error_message
@@ -113,6 +118,50 @@ def create_topic(manager: LogManager, topic: CreatableTopic, default_partitions:
     return _attempt(run)
 
 
+@dataclass(frozen=True, slots=True)
+class CreateAccess:
+    """What a CreateTopics principal may do (Kafka's ``handleCreateTopicsRequest``): create
+    the topics in ``creatable`` (None: CREATE on the cluster, any), and learn that a topic
+    exists only if it may DESCRIBE it (``describable``; None: no authorizer)."""
+
+    creatable: Container[str] | None = None
+    describable: Container[str] | None = None
+
+    def refused(self, name: str) -> _Result | None:
+        """TOPIC_AUTHORIZATION_FAILED for a topic it may not create, else None."""
+        if self.creatable is None or name in self.creatable:
+            return None
+        return ErrorCode.topic_authorization_failed, f"not authorized to create topic {name}"
+
+    def answer(self, name: str, result: _Result) -> _Result:
+        """``result``, unless it tells of an existing topic the principal may not describe."""
+        if result[0] == ErrorCode.topic_already_exists and self.describable is not None \
+                and name not in self.describable:
+            return ErrorCode.topic_authorization_failed, f"not authorized to create topic {name}"
+        return result
+
+
+def create_access(auth: RequestAuth, names: Sequence[str]) -> CreateAccess:
+    """The checks of one CreateTopics request over the topics it names."""
+    if not auth.enabled:
+        return CreateAccess()
+    creatable = (None if auth.may_cluster(AclOperation.CREATE, audit=False)
+                 else auth.names(AclOperation.CREATE, ResourceType.TOPIC, names))
+    return CreateAccess(creatable, auth.names(AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                                              audit=False))
+
+
+def _denied(auth: RequestAuth, operation: AclOperation, names: Iterable[str | None],
+            verb: str) -> dict[str, _Result]:
+    """TOPIC_AUTHORIZATION_FAILED of each named topic on which ``operation`` is refused."""
+    if not auth.enabled:
+        return {}
+    wanted = [n for n in names if n is not None]
+    allowed = auth.names(operation, ResourceType.TOPIC, wanted)
+    return {n: (ErrorCode.topic_authorization_failed, f"not authorized to {verb} topic {n}")
+            for n in wanted if n not in allowed}
+
+
 def deleted_topic_names(request: DeleteTopicsRequest) -> list[str | None]:
     """The version-dependent field of a DeleteTopicsRequest: v6 names each topic in
     ``topics`` (a null name: deletion by topic id), v1-5 in ``topic_names``."""
@@ -132,8 +181,11 @@ async def create_topics(services: Services, ctx: RequestContext,
     default = manager.config["num.partitions"]
     validate_only = bool(request.validate_only)
     asked: Sequence[CreatableTopic] = request.topics
+    access = create_access(request_auth(services, ctx), [t.name for t in asked])
     results = await services.run_blocking(lambda: [
-        create_topic(manager, t, default, validate_only, check_new) for t in asked])
+        access.answer(t.name, access.refused(t.name)
+                      or create_topic(manager, t, default, validate_only, check_new))
+        for t in asked])
     cls: type[CreateTopicsResponse] = ctx.response_type
     result_t = nested(cls, "CreatableTopicResult")
     topics = []
@@ -156,6 +208,7 @@ async def create_cluster_topics(services: Services, cluster: ClusterNode, ctx: R
     manager = services.manager
     cls: type[CreateTopicsResponse] = ctx.response_type
     result_t = nested(cls, "CreatableTopicResult")
+    access = create_access(request_auth(services, ctx), [t.name for t in request.topics])
     topics = []
     for topic in request.topics:
         count = len(topic.assignments) if topic.assignments else int(topic.num_partitions)
@@ -172,7 +225,8 @@ async def create_cluster_topics(services: Services, cluster: ClusterNode, ctx: R
                 raise ConfigError("num_partitions", f"must be positive, got {count}")
             check_topic_config(manager.config.topic_defaults.with_overrides(configs))
 
-        code, message = await services.run_blocking(lambda: _attempt(check))
+        code, message = access.refused(topic.name) or await services.run_blocking(
+            lambda: _attempt(check))
         if code == ErrorCode.none and topic.assignments:
             code, message = (ErrorCode.invalid_request,
                              ("manual replica assignments are not supported: the controller "
@@ -182,6 +236,7 @@ async def create_cluster_topics(services: Services, cluster: ClusterNode, ctx: R
                 await cluster.create_topic(topic.name, count, factor, configs)
             except Exception as exc:  # noqa: BLE001 - an item's own error code
                 code, message = error_code_for(exc), error_message(exc)
+        code, message = access.answer(topic.name, (code, message))
         record = cluster.view.topics.get(topic.name) if code == ErrorCode.none else None
         topics.append(make(result_t, name=topic.name,
                            topic_id=topic_uuid(None if record is None else record.topic_id),
@@ -208,13 +263,17 @@ def _delete_one(manager: LogManager, name: str | None) -> _Result:
 
 async def delete_topics(services: Services, ctx: RequestContext,
                         request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    """Delete each named topic (internal topics are refused)."""
+    """Delete each named topic (internal topics are refused; each needs DELETE on it)."""
     manager = services.manager
     names = deleted_topic_names(request)
+    denied = _denied(request_auth(services, ctx), AclOperation.DELETE, names, "delete")
     if services.cluster is not None:
         results = [_NOT_IN_CLUSTER for _ in names]
     else:
-        results = await services.run_blocking(lambda: [_delete_one(manager, n) for n in names])
+        results = await services.run_blocking(lambda: [
+            denied[n] if n in denied else _delete_one(manager, n) for n in names])
+    results = [denied.get(n, r) if n is not None else r
+               for n, r in zip(names, results, strict=True)]
     cls: type[DeleteTopicsResponse] = ctx.response_type
     result_t = nested(cls, "DeletableTopicResult")
     return make(cls, throttle_time=_NO_THROTTLE, responses=tuple(
@@ -242,16 +301,21 @@ def _grow(manager: LogManager, name: str, count: int, validate_only: bool,
 
 async def create_partitions(services: Services, ctx: RequestContext,
                             request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    """Grow each topic to its new partition count."""
+    """Grow each topic to its new partition count (each needs ALTER on it)."""
     manager = services.manager
     check_new = new_partitions_check(services)
     validate_only = bool(request.validate_only)
     asked = [(t.name, int(t.count)) for t in request.topics]
+    denied = _denied(request_auth(services, ctx), AclOperation.ALTER, (n for n, _ in asked),
+                     "alter")
     if services.cluster is not None:
         results = [_NOT_IN_CLUSTER for _ in asked]
     else:
         results = await services.run_blocking(lambda: [
-            _grow(manager, name, count, validate_only, check_new) for name, count in asked])
+            denied[name] if name in denied else _grow(manager, name, count, validate_only,
+                                                      check_new)
+            for name, count in asked])
+    results = [denied.get(n, r) for (n, _), r in zip(asked, results, strict=True)]
     cls: type[CreatePartitionsResponse] = ctx.response_type
     result_t = nested(cls, "CreatePartitionsTopicResult")
     return make(cls, throttle_time=_NO_THROTTLE, results=tuple(
@@ -276,11 +340,14 @@ def _delete_records_before(manager: LogManager, topic: str, partition: int,
 async def delete_records(services: Services, ctx: RequestContext,
                          request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     """Move each partition's log start offset up to the offset given (-1: the high
-    watermark)."""
+    watermark); each topic needs DELETE on it."""
     manager = services.manager
+    denied = _denied(request_auth(services, ctx), AclOperation.DELETE,
+                     (t.name for t in request.topics), "delete records of")
     results = await services.run_blocking(lambda: [
         (t.name, int(p.partition_index),
-         *_delete_records_before(manager, t.name, int(p.partition_index), int(p.offset)))
+         *((denied[t.name][0], -1) if t.name in denied else
+           _delete_records_before(manager, t.name, int(p.partition_index), int(p.offset))))
         for t in request.topics for p in t.partitions])
     cls: type[DeleteRecordsResponse] = ctx.response_type
     topic_t, part_t = (nested(cls, "DeleteRecordsTopicResult"),
@@ -312,9 +379,17 @@ async def offsets_for_leader_epoch(
     manager = services.manager
     cluster = services.cluster
     refused: dict[tuple[str, int], ErrorCode] = {}
+    auth = request_auth(services, ctx)
+    if auth.enabled and not auth.may_cluster(AclOperation.CLUSTER_ACTION, audit=False):
+        for name in _denied(auth, AclOperation.DESCRIBE, (t.topic for t in request.topics),
+                            "describe"):
+            refused.update({(t.topic, int(p.partition)): ErrorCode.topic_authorization_failed
+                            for t in request.topics if t.topic == name for p in t.partitions})
     if cluster is not None:
         for t in request.topics:
             for p in t.partitions:
+                if (t.topic, int(p.partition)) in refused:
+                    continue
                 try:
                     cluster.replicas.leader_role((t.topic, int(p.partition)),
                                                  int(getattr(p, "current_leader_epoch", -1)))

@@ -31,12 +31,14 @@ from tierlog.errors import (
 from tierlog.log.fetch_info import FetchDataInfo
 from tierlog.manager.log_manager import LogManager
 from tierlog.records.file_records import FileSlice, Records
+from tierlog.security.acl import AclOperation, ResourceType
 from tierlog.server.api.fetch_sessions import (
     FINAL_EPOCH,
     FetchContext,
     TopicPartition,
     must_answer,
 )
+from tierlog.server.authorization import RequestAuth, request_auth
 from tierlog.server.context import HandlerRegistry, HandlerResult, RequestContext
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import SplicedResponse, by_topic, make, nested, new_marker
@@ -197,6 +199,22 @@ def fetch_args(request: FetchRequest) -> FetchArgs:
                      int(request.session_epoch), replica_id, epochs)
 
 
+def read_refusals(auth: RequestAuth, ctx: FetchContext, args: FetchArgs
+                  ) -> dict[TopicPartition, ErrorCode]:
+    """The partitions the principal may not read (Kafka's ``handleFetchRequest``): a
+    follower's fetch (replica_id >= 0) needs CLUSTER_ACTION on the cluster, else every
+    partition answers TOPIC_AUTHORIZATION_FAILED; a consumer's needs READ on each topic."""
+    if not auth.enabled:
+        return {}
+    if args.replica_id >= 0:
+        if auth.may_cluster(AclOperation.CLUSTER_ACTION):
+            return {}
+        return {tp: ErrorCode.topic_authorization_failed for tp, _ in ctx.partitions}
+    allowed = auth.names(AclOperation.READ, ResourceType.TOPIC, (tp[0] for tp, _ in ctx.partitions))
+    return {tp: ErrorCode.topic_authorization_failed
+            for tp, _ in ctx.partitions if tp[0] not in allowed}
+
+
 def refusals(cluster: ClusterNode, ctx: FetchContext, args: FetchArgs
              ) -> dict[TopicPartition, ErrorCode]:
     """The partitions of a fetch this node may not answer with data, and why: it does not
@@ -230,8 +248,9 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
     cluster = services.cluster
     # A follower reads to the log end; a consumer to the high watermark (or the LSO).
     isolation = "log_end" if args.replica_id >= 0 else args.isolation
+    denied = read_refusals(request_auth(services, ctx), reading, args)
     while True:
-        refused = None if cluster is None else refusals(cluster, reading, args)
+        refused = denied if cluster is None else {**refusals(cluster, reading, args), **denied}
         ends = ({} if cluster is None or args.replica_id < 0
                 else {tp: cluster.replicas.leaders[tp].log.log_end_offset
                       for tp, _ in reading.partitions if tp not in (refused or {})})

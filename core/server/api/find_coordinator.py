@@ -10,6 +10,8 @@ import kio.schema.find_coordinator.v0
 import kio.schema.find_coordinator.v4
 from kio.schema.errors import ErrorCode
 
+from tierlog.security.acl import AclOperation, ResourceType
+from tierlog.server.authorization import DENIED, request_auth
 from tierlog.server.context import BrokerServices, RequestContext
 from tierlog.server.framing import make, nested
 from tierlog.server.registry import Endpoint
@@ -19,7 +21,8 @@ if TYPE_CHECKING:
 
 API_KEY = 10
 MIN_VERSION, MAX_VERSION = 0, 4
-_KEY_TYPES = (0, 1)  # group, transaction
+#: The key types, and the resource each names.
+_KEY_TYPES = {0: ResourceType.GROUP, 1: ResourceType.TRANSACTIONAL_ID}
 
 
 def key_type_and_keys(request: FindCoordinatorRequest) -> tuple[int, list[str]]:
@@ -34,20 +37,32 @@ def key_type_and_keys(request: FindCoordinatorRequest) -> tuple[int, list[str]]:
 
 async def find_coordinator(services: BrokerServices, ctx: RequestContext,
                            request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    """This node, for every key of a known key type (INVALID_REQUEST for another)."""
+    """This node, for every key of a known key type (INVALID_REQUEST for another) that the
+    principal may DESCRIBE (else GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
     cls: type[FindCoordinatorResponse] = ctx.response_type
     key_type, keys = key_type_and_keys(request)
-    error = ErrorCode.none if key_type in _KEY_TYPES else ErrorCode.invalid_request
-    message = None if error is ErrorCode.none else f"unknown key type {key_type}"
-    node, host, port = ((services.node_id, services.host, services.port)
-                        if error is ErrorCode.none else (-1, "", -1))
+    resource = _KEY_TYPES.get(key_type)
+    described = (set(keys) if resource is None else
+                 request_auth(services, ctx).names(AclOperation.DESCRIBE, resource, keys))
+    answers = []
+    for key in keys:
+        if resource is None:
+            error, message = ErrorCode.invalid_request, f"unknown key type {key_type}"
+        elif key not in described:
+            error, message = DENIED[resource], f"not authorized to describe {key}"
+        else:
+            error, message = ErrorCode.none, None
+        node, host, port = ((services.node_id, *services.advertised(ctx.listener))
+                            if error is ErrorCode.none else (-1, "", -1))
+        answers.append((key, error, message, node, host, port))
     if ctx.api_version < 4:
+        _, error, message, node, host, port = answers[0]
         return make(cls, throttle_time=datetime.timedelta(0), error_code=error,
                     error_message=message, node_id=node, host=host, port=port)
     coordinator_t = nested(cls, "Coordinator")
     return make(cls, throttle_time=datetime.timedelta(0), coordinators=tuple(
         make(coordinator_t, key=key, node_id=node, host=host, port=port, error_code=error,
-             error_message=message) for key in keys))
+             error_message=message) for key, error, message, node, host, port in answers))
 
 
 ENDPOINTS = (Endpoint(API_KEY, find_coordinator, MIN_VERSION, MAX_VERSION),)

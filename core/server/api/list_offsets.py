@@ -10,6 +10,7 @@ high watermark (none: offset -1).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 import kio.schema.list_offsets.v1
@@ -17,7 +18,9 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.log.log import Log
 from tierlog.manager.log_manager import LogManager
+from tierlog.security.acl import AclOperation, ResourceType
 from tierlog.server.api.metadata import leader_epoch_of
+from tierlog.server.authorization import request_auth
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.framing import by_topic, make, nested
@@ -64,13 +67,19 @@ def reads_committed(request: ListOffsetsRequest) -> bool:
             and int(request.isolation_level) == 1)
 
 
-def lookup_all(manager: LogManager,
-               request: ListOffsetsRequest) -> list[tuple[str, int, ErrorCode | tuple[int, int]]]:
-    """(topic, partition, error code or (timestamp, offset)) of each partition asked."""
+def lookup_all(manager: LogManager, request: ListOffsetsRequest,
+               described: Container[str] | None = None
+               ) -> list[tuple[str, int, ErrorCode | tuple[int, int]]]:
+    """(topic, partition, error code or (timestamp, offset)) of each partition asked; a topic
+    not in ``described`` (None: every one) answers TOPIC_AUTHORIZATION_FAILED."""
     read_committed = reads_committed(request)
     results: list[tuple[str, int, ErrorCode | tuple[int, int]]] = []
     for topic in request.topics:
         for part in topic.partitions:
+            if described is not None and topic.name not in described:
+                results.append((topic.name, part.partition_index,
+                                ErrorCode.topic_authorization_failed))
+                continue
             try:
                 found = offset_for(manager.log(topic.name, part.partition_index),
                                    int(part.timestamp), read_committed)
@@ -83,9 +92,13 @@ def lookup_all(manager: LogManager,
 
 async def list_offsets(services: Services, ctx: RequestContext,
                        request: ListOffsetsRequest) -> ListOffsetsResponse:
-    """The offset of each partition's special or searched timestamp."""
+    """The offset of each partition's special or searched timestamp (of the topics the
+    principal may DESCRIBE)."""
     manager = services.manager
-    results = await services.run_blocking(lambda: lookup_all(manager, request))
+    auth = request_auth(services, ctx)
+    described = (auth.names(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                            (t.name for t in request.topics)) if auth.enabled else None)
+    results = await services.run_blocking(lambda: lookup_all(manager, request, described))
     cls: type[ListOffsetsResponse] = ctx.response_type
     topic_t, part_t = (nested(cls, "ListOffsetsTopicResponse"),
                        nested(cls, "ListOffsetsPartitionResponse"))

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     import kio.schema.api_versions.v2
     import kio.schema.api_versions.v3
     import kio.schema.api_versions.v4
+    import kio.schema.create_acls.v1
+    import kio.schema.create_acls.v2
+    import kio.schema.create_acls.v3
     import kio.schema.create_partitions.v0
     import kio.schema.create_partitions.v1
     import kio.schema.create_partitions.v2
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
     import kio.schema.create_topics.v5
     import kio.schema.create_topics.v6
     import kio.schema.create_topics.v7
+    import kio.schema.delete_acls.v1
+    import kio.schema.delete_acls.v2
+    import kio.schema.delete_acls.v3
     import kio.schema.delete_groups.v0
     import kio.schema.delete_groups.v1
     import kio.schema.delete_groups.v2
@@ -48,6 +54,9 @@ if TYPE_CHECKING:
     import kio.schema.delete_topics.v4
     import kio.schema.delete_topics.v5
     import kio.schema.delete_topics.v6
+    import kio.schema.describe_acls.v1
+    import kio.schema.describe_acls.v2
+    import kio.schema.describe_acls.v3
     import kio.schema.describe_configs.v1
     import kio.schema.describe_configs.v2
     import kio.schema.describe_configs.v3
@@ -640,3 +649,39 @@ if TYPE_CHECKING:
     OffsetDeleteRequest: TypeAlias = kio.schema.offset_delete.v0.OffsetDeleteRequest
     #: API key 47, version 0.
     OffsetDeleteResponse: TypeAlias = kio.schema.offset_delete.v0.OffsetDeleteResponse
+    #: API key 29, versions 1-3.
+    DescribeAclsRequest: TypeAlias = (
+        kio.schema.describe_acls.v1.DescribeAclsRequest
+        | kio.schema.describe_acls.v2.DescribeAclsRequest
+        | kio.schema.describe_acls.v3.DescribeAclsRequest
+    )
+    #: API key 29, versions 1-3.
+    DescribeAclsResponse: TypeAlias = (
+        kio.schema.describe_acls.v1.DescribeAclsResponse
+        | kio.schema.describe_acls.v2.DescribeAclsResponse
+        | kio.schema.describe_acls.v3.DescribeAclsResponse
+    )
+    #: API key 30, versions 1-3.
+    CreateAclsRequest: TypeAlias = (
+        kio.schema.create_acls.v1.CreateAclsRequest
+        | kio.schema.create_acls.v2.CreateAclsRequest
+        | kio.schema.create_acls.v3.CreateAclsRequest
+    )
+    #: API key 30, versions 1-3.
+    CreateAclsResponse: TypeAlias = (
+        kio.schema.create_acls.v1.CreateAclsResponse
+        | kio.schema.create_acls.v2.CreateAclsResponse
+        | kio.schema.create_acls.v3.CreateAclsResponse
+    )
+    #: API key 31, versions 1-3.
+    DeleteAclsRequest: TypeAlias = (
+        kio.schema.delete_acls.v1.DeleteAclsRequest
+        | kio.schema.delete_acls.v2.DeleteAclsRequest
+        | kio.schema.delete_acls.v3.DeleteAclsRequest
+    )
+    #: API key 31, versions 1-3.
+    DeleteAclsResponse: TypeAlias = (
+        kio.schema.delete_acls.v1.DeleteAclsResponse
+        | kio.schema.delete_acls.v2.DeleteAclsResponse
+        | kio.schema.delete_acls.v3.DeleteAclsResponse
+    )

@@ -1,13 +1,17 @@
 """Metadata: on a node that is a cluster of one, it leads every partition; on a replicating
 node, the cluster's brokers and partition states as its last poll of the store saw them.
 Unknown topics are created when ``auto.create.topics.enable`` and the request allow it (as
-Kafka does)."""
+Kafka does). With an authorizer, a list of every topic holds only those the principal may
+DESCRIBE; a topic named that it may not describe (or, missing, not create) answers
+TOPIC_AUTHORIZATION_FAILED and nothing else about it."""
 
 from __future__ import annotations
 
 import datetime
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import kio.schema.metadata.v0
@@ -18,6 +22,8 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.checkpoint.partition_metadata import topic_id_to_bytes
 from tierlog.errors import TierlogError, TopicExistsError, UnknownTopicOrPartitionError
+from tierlog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tierlog.server.authorization import UNKNOWN_OPERATIONS, RequestAuth, request_auth
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.internal_topics import is_internal
 from tierlog.server.error_codes import error_code_for
@@ -91,6 +97,57 @@ def requested_topics(request: MetadataRequest, version: int) -> tuple[list[str] 
     return names, request.allow_auto_topic_creation
 
 
+@dataclass(frozen=True, slots=True)
+class TopicAccess:
+    """What one Metadata request may see and do (Kafka's ``handleTopicMetadataRequest``):
+    the topics it may describe, those it may auto-create, and whether it asked for the
+    authorized operations."""
+
+    auth: RequestAuth
+    describable: set[str]
+    creatable: set[str] | None
+    """None: CREATE on the cluster (any topic); else the topics it may create."""
+    topic_operations: bool
+    cluster_operations: bool
+
+    def may_create(self, name: str) -> bool:
+        return self.creatable is None or name in self.creatable
+
+    def topic_ops(self, name: str) -> int:
+        return (self.auth.operations(ResourceType.TOPIC, name) if self.topic_operations
+                else UNKNOWN_OPERATIONS)
+
+    def cluster_ops(self) -> int:
+        return (self.auth.operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                if self.cluster_operations else UNKNOWN_OPERATIONS)
+
+
+def topic_access(services: Services, ctx: RequestContext, request: MetadataRequest,
+                 names: list[str], missing: Callable[[str], bool] | None) -> TopicAccess:
+    """The checks of a Metadata request over ``names`` (a list-all's topics are filtered, so
+    its denials are not logged); CREATE is asked, of the topics ``missing`` says do not
+    exist, only when topics may be auto-created (``missing`` not None)."""
+    auth = request_auth(services, ctx)
+    listed = requested_topics(request, ctx.api_version)[0] is not None
+    describable = auth.names(AclOperation.DESCRIBE, ResourceType.TOPIC, names, audit=listed)
+    creatable: set[str] | None = None
+    if missing is not None and auth.enabled \
+            and not auth.may_cluster(AclOperation.CREATE, audit=False):
+        creatable = auth.names(AclOperation.CREATE, ResourceType.TOPIC,
+                               [n for n in describable if missing(n)])
+    return TopicAccess(auth, describable, creatable,
+                       bool(getattr(request, "include_topic_authorized_operations", False)),
+                       bool(getattr(request, "include_cluster_authorized_operations", False)))
+
+
+def _refused_topic(topic_t: type[object], name: str, topic_ops: int) -> object:
+    """A topic this principal may not describe (or not create): TOPIC_AUTHORIZATION_FAILED,
+    nothing about it disclosed."""
+    return make(topic_t, error_code=ErrorCode.topic_authorization_failed, name=name,
+                topic_id=ZERO_UUID, is_internal=is_internal(name), partitions=(),
+                topic_authorized_operations=topic_ops)
+
+
 async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: RequestContext,
                            request: MetadataRequest) -> MetadataResponse:
     """The cluster as this node's last poll of the store saw it: every live node, the
@@ -103,11 +160,19 @@ async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: Reques
     wanted, may_create = requested_topics(request, ctx.api_version)
     view = cluster.view
     names = sorted(view.topics) if wanted is None else wanted
-    topics = []
+    auto = may_create and services.config.auto_create_topics
+    access = topic_access(services, ctx, request, names,
+                          (lambda n: n not in view.topics) if auto else None)
+    if wanted is None:
+        names = [n for n in names if n in access.describable]
+    topics: list[object] = []
     for name in names:
         error = ErrorCode.none
-        if name not in view.topics and may_create and services.config.auto_create_topics \
-                and not is_internal(name):
+        if name not in access.describable or (
+                auto and name not in view.topics and not access.may_create(name)):
+            topics.append(_refused_topic(topic_t, name, access.topic_ops(name)))
+            continue
+        if name not in view.topics and auto and not is_internal(name):
             try:
                 await cluster.create_topic(name, int(services.manager.config["num.partitions"]),
                                            -1, {})
@@ -135,12 +200,12 @@ async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: Reques
         topics.append(make(topic_t, error_code=error, name=name,
                            topic_id=topic_uuid(None if record is None else record.topic_id),
                            is_internal=is_internal(name), partitions=tuple(parts),
-                           topic_authorized_operations=-2147483648))
+                           topic_authorized_operations=access.topic_ops(name)))
     brokers = tuple(make(broker_t, node_id=n, host=b.host, port=b.port, rack=b.rack)
                     for n, b in sorted(view.brokers.items()) if n in view.live)
     return make(cls, throttle_time=datetime.timedelta(0), brokers=brokers,
                 cluster_id=CLUSTER_ID, controller_id=view.controller_id,
-                topics=tuple(topics), cluster_authorized_operations=-2147483648)
+                topics=tuple(topics), cluster_authorized_operations=access.cluster_ops())
 
 
 async def metadata(services: Services, ctx: RequestContext,
@@ -157,9 +222,17 @@ async def metadata(services: Services, ctx: RequestContext,
     wanted, may_create = requested_topics(request, ctx.api_version)
     names = list(manager.topics()) if wanted is None else wanted
     auto = may_create and services.config.auto_create_topics
-    topics = []
+    access = topic_access(services, ctx, request, names,
+                          (lambda n: not manager.partitions(n)) if auto else None)
+    if wanted is None:
+        names = [n for n in names if n in access.describable]
+    topics: list[object] = []
     for name in names:
         error = ErrorCode.none
+        if name not in access.describable or (
+                auto and not manager.partitions(name) and not access.may_create(name)):
+            topics.append(_refused_topic(topic_t, name, access.topic_ops(name)))
+            continue
         if not manager.partitions(name) and auto:
             try:
                 await ensure_topic(services, name)
@@ -181,12 +254,12 @@ async def metadata(services: Services, ctx: RequestContext,
             error = ErrorCode.unknown_topic_or_partition
         topics.append(make(topic_t, error_code=error, name=name,
                            topic_id=topic_uuid(topic_id), is_internal=is_internal(name),
-                           partitions=parts, topic_authorized_operations=-2147483648))
-    broker = make(broker_t, node_id=services.node_id, host=services.host,
-                  port=services.port, rack=None)
+                           partitions=parts, topic_authorized_operations=access.topic_ops(name)))
+    host, port = services.advertised(ctx.listener)  # the listener it came through
+    broker = make(broker_t, node_id=services.node_id, host=host, port=port, rack=None)
     return make(cls, throttle_time=datetime.timedelta(0), brokers=(broker,),
                 cluster_id=CLUSTER_ID, controller_id=services.node_id,
-                topics=tuple(topics), cluster_authorized_operations=-2147483648)
+                topics=tuple(topics), cluster_authorized_operations=access.cluster_ops())
 
 
 ENDPOINTS = (Endpoint(API_KEY, metadata, MIN_VERSION, MAX_VERSION),)

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.errors import TierlogError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
+from tierlog.security.acl import AclOperation, ResourceType
 from tierlog.server.api.inline_appends import append_is_nonblocking
 from tierlog.server.api.produce_wire import (
     MAX_VERSION,
@@ -29,6 +30,7 @@ from tierlog.server.api.produce_wire import (
     Outcome,
     encode_produce_response_body,
 )
+from tierlog.server.authorization import RequestAuth, request_auth
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.internal_topics import AdminChange, refusal
 from tierlog.server.error_codes import error_code_for, error_message
@@ -50,18 +52,18 @@ def append_all(manager: LogManager, request: ProduceRequest,
                ) -> list[Outcome]:
     """Append every partition's records (inline or on a worker thread, see
     :func:`appends_inline`); one outcome per partition. A partition in ``not_here`` is
-    answered with its error and not appended to (this node does not lead it, or its in-sync
-    set is too small for acks=all)."""
+    answered with its error and not appended to (the principal may not write to it, this node
+    does not lead it, or its in-sync set is too small for acks=all)."""
     outcomes: list[Outcome] = []
     for topic in request.topic_data:
         refused = refusal(topic.name, AdminChange.PRODUCE)
         for part in topic.partition_data:
             name, index = topic.name, part.index
-            if refused is not None:
-                outcomes.append((name, index, *refused))
-                continue
             if not_here and (name, index) in not_here:
                 outcomes.append((name, index, *not_here[(name, index)]))
+                continue
+            if refused is not None:
+                outcomes.append((name, index, *refused))
                 continue
             if part.records is None or len(part.records) == 0:
                 outcomes.append((name, index, ErrorCode.corrupt_message,
@@ -107,6 +109,9 @@ async def produce(services: Services, ctx: RequestContext,
     else:
         cluster = services.cluster
         not_here = None if cluster is None else leader_refusals(cluster, request, acks)
+        auth = request_auth(services, ctx)
+        if auth.enabled:
+            not_here = {**(not_here or {}), **write_refusals(auth, request)}
         if appends_inline(manager, request, services.time_ms(), services.time_ms):
             outcomes = append_all(manager, request, not_here)
         else:
@@ -121,6 +126,42 @@ async def produce(services: Services, ctx: RequestContext,
         return None
     return EncodedResponse(ctx.response_type,
                            encode_produce_response_body(ctx.api_version, outcomes))
+
+
+#: A record batch's attributes (int16) and the bit of a transactional batch (magic v2).
+_ATTRIBUTES_AT, _TRANSACTIONAL = 21, 0x10
+
+
+def has_transactional_records(request: ProduceRequest) -> bool:
+    """Whether a partition's first batch is transactional (Kafka's
+    ``RequestUtils.hasTransactionalRecords``)."""
+    for topic in request.topic_data:
+        for part in topic.partition_data:
+            data = part.records
+            if data is not None and len(data) > _ATTRIBUTES_AT + 1 \
+                    and data[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL:
+                return True
+    return False
+
+
+def write_refusals(auth: RequestAuth, request: ProduceRequest
+                   ) -> dict[tuple[str, int], tuple[ErrorCode, str]]:
+    """The partitions the principal may not write to (Kafka's ``handleProduceRequest``):
+    every one, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, when the records are transactional and
+    WRITE on the transactional id is not allowed; else those of topics without WRITE
+    (TOPIC_AUTHORIZATION_FAILED), whether or not they exist."""
+    parts = [(t.name, int(p.index)) for t in request.topic_data for p in t.partition_data]
+    if has_transactional_records(request):
+        txn_id = getattr(request, "transactional_id", None)  # v3+
+        if txn_id is None or not auth.may(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                          txn_id):
+            denied = (ErrorCode.transactional_id_authorization_failed,
+                      f"not authorized to write as transactional id {txn_id}")
+            return dict.fromkeys(parts, denied)
+    allowed = auth.names(AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in parts))
+    return {(name, index): (ErrorCode.topic_authorization_failed,
+                            f"not authorized to write to topic {name}")
+            for name, index in parts if name not in allowed}
 
 
 def leader_refusals(cluster: ClusterNode, request: ProduceRequest,

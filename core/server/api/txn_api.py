@@ -2,6 +2,9 @@
 AddOffsetsToTxn, EndTxn and TxnOffsetCommit (kio in, :class:`TxnCoordinator` and
 :class:`GroupCoordinator` calls, kio out).
 
+Each checks the transactional id's (and its group's and topics') ACLs first, as Kafka's
+KafkaApis does (``tierlog.server.authorization``).
+
 KIP-588: a fenced producer is told PRODUCER_FENCED from the versions that know it
 (InitProducerId 4, AddPartitionsToTxn 2, AddOffsetsToTxn 2, EndTxn 2, TxnOffsetCommit 3) and
 INVALID_PRODUCER_EPOCH before them.
@@ -21,6 +24,8 @@ import kio.schema.txn_offset_commit.v1
 import kio.schema.txn_offset_commit.v2
 from kio.schema.errors import ErrorCode
 
+from tierlog.security.acl import AclOperation, Action, ResourceType
+from tierlog.server.authorization import RequestAuth, request_auth
 from tierlog.server.context import HandlerRegistry, RequestContext
 from tierlog.server.coordinator.group import offsets_topic_records as rec
 from tierlog.server.coordinator.group.groups import GroupCoordinator
@@ -78,15 +83,44 @@ class TxnApis:
     groups: GroupCoordinator
 
 
+def _auth(apis: TxnApis, ctx: RequestContext) -> RequestAuth:
+    return request_auth(apis.groups.services, ctx)
+
+
+def _txn_action(transactional_id: str) -> Action:
+    return Action(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+async def producer_id_refusal(apis: TxnApis, auth: RequestAuth,
+                              transactional_id: str | None) -> ErrorCode | None:
+    """Why InitProducerId is refused (Kafka's ``handleInitProducerIdRequest``), or None: a
+    transactional producer needs WRITE on its transactional id; an idempotent one
+    IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679)."""
+    if not auth.enabled:
+        return None
+    if transactional_id is not None:
+        return (None if auth.allowed([_txn_action(transactional_id)])[0]
+                else ErrorCode.transactional_id_authorization_failed)
+    if auth.may_cluster(AclOperation.IDEMPOTENT_WRITE, audit=False) \
+            or await apis.groups.services.run_blocking(
+                lambda: auth.any_allowed(AclOperation.WRITE, ResourceType.TOPIC)):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
 async def init_producer_id(apis: TxnApis, ctx: RequestContext,
                            request: InitProducerIdRequest) -> InitProducerIdResponse:
     """A producer id and epoch (a transactional producer's is bumped, fencing the old one);
     v3+ names the producer's current id and epoch (KIP-360), before it is -1, -1."""
     current = ((-1, -1) if isinstance(request, _INIT_WITHOUT_CURRENT)
                else (int(request.producer_id), int(request.producer_epoch)))
+    cls: type[InitProducerIdResponse] = ctx.response_type
+    refused = await producer_id_refusal(apis, _auth(apis, ctx), request.transactional_id)
+    if refused is not None:
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=refused, producer_id=-1,
+                    producer_epoch=-1)
     error, pid, epoch = await apis.txns.init_producer_id(
         request.transactional_id, duration_ms(request.transaction_timeout), *current)
-    cls: type[InitProducerIdResponse] = ctx.response_type
     return make(cls, throttle_time=_NO_THROTTLE, error_code=for_version(error, ctx),
                 producer_id=pid, producer_epoch=epoch)
 
@@ -94,12 +128,25 @@ async def init_producer_id(apis: TxnApis, ctx: RequestContext,
 async def add_partitions_to_txn(
         apis: TxnApis, ctx: RequestContext,
         request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
-    """Add partitions to the producer's transaction."""
+    """Add partitions to the producer's transaction (WRITE on the transactional id, then on
+    each topic: one refused, the others are not attempted)."""
     cls: type[AddPartitionsToTxnResponse] = ctx.response_type
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
-    errors = await apis.txns.add_partitions(
-        request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-        request.v3_and_below_producer_epoch, wanted)
+    txn_id = request.v3_and_below_transactional_id
+    topics = list(dict.fromkeys(t for t, _ in wanted))
+    answers = _auth(apis, ctx).allowed(
+        [_txn_action(txn_id), *(Action(AclOperation.WRITE, ResourceType.TOPIC, t)
+                                for t in topics)])
+    writable = {t for t, ok in zip(topics, answers[1:], strict=True) if ok}
+    if not answers[0]:
+        errors = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    elif len(writable) < len(topics):
+        errors = {tp: ErrorCode.operation_not_attempted if tp[0] in writable
+                  else ErrorCode.topic_authorization_failed for tp in wanted}
+    else:
+        errors = await apis.txns.add_partitions(
+            txn_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
+            wanted)
     topic_t = nested(cls, "AddPartitionsToTxnTopicResult")
     part_t = nested(cls, "AddPartitionsToTxnPartitionResult")
     return make(cls, throttle_time=_NO_THROTTLE, results_by_topic_v3_and_below=by_topic(
@@ -111,20 +158,31 @@ async def add_partitions_to_txn(
 
 async def add_offsets_to_txn(apis: TxnApis, ctx: RequestContext,
                              request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-    """Add the group's ``__consumer_offsets`` partition to the transaction."""
+    """Add the group's ``__consumer_offsets`` partition to the transaction (WRITE on the
+    transactional id, READ on the group)."""
+    cls: type[AddOffsetsToTxnResponse] = ctx.response_type
+    txn_ok, group_ok = _auth(apis, ctx).allowed([
+        _txn_action(request.transactional_id),
+        Action(AclOperation.READ, ResourceType.GROUP, request.group_id)])
+    if not (txn_ok and group_ok):
+        error = (ErrorCode.transactional_id_authorization_failed if not txn_ok
+                 else ErrorCode.group_authorization_failed)
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=error)
     partition = apis.groups.store.partition_of(request.group_id)
     errors = await apis.txns.add_partitions(request.transactional_id, request.producer_id,
                                             request.producer_epoch,
                                             [(CONSUMER_OFFSETS, partition)])
     error = next(iter(errors.values()))
-    cls: type[AddOffsetsToTxnResponse] = ctx.response_type
     return make(cls, throttle_time=_NO_THROTTLE, error_code=for_version(error, ctx))
 
 
 async def end_txn(apis: TxnApis, ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
-    """Commit or abort the producer's transaction."""
-    error = await apis.txns.end_txn(request.transactional_id, request.producer_id,
-                                    request.producer_epoch, bool(request.committed))
+    """Commit or abort the producer's transaction (WRITE on the transactional id)."""
+    if _auth(apis, ctx).allowed([_txn_action(request.transactional_id)])[0]:
+        error = await apis.txns.end_txn(request.transactional_id, request.producer_id,
+                                        request.producer_epoch, bool(request.committed))
+    else:
+        error = ErrorCode.transactional_id_authorization_failed
     cls: type[EndTxnResponse] = ctx.response_type
     return make(cls, throttle_time=_NO_THROTTLE, error_code=for_version(error, ctx))
 
@@ -160,17 +218,30 @@ def txn_commit(request: TxnOffsetCommitRequest, now_ms: int) -> _TxnCommit:
 
 async def txn_offset_commit(apis: TxnApis, ctx: RequestContext,
                             request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
-    """Offsets committed with the transaction (visible when it commits)."""
+    """Offsets committed with the transaction (visible when it commits): WRITE on the
+    transactional id, READ on the group and on each topic."""
     cls: type[TxnOffsetCommitResponse] = ctx.response_type
     asked = txn_commit(request, apis.groups.services.time_ms())
-    error = apis.txns.check_producer(request.transactional_id, request.producer_id,
-                                     request.producer_epoch)
-    if error is ErrorCode.none:
-        errors = await apis.groups.commit_txn_offsets(
-            request.group_id, request.producer_id, request.producer_epoch,
-            asked.generation_id, asked.member_id, asked.offsets, instance_id=asked.instance_id)
-    else:
+    topics = list(dict.fromkeys(t for t, _ in asked.offsets))
+    answers = _auth(apis, ctx).allowed([
+        _txn_action(request.transactional_id),
+        Action(AclOperation.READ, ResourceType.GROUP, request.group_id),
+        *(Action(AclOperation.READ, ResourceType.TOPIC, t) for t in topics)])
+    readable = {t for t, ok in zip(topics, answers[2:], strict=True) if ok}
+    error = (ErrorCode.transactional_id_authorization_failed if not answers[0]
+             else ErrorCode.group_authorization_failed if not answers[1]
+             else apis.txns.check_producer(request.transactional_id, request.producer_id,
+                                           request.producer_epoch))
+    if error is not ErrorCode.none:
         errors = dict.fromkeys(asked.offsets, error)
+    else:
+        errors = {tp: ErrorCode.topic_authorization_failed
+                  for tp in asked.offsets if tp[0] not in readable}
+        allowed = {tp: v for tp, v in asked.offsets.items() if tp not in errors}
+        if allowed:
+            errors.update(await apis.groups.commit_txn_offsets(
+                request.group_id, request.producer_id, request.producer_epoch,
+                asked.generation_id, asked.member_id, allowed, instance_id=asked.instance_id))
     topic_t = nested(cls, "TxnOffsetCommitResponseTopic")
     part_t = nested(cls, "TxnOffsetCommitResponsePartition")
     return make(cls, throttle_time=_NO_THROTTLE, topics=by_topic(topic_t, "name", (
