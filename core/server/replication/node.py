@@ -47,7 +47,12 @@ from tierlog.cluster.registry import (
 from tierlog.cluster.store import MetadataStore, Versioned
 from tierlog.common.atomic import atomic_write_text
 from tierlog.common.clock import system_time_ms
-from tierlog.errors import BrokerFencedError, InvalidReplicationFactorError, TopicExistsError
+from tierlog.errors import (
+    BrokerFencedError,
+    ConfigError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+)
 from tierlog.server.replication.delayed_produce import DelayedProduces
 from tierlog.server.replication.replica_manager import ReplicaManager
 from tierlog.server.replication.settings import ClusterSettings
@@ -264,7 +269,14 @@ class ClusterNode:
                            configs: Mapping[str, str]) -> None:
         """Assign and write a new topic (``replication_factor`` -1: the broker's
         ``default.replication.factor``), then read the cluster again so this node answers with
-        it. TopicExistsError, InvalidReplicationFactorError."""
+        it. TopicExistsError, InvalidReplicationFactorError; ConfigError for a tiered topic
+        (leader-only tiering is not built yet)."""
+        topic_config = self.services.manager.config.topic_defaults.with_overrides(configs)
+        if topic_config["remote.storage.enable"]:
+            raise ConfigError("remote.storage.enable",
+                              f"topic {name!r}: tiered storage of replicated topics is not "
+                              f"built yet (only the leader may copy to the tier); create it "
+                              f"without remote.storage.enable on a replicating node")
         factor = (self.settings.default_replication_factor if replication_factor == -1
                   else replication_factor)
         live = set(self.view.live)
