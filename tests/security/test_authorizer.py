@@ -93,8 +93,11 @@ def test_another_nodes_change_is_seen_within_the_interval(acl_store: AclStore) -
     other_node.create([read("orders")])
     clock.now += 4_999
     assert not authorizer.authorize("User:alice", "h", Op.READ, TOPIC, "orders")  # cached
+    assert authorizer.cached_acls(AclBindingFilter(resource_type=TOPIC)) == []
+    assert authorizer.describe_acls(AclBindingFilter(resource_type=TOPIC)) == [read("orders")]
     clock.now += 1
     assert authorizer.authorize("User:alice", "h", Op.READ, TOPIC, "orders")
+    assert authorizer.cached_acls(AclBindingFilter(resource_type=TOPIC)) == [read("orders")]
     assert authorizer.version == 1
 
 
