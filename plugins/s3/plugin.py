@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from tierlog.common.secrets import MASK, is_secret
+from tierlog.common.secrets import MASK, is_secret, mask_credential_logs
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.api import RemoteStorageFactory
@@ -78,6 +78,7 @@ def create_remote_storage(url: str, options: Mapping[str, Any]) -> FsspecRemoteS
         raise ImportError("Install tierlog[s3] to use the s3 remote storage") from e
     config = S3Config.from_url(url, options)
     require_s3_credentials(config.options)
+    mask_credential_logs()
     log.info("s3 remote storage: %r", config)
     fs = s3fs.S3FileSystem(**config.filesystem_kwargs())
     put_options = {} if config.part_size is None else {"chunksize": config.part_size}

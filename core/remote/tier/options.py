@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from tierlog.common.secrets import MASK, is_secret
+from tierlog.common.secrets import MASK, is_secret, mask_credential_logs
 from tierlog.config import parse_float, parse_int
 from tierlog.errors import ConfigError
 
@@ -198,8 +198,10 @@ S3_OPTIONS = _specs(
     OptionSpec("part_size", "int", "Multipart part size in bytes.", MIN_PART_SIZE,
                MAX_PART_SIZE),
     OptionSpec("storage_class", "str", "StorageClass of uploaded objects."),
-    OptionSpec("server_side_encryption", "str", "ServerSideEncryption: AES256 or aws:kms."),
-    OptionSpec("sse_kms_key_id", "str", "SSEKMSKeyId with server_side_encryption=aws:kms."),
+    OptionSpec("server_side_encryption", "str",
+               "ServerSideEncryption of written objects: AES256, aws:kms or aws:kms:dsse."),
+    OptionSpec("sse_kms_key_id", "str",
+               "SSEKMSKeyId (a key id, ARN or alias/...) with server_side_encryption=aws:kms."),
     OptionSpec("requester_pays", "bool", "Send x-amz-request-payer."),
     OptionSpec("version_aware", "bool", "Read object versions."),
     OptionSpec("cache_regions", "bool", "Find each bucket's region."),
@@ -224,6 +226,10 @@ LOCAL_OPTIONS = _specs(
 _S3_REQUEST_OPTIONS = {"storage_class": "StorageClass",
                        "server_side_encryption": "ServerSideEncryption",
                        "sse_kms_key_id": "SSEKMSKeyId"}
+#: S3's ServerSideEncryption values: SSE-S3, SSE-KMS and dual-layer SSE-KMS.
+SSE_ALGORITHMS = ("AES256", "aws:kms", "aws:kms:dsse")
+#: The algorithms that take a KMS key id (SSEKMSKeyId).
+KMS_ALGORITHMS = ("aws:kms", "aws:kms:dsse")
 #: Options that are botocore client arguments.
 _S3_CLIENT_OPTIONS = {"region": "region_name", "verify": "verify"}
 #: Options that are botocore Config arguments (s3fs puts them in its config_kwargs).
@@ -267,14 +273,56 @@ def parse_options(backend: str, options: Mapping[str, Any], *,
             continue
         spec = specs.get(name)
         if spec is None:
-            raise ConfigError(where, f"unknown option of the {backend} remote storage; known "
-                                     f"options: {', '.join(sorted(specs))}")
+            raise _unknown_option(backend, specs, where, name, prefix)
         if raw is None:
             continue
         parsed[name] = _coerce(spec, where, raw)
     if backend == "s3":
         _check_credentials(parsed, prefix)
+        _check_request_options(parsed, prefix)
+        _check_encryption(parsed, prefix)
     return parsed
+
+
+def _unknown_option(backend: str, specs: Mapping[str, OptionSpec], where: str, name: str,
+                    prefix: str) -> ConfigError:
+    """The error of an unknown option; ``client_kwargs.region_name`` (a flat form of an object
+    option) is told how the object is written."""
+    head, _, tail = name.partition(".")
+    spec = specs.get(head)
+    if tail and spec is not None and spec.kind == "object":
+        return ConfigError(where, f"{prefix}{head} is one JSON object: write "
+                                  f"{prefix}{head}={{\"{tail}\": ...}}")
+    return ConfigError(where, f"unknown option of the {backend} remote storage; known "
+                              f"options: {', '.join(sorted(specs))}")
+
+
+def _check_request_options(parsed: Mapping[str, Any], prefix: str) -> None:
+    """A request setting given both by its option (``server_side_encryption``) and inside
+    ``s3_additional_kwargs`` (``ServerSideEncryption``) must say the same thing."""
+    extra = parsed.get("s3_additional_kwargs") or {}
+    for name, argument in _S3_REQUEST_OPTIONS.items():
+        if name in parsed and argument in extra and extra[argument] != parsed[name]:
+            raise ConfigError(prefix + name, f"is {parsed[name]!r} but "
+                                             f"{prefix}s3_additional_kwargs sets {argument} to "
+                                             f"{extra[argument]!r}: set it in one place")
+
+
+def _check_encryption(parsed: Mapping[str, Any], prefix: str) -> None:
+    """Server-side encryption is one of S3's algorithms, and a KMS key id comes with a KMS
+    algorithm (S3 refuses every upload otherwise: the mistake is reported at startup)."""
+    extra = parsed.get("s3_additional_kwargs") or {}
+    where = "server_side_encryption" if "server_side_encryption" in parsed \
+        else "s3_additional_kwargs"
+    algorithm = parsed.get("server_side_encryption", extra.get("ServerSideEncryption"))
+    if algorithm is not None and algorithm not in SSE_ALGORITHMS:
+        raise ConfigError(prefix + where, f"server-side encryption must be one of "
+                                          f"{', '.join(SSE_ALGORITHMS)}, got {algorithm!r}")
+    key_id = parsed.get("sse_kms_key_id", extra.get("SSEKMSKeyId"))
+    if key_id is not None and algorithm not in KMS_ALGORITHMS:
+        where = "sse_kms_key_id" if "sse_kms_key_id" in parsed else "s3_additional_kwargs"
+        raise ConfigError(prefix + where, f"a KMS key id needs {prefix}server_side_encryption="
+                                          f"aws:kms (or aws:kms:dsse), got {algorithm!r}")
 
 
 def _decode_text(raw: object) -> object:
@@ -357,12 +405,13 @@ def s3fs_kwargs(parsed: Mapping[str, Any]) -> dict[str, Any]:
 def filesystem_kwargs(url: str, options: Mapping[str, Any] | None, *,
                       prefix: str = "") -> dict[str, Any]:
     """What a reader passes to fsspec for the tier at ``url``: the options parsed for the URL's
-    backend (S3 credentials checked) and translated (``local`` needs none; other protocols get
+    backend (S3 credentials checked, botocore's DEBUG lines masked) and translated (``local`` needs none; other protocols get
     them as given). Errors name ``prefix + name``."""
     backend = backend_for_url(url)
     parsed = parse_options(backend, options or {}, prefix=prefix)
     if backend == "s3":
         require_s3_credentials(parsed, prefix=prefix)
+        mask_credential_logs()
         return s3fs_kwargs(parsed)
     if backend == "local":
         return {}
