@@ -21,7 +21,6 @@ from kio.schema.alter_user_scram_credentials.v0 import request as alter_scram
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_acls.v3 import request as create_acls_v3
 from kio.schema.create_partitions.v3 import request as create_partitions
-from kio.schema.create_topics.v7 import request as create_topics
 from kio.schema.delete_acls.v3 import request as delete_acls
 from kio.schema.delete_groups.v2 import request as delete_groups
 from kio.schema.delete_records.v2 import request as delete_records
@@ -32,7 +31,6 @@ from kio.schema.describe_groups.v5 import request as describe_groups
 from kio.schema.describe_user_scram_credentials.v0 import request as describe_scram
 from kio.schema.end_txn.v3 import request as end_txn
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch
 from kio.schema.find_coordinator.v4 import request as find_coordinator
 from kio.schema.heartbeat.v4 import request as heartbeat
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs
@@ -41,31 +39,30 @@ from kio.schema.join_group.v5 import request as join_group
 from kio.schema.leave_group.v4 import request as leave_group
 from kio.schema.list_groups.v4 import request as list_groups
 from kio.schema.list_offsets.v7 import request as list_offsets
-from kio.schema.metadata.v12 import request as metadata
-from kio.schema.offset_commit.v8 import request as offset_commit
 from kio.schema.offset_delete.v0 import request as offset_delete
 from kio.schema.offset_fetch.v8 import request as offset_fetch
 from kio.schema.offset_for_leader_epoch.v4 import request as leader_epoch
-from kio.schema.produce.v9 import request as produce
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
 from kio.schema.sync_group.v5 import request as sync_group
 from kio.schema.txn_offset_commit.v3 import request as txn_offset_commit
-from kio.static.primitive import Records
 from support.acl_wire import (
     AUTH_FAILURES,
     AUTHORIZER,
     PRINCIPAL,
     acl,
+    commit_request,
     create_acls,
+    create_topic_request,
     error_codes,
+    fetch_request,
+    metadata_request,
+    produce_request,
     send,
 )
 from support.hostile_frames import served_versions
 from support.server_process import ServerProcess
 
-from tierlog.records.builder import build_batch
-from tierlog.records.record import Record
 from tierlog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from tierlog.server.authorization import REQUIRED
 
@@ -85,54 +82,6 @@ _CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 _TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 #: What a row's client gets: ACLs as (resource type, name, operation).
 Grants = tuple[tuple[ResourceType, str, AclOperation], ...]
-
-
-def _records(*, transactional: bool = False, producer_id: int = -1) -> Records:
-    return Records(build_batch([Record(b"k", b"v")], is_transactional=transactional,
-                               producer_id=producer_id, producer_epoch=0 if transactional else -1,
-                               base_sequence=0 if transactional else -1))
-
-
-def _produce(transactional_id: str | None = None) -> produce.ProduceRequest:
-    return produce.ProduceRequest(
-        transactional_id=transactional_id, acks=-1, timeout=10_000 * _MS,
-        topic_data=(produce.TopicProduceData(name=TOPIC, partition_data=(
-            produce.PartitionProduceData(index=0, records=_records(
-                transactional=transactional_id is not None, producer_id=(
-                    7 if transactional_id else -1))),)),))
-
-
-def _fetch(replica_id: int = -1) -> fetch.FetchRequest:
-    return fetch.FetchRequest(
-        cluster_id=None, replica_id=replica_id, max_wait=10 * _MS, min_bytes=0,
-        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(fetch.FetchTopic(topic=TOPIC, partitions=(fetch.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-        forgotten_topics_data=(), rack_id="")
-
-
-def _metadata(topics: tuple[str, ...] | None, *, auto_create: bool = False
-              ) -> metadata.MetadataRequest:
-    return metadata.MetadataRequest(
-        topics=None if topics is None else tuple(
-            metadata.MetadataRequestTopic(topic_id=None, name=n) for n in topics),
-        allow_auto_topic_creation=auto_create, include_topic_authorized_operations=True)
-
-
-def _commit(group: str = GROUP) -> offset_commit.OffsetCommitRequest:
-    return offset_commit.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=(offset_commit.OffsetCommitRequestTopic(name=TOPIC, partitions=(
-            offset_commit.OffsetCommitRequestPartition(
-                partition_index=0, committed_offset=1, committed_leader_epoch=-1,
-                committed_metadata=""),)),))
-
-
-def _create_topic(name: str) -> create_topics.CreateTopicsRequest:
-    return create_topics.CreateTopicsRequest(topics=(create_topics.CreatableTopic(
-        name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
-        timeout=10_000 * _MS, validate_only=False)
 
 
 def _init_producer_id(transactional_id: str | None) -> init_producer_id.InitProducerIdRequest:
@@ -177,24 +126,24 @@ def _check_list_groups(without: Any, granted: Any) -> None:
 
 
 CASES = (
-    Case("produce", _produce, ((_T, TOPIC, _Op.WRITE),), _TOPIC_DENIED),
-    Case("transactional produce", lambda: _produce(TXN), ((_X, TXN, _Op.WRITE),), _TXN_DENIED,
+    Case("produce", lambda: produce_request(TOPIC), ((_T, TOPIC, _Op.WRITE),), _TOPIC_DENIED),
+    Case("transactional produce", lambda: produce_request(TOPIC, TXN), ((_X, TXN, _Op.WRITE),), _TXN_DENIED,
          ok=frozenset({ErrorCode.unknown_producer_id, ErrorCode.invalid_producer_epoch,
                        ErrorCode.invalid_txn_state, ErrorCode.out_of_order_sequence_number}),
          base=((_T, TOPIC, _Op.WRITE),)),
-    Case("consumer fetch", _fetch, ((_T, TOPIC, _Op.READ),), _TOPIC_DENIED),
-    Case("follower fetch", lambda: _fetch(replica_id=1),
+    Case("consumer fetch", lambda: fetch_request(TOPIC), ((_T, TOPIC, _Op.READ),), _TOPIC_DENIED),
+    Case("follower fetch", lambda: fetch_request(TOPIC, replica_id=1),
          ((_C, CLUSTER_NAME, _Op.CLUSTER_ACTION),), _TOPIC_DENIED, base=((_T, TOPIC, _Op.READ),)),
     Case("list offsets", lambda: list_offsets.ListOffsetsRequest(
         replica_id=-1, isolation_level=0, topics=(list_offsets.ListOffsetsTopic(
             name=TOPIC, partitions=(list_offsets.ListOffsetsPartition(
                 partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)),
          ((_T, TOPIC, _Op.DESCRIBE),), _TOPIC_DENIED),
-    Case("metadata of a named topic", lambda: _metadata((TOPIC,)),
+    Case("metadata of a named topic", lambda: metadata_request((TOPIC,)),
          ((_T, TOPIC, _Op.DESCRIBE),), _TOPIC_DENIED),
-    Case("offset commit", _commit, ((_G, GROUP, _Op.READ), (_T, TOPIC, _Op.READ)),
+    Case("offset commit", lambda: commit_request(GROUP, TOPIC), ((_G, GROUP, _Op.READ), (_T, TOPIC, _Op.READ)),
          _GROUP_DENIED),
-    Case("offset commit of a topic it may not read", _commit, ((_T, TOPIC, _Op.READ),),
+    Case("offset commit of a topic it may not read", lambda: commit_request(GROUP, TOPIC), ((_T, TOPIC, _Op.READ),),
          _TOPIC_DENIED, base=((_G, GROUP, _Op.READ),)),
     Case("offset fetch", lambda: offset_fetch.OffsetFetchRequest(groups=(
         offset_fetch.OffsetFetchRequestGroup(group_id=GROUP, topics=(
@@ -236,7 +185,7 @@ CASES = (
          (), None, ok=frozenset({ErrorCode.illegal_sasl_state})),
     Case("api versions", lambda: api_versions.ApiVersionsRequest(
         client_software_name="acl-test", client_software_version="1"), (), None),
-    Case("create topics", lambda: _create_topic(FRESH), ((_T, FRESH, _Op.CREATE),),
+    Case("create topics", lambda: create_topic_request(FRESH), ((_T, FRESH, _Op.CREATE),),
          _TOPIC_DENIED),
     Case("delete topics", lambda: delete_topics.DeleteTopicsRequest(
         topics=(delete_topics.DeleteTopicState(name=DOOMED, topic_id=None),),
@@ -349,11 +298,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with ServerProcess(tmp_path_factory.mktemp("acls"), config) as proc:
         proc.start()
         for name in (TOPIC, DOOMED, GROWING):
-            answer = send(proc.port, SETUP, _create_topic(name))
+            answer = send(proc.port, SETUP, create_topic_request(name))
             assert [t.error_code for t in answer.topics] == [ErrorCode.none]
-        assert set(error_codes(send(proc.port, SETUP, _produce()))) == {ErrorCode.none}
+        assert set(error_codes(send(proc.port, SETUP, produce_request(TOPIC)))) == {ErrorCode.none}
         for group in (GROUP, OLD_GROUP):
-            assert set(error_codes(send(proc.port, SETUP, _commit(group)))) == {ErrorCode.none}
+            assert set(error_codes(send(proc.port, SETUP, commit_request(group, TOPIC)))) == {ErrorCode.none}
         creations = [acl(kind, name, operation, host)
                      for i, case in enumerate(CASES) for host, grants in zip(
                          _hosts(i), (case.grants + case.base, case.base), strict=True)
@@ -394,8 +343,8 @@ def test_without_the_acl_refused_with_kafkas_error_with_it_served(
 def test_metadata_of_every_topic_lists_only_those_it_may_describe(server: ServerProcess) -> None:
     index = next(i for i, c in enumerate(CASES) if c.name == "metadata of a named topic")
     granted_host, other_host = _hosts(index)
-    assert send(server.port, other_host, _metadata(None)).topics == ()
-    topics = send(server.port, granted_host, _metadata(None)).topics
+    assert send(server.port, other_host, metadata_request(None)).topics == ()
+    topics = send(server.port, granted_host, metadata_request(None)).topics
     assert [(t.name, t.error_code) for t in topics] == [(TOPIC, ErrorCode.none)]
     assert topics[0].topic_authorized_operations == 1 << _Op.DESCRIBE
 
@@ -403,15 +352,15 @@ def test_metadata_of_every_topic_lists_only_those_it_may_describe(server: Server
 def test_a_topic_it_may_not_create_is_not_auto_created(server: ServerProcess) -> None:
     index = next(i for i, c in enumerate(CASES) if c.name == "metadata of a named topic")
     granted_host, _ = _hosts(index)
-    answer = send(server.port, granted_host, _metadata(("never-made",), auto_create=True))
+    answer = send(server.port, granted_host, metadata_request(("never-made",), auto_create=True))
     assert [t.error_code for t in answer.topics] == [_TOPIC_DENIED]
-    setup = send(server.port, SETUP, _metadata(("never-made",)))  # no ACLs: no answer either
+    setup = send(server.port, SETUP, metadata_request(("never-made",)))  # no ACLs: no answer either
     assert [t.error_code for t in setup.topics] == [_TOPIC_DENIED]
 
 
 def test_creating_an_existing_topic_it_may_not_describe_is_refused_not_told_it_exists(
         server: ServerProcess) -> None:
-    assert [t.error_code for t in send(server.port, BLIND, _create_topic(TOPIC)).topics] == \
+    assert [t.error_code for t in send(server.port, BLIND, create_topic_request(TOPIC)).topics] == \
         [_TOPIC_DENIED]
-    assert [t.error_code for t in send(server.port, SEEING, _create_topic(TOPIC)).topics] == \
+    assert [t.error_code for t in send(server.port, SEEING, create_topic_request(TOPIC)).topics] == \
         [ErrorCode.topic_already_exists]
