@@ -121,6 +121,8 @@ class SaslSession:
         #: When the session ends (KIP-368), in ``time_ms``; None: never.
         self.expires_ms: int | None = None
         self._exchange: PlainServer | ScramServer | None = None
+        #: Why the session failed (Kafka's words, never a secret), for the server's log.
+        self.failure: str | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -150,10 +152,12 @@ class SaslSession:
                                           f"{mechanism[:40]}, enabled mechanisms are "
                                           f"{list(self.settings.mechanisms)}")
         if mechanism not in self.settings.mechanisms:
-            self.state = "failed"
+            self._fail(f"Unsupported SASL mechanism {mechanism[:40]}")
             return False
         if self.authenticated and mechanism != self.mechanism:
-            self.state = "failed"  # KIP-368: a re-authentication keeps its mechanism
+            # KIP-368: a re-authentication keeps its mechanism
+            self._fail(f"SASL mechanism {mechanism[:40]} differs from the session's "
+                       f"{self.mechanism} in re-authentication")
             return False
         self.mechanism = mechanism
         self._exchange = (PlainServer(self.settings.plain_users) if mechanism == PLAIN
@@ -187,10 +191,14 @@ class SaslSession:
                 self._exchange = None
                 self.expires_ms = (self._time_ms() + self._reauth_ms if self._reauth_ms > 0
                                    else None)
-        except SaslAuthenticationError:
-            self.state = "failed"
+        except SaslAuthenticationError as exc:
+            self._fail(str(exc))
             raise
         return answer
+
+    def _fail(self, why: str) -> None:
+        self.state = "failed"
+        self.failure = why
 
     def session_lifetime_ms(self) -> int:
         """What SaslAuthenticate v1+ answers once complete: the session's remaining lifetime,

@@ -281,8 +281,7 @@ class Server:
                 connection.done_with_frame()
                 self.services.request_stats.request_done(frame, started)
                 if session is not None and session.state == "failed":
-                    log.info("closing %s: failed authentication with %s", name,
-                             session.mechanism)
+                    log.info("closing %s: failed authentication (%s)", name, session.failure)
                     break
         except (asyncio.IncompleteReadError, asyncio.CancelledError):  # the client left; a stop
             pass

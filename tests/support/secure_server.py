@@ -1,0 +1,103 @@
+"""A real ``tierlog serve`` with TLS and SASL listeners, for the security tests: certificates
+made with :func:`support.certs.make_pki`, every listener's bound port read from the
+``--listeners-file`` the server writes, and the clients' settings for each listener."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from support.certs import Pki
+from support.server_process import ServerProcess
+
+#: The PLAIN users of the tests' SASL listeners (admin is the super user where one is set).
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+              'username="admin" password="admin-secret" '
+              + " ".join(f'user_{name}="{password}"' for name, password in USERS.items()) + ";")
+
+
+class SecureServer:
+    """A started server and the address of each of its listeners."""
+
+    def __init__(self, tmp_path: Path, config: Mapping[str, Any]) -> None:
+        self.listeners_file = tmp_path / "listeners.json"
+        self.process = ServerProcess(tmp_path, config,
+                                     args=["--listeners-file", str(self.listeners_file)])
+
+    def start(self) -> SecureServer:
+        self.process.start()
+        self.bound: dict[str, dict[str, Any]] = json.loads(self.listeners_file.read_text())
+        return self
+
+    def bootstrap(self, listener: str) -> str:
+        """``host:port`` of ``listener``."""
+        return f"127.0.0.1:{self.bound[listener]['port']}"
+
+    def stop(self) -> None:
+        if self.process.alive():
+            self.process.terminate()
+
+
+def tls_server_config(pki: Pki, **more: str) -> dict[str, str]:
+    """The server's key store and trust store (Kafka's ssl.* names)."""
+    return {"ssl.keystore.location": str(pki.server.keystore),
+            "ssl.truststore.location": str(pki.ca), **more}
+
+
+def kafka_python_ssl(pki: Pki, *, cert: bool = False) -> dict[str, Any]:
+    """kafka-python's TLS settings trusting the test CA (with the client certificate)."""
+    settings: dict[str, Any] = {"ssl_cafile": str(pki.ca), "ssl_check_hostname": True}
+    if cert:
+        settings.update(ssl_certfile=str(pki.client.cert), ssl_keyfile=str(pki.client.key))
+    return settings
+
+
+def librdkafka_ssl(pki: Pki, *, cert: bool = False) -> dict[str, Any]:
+    """librdkafka's TLS settings trusting the test CA (with the client certificate)."""
+    settings: dict[str, Any] = {"ssl.ca.location": str(pki.ca)}
+    if cert:
+        settings.update({"ssl.certificate.location": str(pki.client.cert),
+                         "ssl.key.location": str(pki.client.key)})
+    return settings
+
+
+def kafka_python_refusal(caplog: Any, **settings: Any) -> BaseException:
+    """What kafka-python's bootstrap connection failed with, after an admin client with
+    ``settings`` gave up bootstrapping: the first exception its network layer logged as an
+    argument (``Connection failed: <exception>``, ``Connection lost: <exception>``)."""
+    import logging
+
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaTimeoutError
+
+    with caplog.at_level(logging.ERROR, logger="kafka"):
+        try:
+            KafkaAdminClient(bootstrap_timeout_ms=1500, **settings).close()
+        except KafkaTimeoutError:
+            pass
+        else:
+            raise AssertionError("kafka-python bootstrapped")
+    failures = [arg for record in caplog.records if record.name.startswith("kafka.net")
+                for arg in (record.args if isinstance(record.args, tuple) else ())
+                if isinstance(arg, BaseException) and not isinstance(arg, KafkaTimeoutError)]
+    assert failures, "kafka-python logged no connection failure"
+    return failures[0]
+
+
+def librdkafka_refusal(settings: Mapping[str, Any], timeout_s: float = 10.0) -> Any:
+    """The first error librdkafka reports (its error callback) for a producer with
+    ``settings`` that cannot connect."""
+    import time
+
+    from confluent_kafka import Producer
+
+    errors: list[Any] = []
+    producer = Producer({**settings, "error_cb": errors.append})
+    deadline = time.monotonic() + timeout_s
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.05)
+    assert errors, "librdkafka reported no error"
+    return errors[0]
