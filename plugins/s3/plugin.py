@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from tierlog.common.secrets import MASK, is_secret, mask_credential_logs
+from tierlog.common.secrets import MASK, mask_credential_logs
 from tierlog.errors import ConfigError
 from tierlog.hookspecs import hookimpl
 from tierlog.remote.api import RemoteStorageFactory
 from tierlog.remote.tier.fsspec_storage import FsspecRemoteStorageManager
 from tierlog.remote.tier.options import (
     OPTIONS_PREFIX,
+    mask_secrets,
     parse_options,
     require_s3_credentials,
     s3fs_kwargs,
@@ -51,8 +52,9 @@ class S3Config:
                    options=parse_options(NAME, options, prefix=prefix))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={MASK if is_secret(name) else repr(value)}"
-                          for name, value in self.options.items())
+        # mask_secrets masks inside object options too (client_kwargs' aws_secret_access_key)
+        shown = ", ".join(f"{name}={MASK if value == MASK else repr(value)}"
+                          for name, value in mask_secrets(self.options).items())
         return f"S3Config(bucket={self.bucket!r}, prefix={self.prefix!r}" + (
             f", {shown})" if shown else ")")
 

@@ -276,3 +276,19 @@ def test_the_credential_mask_is_put_once_on_each_logger() -> None:
     for name in CREDENTIAL_LOGGERS:
         masks = [f for f in logging.getLogger(name).filters if isinstance(f, CredentialMask)]
         assert len(masks) == 1
+
+
+def test_credentials_inside_object_options_are_masked_in_the_logged_settings(
+        url: str, s3_options: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    """botocore takes credentials in ``client_kwargs`` too, and SSE-C's key travels in
+    ``s3_additional_kwargs``: the settings the plugin logs mask them as the top level's."""
+    caplog.set_level(logging.INFO, logger="tierlog")
+    nested = {"aws_secret_access_key": S3_SECRET, "aws_session_token": TOKEN}
+    create_remote_storage(url, {
+        "endpoint_url": s3_options["endpoint_url"], "region": S3_REGION,
+        "client_kwargs": {"aws_access_key_id": S3_ACCESS_KEY, **nested},
+        "s3_additional_kwargs": json.dumps({"SSECustomerKey": "sse-c-key-Pq2r"})})
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("tierlog"))
+    assert "s3 remote storage" in logged
+    for secret in (*SECRETS, S3_ACCESS_KEY, "sse-c-key-Pq2r"):
+        assert secret not in logged
