@@ -36,6 +36,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("consume", "consume", "print a topic's records"),
     ("topics", "topics", "create, list, describe, alter or delete topics"),
     ("groups", "groups", "list, describe, reset the offsets of or delete consumer groups"),
+    ("acls", "acls", "add, remove or list a broker's ACLs (Kafka's kafka-acls.sh)"),
     ("tier", "tier", "copy closed segments to the remote tier now"),
     ("restore", "restore", "rebuild topics from the remote tier"),
     ("dump-log", "dump_log",
