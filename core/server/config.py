@@ -38,6 +38,8 @@ DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 #: included. Kafka leaves it unbounded; 4,000 is the per-broker figure Kafka's operators are
 #: advised to stay under, and a single tierlog process serves them all.
 DEFAULT_MAX_BROKER_PARTITIONS = 4000
+#: Kafka's default ``connection.failed.authentication.delay.ms``.
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
 #: Kafka's default ``connections.max.idle.ms`` (10 minutes).
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000
 
@@ -52,8 +54,9 @@ SERVER_KEYS = frozenset({
     "queued.max.request.bytes", "connections.max.idle.ms",
     # The authorizer (tierlog.security.authorizer), in Kafka's names.
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-    # Kafka's re-authentication bound (KIP-368).
-    "connections.max.reauth.ms",
+    # Kafka's re-authentication bound (KIP-368) and the delay before closing a connection
+    # that failed authentication.
+    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
 }) | LISTENER_KEYS | TLS_KEYS | SASL_KEYS
 
 #: The ``authorizer.class.name`` values that turn on Kafka's ACL authorizer (Kafka's two
@@ -110,6 +113,10 @@ class ServerConfig:
     sasl: Mapping[str, SaslListenerSettings] = field(default_factory=dict)
     #: ``connections.max.reauth.ms`` (KIP-368): a SASL session's lifetime; 0: unbounded.
     connections_max_reauth_ms: int = 0
+    #: How long a connection that failed authentication stays open before it is closed
+    #: (``connection.failed.authentication.delay.ms``): its answer reaches the client first,
+    #: and a client retrying at once is slowed.
+    failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
     node_id: int = 1
     log_dirs: tuple[Path, ...] = ()
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -159,6 +166,10 @@ class ServerConfig:
                   if sasl_listener.security_protocol.startswith("SASL_")},
             connections_max_reauth_ms=_parse_int("connections.max.reauth.ms", values.get(
                 "connections.max.reauth.ms", 0), 0),
+            failed_authentication_delay_ms=_parse_int(
+                "connection.failed.authentication.delay.ms", values.get(
+                    "connection.failed.authentication.delay.ms",
+                    DEFAULT_FAILED_AUTHENTICATION_DELAY_MS), 0),
             node_id=_parse_int("node.id", node_text, 0),
             log_dirs=dirs,
             max_request_bytes=_parse_int("socket.request.max.bytes", values.get(

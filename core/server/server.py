@@ -282,6 +282,8 @@ class Server:
                 self.services.request_stats.request_done(frame, started)
                 if session is not None and session.state == "failed":
                     log.info("closing %s: failed authentication (%s)", name, session.failure)
+                    await connection.flush()
+                    await asyncio.sleep(self.config.failed_authentication_delay_ms / 1000)
                     break
         except (asyncio.IncompleteReadError, asyncio.CancelledError):  # the client left; a stop
             pass

@@ -161,7 +161,7 @@ def test_a_client_without_a_certificate_is_refused_by_mutual_tls(
                             KafkaError._ALL_BROKERS_DOWN), error
     failure = kafka_python_refusal(caplog, bootstrap_servers=bootstrap,
                                    security_protocol="SSL", **kafka_python_ssl(pki))
-    assert isinstance(failure, KafkaConnectionError), repr(failure)
+    assert all(isinstance(f, KafkaConnectionError) for f in failure), failure
 
 
 @pytest.mark.parametrize(("listener", "why"), [("UNTRUSTED", "self-signed certificate in certificate chain"),
@@ -179,8 +179,8 @@ def test_an_untrusted_or_expired_server_certificate_is_refused(
     failure = kafka_python_refusal(caplog, bootstrap_servers=bootstrap,
                                    security_protocol="SSL", **kafka_python_ssl(pki))
     # kafka-python: its connection error carrying Python's ssl verification failure
-    assert isinstance(failure, KafkaConnectionError), repr(failure)
-    assert "CERTIFICATE_VERIFY_FAILED" in str(failure) and why in str(failure), repr(failure)
+    assert any(isinstance(f, KafkaConnectionError) and "CERTIFICATE_VERIFY_FAILED" in str(f)
+               and why in str(f) for f in failure), failure
 
 
 def test_an_expired_client_certificate_is_refused_by_mutual_tls(

@@ -64,10 +64,10 @@ def librdkafka_ssl(pki: Pki, *, cert: bool = False) -> dict[str, Any]:
     return settings
 
 
-def kafka_python_refusal(caplog: Any, **settings: Any) -> BaseException:
-    """What kafka-python's bootstrap connection failed with, after an admin client with
-    ``settings`` gave up bootstrapping: the first exception its network layer logged as an
-    argument (``Connection failed: <exception>``, ``Connection lost: <exception>``)."""
+def kafka_python_refusal(caplog: Any, **settings: Any) -> list[BaseException]:
+    """What kafka-python's bootstrap connections failed with, after an admin client with
+    ``settings`` gave up bootstrapping: the exceptions its network layer logged as arguments
+    (``Connection failed: <exception>``, ``Connection lost: <exception>``), in order."""
     import logging
 
     from kafka import KafkaAdminClient
@@ -84,7 +84,7 @@ def kafka_python_refusal(caplog: Any, **settings: Any) -> BaseException:
                 for arg in (record.args if isinstance(record.args, tuple) else ())
                 if isinstance(arg, BaseException) and not isinstance(arg, KafkaTimeoutError)]
     assert failures, "kafka-python logged no connection failure"
-    return failures[0]
+    return failures
 
 
 def librdkafka_refusal(settings: Mapping[str, Any], timeout_s: float = 10.0) -> Any:
@@ -101,3 +101,43 @@ def librdkafka_refusal(settings: Mapping[str, Any], timeout_s: float = 10.0) -> 
         producer.poll(0.05)
     assert errors, "librdkafka reported no error"
     return errors[0]
+
+
+def send_request(sock: Any, request: Any, response_type: type[Any], correlation: int = 1) -> Any:
+    """Send one kio ``request`` on a blocking socket and read its ``response_type`` answer;
+    ConnectionError when the server closed the connection instead."""
+    import io
+    import struct
+
+    from kio.serial import entity_reader, entity_writer
+
+    kind = type(request)
+    buffer = io.BytesIO()
+    header_type = kind.__header_schema__
+    entity_writer(header_type)(buffer, header_type(
+        request_api_key=kind.__api_key__, request_api_version=kind.__version__,
+        correlation_id=correlation, client_id="secure-test"))
+    entity_writer(kind)(buffer, request)
+    body = buffer.getvalue()
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    frame = read_frame(sock)
+    header, offset = entity_reader(response_type.__header_schema__)(frame, 0)
+    assert header.correlation_id == correlation
+    return entity_reader(response_type)(frame, offset)[0]
+
+
+def read_frame(sock: Any) -> bytes:
+    """One size-prefixed frame; ConnectionError at the end of the stream."""
+    import struct
+
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the server closed the connection")
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)

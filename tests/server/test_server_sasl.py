@@ -1,0 +1,354 @@
+"""SASL listeners on a real ``tierlog serve``: kafka-python and librdkafka produce and consume
+over SASL_SSL with PLAIN and with SCRAM-SHA-512 (the SCRAM user created through
+confluent-kafka's AlterUserScramCredentials over a PLAIN admin), and are refused, with the error
+each reports, for a wrong password or a mechanism the listener does not enable. The wire rules
+are checked with bare requests: nothing but ApiVersions, SaslHandshake and SaslAuthenticate
+before authentication; SaslHandshake v0's bare tokens; the session lifetime (KIP-368).
+
+kcat is not installed here (no network beyond package registries), so it is not tested.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+ck = pytest.importorskip("confluent_kafka")
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v9.request import MetadataRequest
+from kio.schema.metadata.v9.response import MetadataResponse
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
+from kio.schema.sasl_handshake.v0.response import SaslHandshakeResponse as HandshakeV0Response
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
+from support.certs import Pki, make_pki
+from support.secure_server import (
+    PLAIN_JAAS,
+    SecureServer,
+    kafka_python_refusal,
+    kafka_python_ssl,
+    librdkafka_refusal,
+    librdkafka_ssl,
+    read_frame,
+    send_request,
+    tls_server_config,
+)
+
+from tierlog.errors import ConfigError
+from tierlog.security.listeners import Listener
+from tierlog.server.sasl_session import SaslListenerSettings, SaslSession
+
+#: connections.max.reauth.ms of the module's server.
+REAUTH_MS = 60_000
+SCRAM_USER, SCRAM_PASSWORD = "scram-user", "scram-user-secret"
+EXPECTED = [b"record-0", b"record-1", b"record-2"]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def sasl_server(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[SecureServer]:
+    config = {
+        "listeners": "SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,"
+                     "PLAINTEXT://127.0.0.1:0",
+        **tls_server_config(pki),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": str(REAUTH_MS),
+    }
+    server = SecureServer(tmp_path_factory.mktemp("sasl-server"), config).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def kp_sasl(pki: Pki, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    return {"security_protocol": "SASL_SSL", **kafka_python_ssl(pki), "sasl_mechanism": mechanism,
+            "sasl_plain_username": user, "sasl_plain_password": password}
+
+
+def ck_sasl(pki: Pki, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    return {"security.protocol": "SASL_SSL", **librdkafka_ssl(pki), "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+def kafka_python_round_trip(bootstrap: str, topic: str, settings: dict[str, Any]) -> list[bytes]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
+    try:
+        for i in range(3):
+            producer.send(topic, f"record-{i}".encode()).get(timeout=15)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=5000,
+                             enable_auto_commit=False, **settings)
+    try:
+        consumer.assign([KpTopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        return [message.value for _, message in zip(range(3), consumer, strict=False)]
+    finally:
+        consumer.close()
+
+
+def librdkafka_round_trip(bootstrap: str, topic: str, settings: dict[str, Any]) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, **settings})
+    for i in range(3):
+        producer.produce(topic, f"record-{i}".encode())
+    assert producer.flush(15) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group",
+                         "enable.auto.commit": False, **settings})
+    consumer.assign([TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 15
+        while len(values) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_both_clients_produce_and_consume_over_sasl_ssl_plain(sasl_server: SecureServer,
+                                                             pki: Pki) -> None:
+    bootstrap = sasl_server.bootstrap("SASL_SSL")
+    assert kafka_python_round_trip(bootstrap, "plain-kp", kp_sasl(
+        pki, "PLAIN", "alice", "alice-secret")) == EXPECTED
+    assert librdkafka_round_trip(bootstrap, "plain-ck", ck_sasl(
+        pki, "PLAIN", "alice", "alice-secret")) == EXPECTED
+
+
+@pytest.fixture(scope="module")
+def scram_user(sasl_server: SecureServer, pki: Pki) -> str:
+    """A SCRAM-SHA-512 user created through AlterUserScramCredentials by the PLAIN admin."""
+    admin = AdminClient({"bootstrap.servers": sasl_server.bootstrap("SASL_SSL"),
+                         **ck_sasl(pki, "PLAIN", "admin", "admin-secret")})
+    upsert = UserScramCredentialUpsertion(
+        SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+        SCRAM_PASSWORD.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=15)
+    return SCRAM_USER
+
+
+def test_both_clients_produce_and_consume_over_sasl_ssl_scram_sha_512(
+        sasl_server: SecureServer, pki: Pki, scram_user: str) -> None:
+    bootstrap = sasl_server.bootstrap("SASL_SSL")
+    assert kafka_python_round_trip(bootstrap, "scram-kp", kp_sasl(
+        pki, "SCRAM-SHA-512", scram_user, SCRAM_PASSWORD)) == EXPECTED
+    assert librdkafka_round_trip(bootstrap, "scram-ck", ck_sasl(
+        pki, "SCRAM-SHA-512", scram_user, SCRAM_PASSWORD)) == EXPECTED
+
+
+@pytest.mark.parametrize(("mechanism", "message"), [
+    ("PLAIN", "Authentication failed: Invalid username or password"),
+    ("SCRAM-SHA-512", ("Authentication failed during authentication due to invalid "
+                       "credentials with SASL mechanism SCRAM-SHA-512")),
+])
+def test_a_wrong_password_is_refused_with_kafkas_error(
+        sasl_server: SecureServer, pki: Pki, scram_user: str, caplog: pytest.LogCaptureFixture,
+        mechanism: str, message: str) -> None:
+    bootstrap = sasl_server.bootstrap("SASL_SSL")
+    user = "alice" if mechanism == "PLAIN" else scram_user
+    error = librdkafka_refusal({"bootstrap.servers": bootstrap,
+                                **ck_sasl(pki, mechanism, user, "wrong")})
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert message in error.str()
+    failure = kafka_python_refusal(caplog, bootstrap_servers=bootstrap,
+                                   **kp_sasl(pki, mechanism, user, "wrong"))
+    assert any(isinstance(f, SaslAuthenticationFailedError) and message in str(f)
+               for f in failure), failure
+    assert "wrong" not in sasl_server.process.log_text()
+
+
+def test_an_unknown_user_is_refused_like_a_wrong_password(sasl_server: SecureServer,
+                                                          pki: Pki) -> None:
+    error = librdkafka_refusal({"bootstrap.servers": sasl_server.bootstrap("SASL_SSL"),
+                                **ck_sasl(pki, "SCRAM-SHA-512", "nobody", "nothing")})
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in error.str()
+
+
+def test_a_mechanism_the_listener_does_not_enable_is_refused(
+        sasl_server: SecureServer, pki: Pki, caplog: pytest.LogCaptureFixture) -> None:
+    bootstrap = sasl_server.bootstrap("SASL_SSL")
+    error = librdkafka_refusal({"bootstrap.servers": bootstrap,
+                                **ck_sasl(pki, "SCRAM-SHA-256", "alice", "alice-secret")})
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert "Unsupported SASL mechanism" in error.str()
+    assert "PLAIN,SCRAM-SHA-512" in error.str()  # the enabled mechanisms, as answered
+    failure = kafka_python_refusal(caplog, bootstrap_servers=bootstrap,
+                                   **kp_sasl(pki, "SCRAM-SHA-256", "alice", "alice-secret"))
+    assert any(isinstance(f, UnsupportedSaslMechanismError) for f in failure), failure
+
+
+# --- the wire rules, with bare requests on the SASL_PLAINTEXT listener --------------------
+
+def connect(server: SecureServer, listener: str = "SASL_PLAINTEXT") -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.bound[listener]["port"]), timeout=10)
+
+
+def authenticate(sock: socket.socket, token: bytes = b"\0alice\0alice-secret"
+                 ) -> SaslAuthenticateResponse:
+    handshake = send_request(sock, SaslHandshakeRequest(mechanism="PLAIN"),
+                             SaslHandshakeResponse)
+    assert handshake.error_code == ErrorCode.none
+    assert handshake.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    answer: SaslAuthenticateResponse = send_request(
+        sock, SaslAuthenticateRequest(auth_bytes=token), SaslAuthenticateResponse, 2)
+    return answer
+
+
+def metadata(sock: socket.socket, correlation: int = 3) -> MetadataResponse:
+    answer: MetadataResponse = send_request(sock, MetadataRequest(
+        topics=(), allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False), MetadataResponse, correlation)
+    return answer
+
+
+def test_only_api_versions_and_sasl_are_served_before_authentication(
+        sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        versions = send_request(sock, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"), ApiVersionsResponse)
+        served = {key.api_key: key.max_version for key in versions.api_keys}
+        assert served[17] == 1 and served[36] == 2
+        with pytest.raises(ConnectionError):  # closed, unanswered, as Kafka does
+            metadata(sock, 2)
+
+
+def test_an_authenticated_connection_is_served_with_the_session_lifetime(
+        sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        answer = authenticate(sock)
+        assert answer.error_code == ErrorCode.none
+        lifetime_ms = answer.session_lifetime.total_seconds() * 1000
+        assert 0 < lifetime_ms <= REAUTH_MS  # KIP-368
+        assert metadata(sock).brokers[0].port == sasl_server.bound["SASL_PLAINTEXT"]["port"]
+
+
+def test_a_failed_authentication_is_answered_then_the_connection_closed(
+        sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        answer = authenticate(sock, b"\0alice\0wrong")
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        assert answer.error_message == "Authentication failed: Invalid username or password"
+        with pytest.raises(ConnectionError):
+            metadata(sock)
+
+
+def test_a_handshake_for_a_mechanism_not_enabled_answers_the_enabled_ones(
+        sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        answer = send_request(sock, SaslHandshakeRequest(mechanism="GSSAPI"),
+                              SaslHandshakeResponse)
+        assert answer.error_code == ErrorCode.unsupported_sasl_mechanism
+        assert answer.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+        with pytest.raises(ConnectionError):
+            metadata(sock)
+
+
+def test_sasl_requests_on_a_listener_without_sasl_are_illegal(sasl_server: SecureServer) -> None:
+    with connect(sasl_server, "PLAINTEXT") as sock:
+        handshake = send_request(sock, SaslHandshakeRequest(mechanism="PLAIN"),
+                                 SaslHandshakeResponse)
+        assert handshake.error_code == ErrorCode.illegal_sasl_state
+        token = send_request(sock, SaslAuthenticateRequest(auth_bytes=b"\0a\0b"),
+                             SaslAuthenticateResponse, 2)
+        assert token.error_code == ErrorCode.illegal_sasl_state
+        assert metadata(sock).brokers  # the connection is still served
+
+
+def test_after_a_v0_handshake_the_tokens_go_bare(sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        handshake = send_request(sock, HandshakeV0(mechanism="PLAIN"), HandshakeV0Response)
+        assert handshake.error_code == ErrorCode.none
+        token = b"\0alice\0alice-secret"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert read_frame(sock) == b""  # PLAIN's empty answer, bare
+        assert metadata(sock, 2).brokers
+
+
+def test_a_bare_token_with_a_wrong_password_closes_the_connection(
+        sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        send_request(sock, HandshakeV0(mechanism="PLAIN"), HandshakeV0Response)
+        token = b"\0alice\0wrong"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        with pytest.raises(ConnectionError):
+            read_frame(sock)
+
+
+def test_a_session_re_authenticates_as_the_same_principal_only(sasl_server: SecureServer) -> None:
+    with connect(sasl_server) as sock:
+        assert authenticate(sock).error_code == ErrorCode.none
+        again = authenticate(sock)  # KIP-368: the same mechanism and user, on one connection
+        assert again.error_code == ErrorCode.none
+        assert metadata(sock).brokers
+    with connect(sasl_server) as sock:
+        assert authenticate(sock).error_code == ErrorCode.none
+        other = authenticate(sock, b"\0admin\0admin-secret")
+        assert other.error_code == ErrorCode.sasl_authentication_failed
+        assert "Cannot change principals during re-authentication" in str(other.error_message)
+        with pytest.raises(ConnectionError):
+            metadata(sock)
+
+
+def test_a_session_past_its_lifetime_serves_nothing_but_re_authentication() -> None:
+    now = [1_000]
+    settings = SaslListenerSettings("SASL_PLAINTEXT", ("PLAIN",),
+                                    MappingProxyType({"alice": "alice-secret"}))
+    session = SaslSession(settings, lambda user, mechanism: None, reauth_ms=500,
+                          time_ms=lambda: now[0])
+    assert not session.allows(3)  # Metadata, before authentication
+    assert session.handshake("PLAIN", 1)
+    session.evaluate(b"\0alice\0alice-secret")
+    assert session.principal == "User:alice"
+    assert session.session_lifetime_ms() == 500
+    assert session.allows(3)
+    now[0] += 500
+    assert session.expired() and not session.allows(3)
+    assert session.allows(17) and session.allows(36)  # a re-authentication may still come
+    assert session.handshake("PLAIN", 1)
+    session.evaluate(b"\0alice\0alice-secret")
+    assert session.allows(3) and session.session_lifetime_ms() == 500
+
+
+def test_the_sasl_settings_refuse_what_tierlog_does_not_offer() -> None:
+    listener = Listener("SASL_SSL", "127.0.0.1", 0, "SASL_SSL")
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        SaslListenerSettings.from_config({"sasl.enabled.mechanisms": "GSSAPI"}, listener)
+    with pytest.raises(ConfigError, match=r"listener\.name\.sasl_ssl\.plain\.sasl\.jaas\.config"):
+        SaslListenerSettings.from_config({}, listener)  # PLAIN (the default) without users
+    settings = SaslListenerSettings.from_config(
+        {"listener.name.sasl_ssl.sasl.enabled.mechanisms": "scram-sha-256"}, listener)
+    assert settings.mechanisms == ("SCRAM-SHA-256",)
+    plain = SaslListenerSettings.from_config({"sasl.jaas.config": PLAIN_JAAS}, listener)
+    assert "admin-secret" not in repr(plain) and plain.plain_users["alice"] == "alice-secret"
