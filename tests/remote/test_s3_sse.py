@@ -292,3 +292,35 @@ def test_credentials_inside_object_options_are_masked_in_the_logged_settings(
     assert "s3 remote storage" in logged
     for secret in (*SECRETS, S3_ACCESS_KEY, "sse-c-key-Pq2r"):
         assert secret not in logged
+
+
+def test_tierlog_serve_answers_and_logs_no_credential(
+        tmp_path: Path, s3_options: dict[str, str], url: str, kms_key_id: str) -> None:
+    """A real ``tierlog serve`` on the encrypted tier: its DescribeConfigs answers (the
+    broker's, a topic's) and its log hold none of the tier's credentials."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from support.server_process import start
+
+    options = {**s3_options, "token": TOKEN, "server_side_encryption": "aws:kms",
+               "sse_kms_key_id": kms_key_id}
+    config = {"remote.storage.enable": "true", "remote.storage.url": url,
+              **{f"remote.storage.options.{k}": v for k, v in options.items()}}
+    server = start(tmp_path, config)
+    try:
+        admin = kafka.KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        try:
+            admin.create_topics([NewTopic("orders", 1, 1)])
+            answers = repr(admin.describe_configs([
+                ConfigResource(ConfigResourceType.BROKER, "1"),  # node.id's default
+                ConfigResource(ConfigResourceType.TOPIC, "orders")],
+                include_synonyms=True, config_filter="all"))
+        finally:
+            admin.close()
+    finally:
+        server.terminate()
+    assert "remote.storage.enable" in answers and "retention.ms" in answers
+    assert "s3 remote storage" in server.log_text()  # the tier was built and its settings logged
+    for secret in (*SECRETS, S3_ACCESS_KEY):
+        assert secret not in answers
+        assert secret not in server.log_text()
