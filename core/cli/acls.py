@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tierlog.cli._common import CliError
 from tierlog.cli.wire import (
@@ -28,6 +28,8 @@ from tierlog.cli.wire import (
 from tierlog.security.acl import (
     CLUSTER_NAME,
     WILDCARD,
+    AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -36,9 +38,7 @@ from tierlog.security.acl import (
 from tierlog.server.authorization import SUPPORTED_OPERATIONS
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
-    from confluent_kafka.admin import AclBinding, AclBindingFilter, AdminClient
+    from confluent_kafka.admin import AdminClient
 
 #: What each shortcut grants, per resource type (kafka-acls' --producer and --consumer).
 _PRODUCER = {ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE),
@@ -152,7 +152,7 @@ def _operations(args: argparse.Namespace, kind: ResourceType) -> list[AclOperati
                      if on]
         return list(dict.fromkeys(op for s in shortcuts for op in s.get(kind, ())))
     names = args.operation or (["ANY"] if args.remove else ["ALL"])
-    operations = []
+    operations: list[AclOperation] = []
     for name in names:
         operation = AclOperation.parse(name.replace("-", "_").replace(" ", "_"))
         if operation == AclOperation.UNKNOWN:
@@ -190,95 +190,109 @@ def _entries(args: argparse.Namespace, kind: ResourceType) -> list[_Entry]:
     return entries
 
 
-def _binding(ck: ModuleType, resource: _Resource, entry: _Entry,
-             filter_: bool = False) -> AclBinding:
-    """confluent-kafka's AclBinding (or, ``filter_``, AclBindingFilter: a subclass) of one
-    resource and entry."""
+def _kafka(binding: AclBinding | AclBindingFilter) -> Any:  # noqa: ANN401 - librdkafka's
+    """confluent-kafka's AclBinding or AclBindingFilter of one of ours (the one conversion)."""
+    admin = kafka().admin
+    make = admin.AclBinding if isinstance(binding, AclBinding) else admin.AclBindingFilter
+    return make(int(binding.resource_type), binding.name, int(binding.pattern_type),
+                binding.principal, binding.host, int(binding.operation), int(binding.permission))
+
+
+def _code(value: object) -> int:
+    """A code of a confluent-kafka enum (or the int it may be)."""
+    code = getattr(value, "value", value)
+    if not isinstance(code, int):
+        raise CliError(f"the broker answered an ACL field {value!r} that is not a code")
+    return code
+
+
+def _ours(found: Any) -> AclBinding:  # noqa: ANN401 - confluent-kafka's AclBinding
+    """One of ours from a binding confluent-kafka listed or deleted."""
+    return AclBinding(ResourceType(_code(found.restype)), str(found.name),
+                      PatternType(_code(found.resource_pattern_type)), str(found.principal),
+                      str(found.host), AclOperation(_code(found.operation)),
+                      AclPermissionType(_code(found.permission_type)))
+
+
+def _binding(resource: _Resource, entry: _Entry) -> AclBinding:
+    (kind, name, pattern), (principal, host, operation, permission) = resource, entry
+    return AclBinding(kind, name, pattern, principal, host, operation, permission)
+
+
+def _filter(resource: _Resource, entry: _Entry | None = None) -> AclBindingFilter:
+    """The filter of a resource's ACLs: those of ``entry``, or every one."""
     kind, name, pattern = resource
+    if entry is None:
+        return AclBindingFilter(kind, name, pattern)
     principal, host, operation, permission = entry
-    make: type[AclBinding] = ck.admin.AclBindingFilter if filter_ else ck.admin.AclBinding
-    return make(int(kind), name, int(pattern), principal, host, int(operation), int(permission))
+    return AclBindingFilter(kind, name, pattern, principal, host, operation, permission)
 
 
 def _add(admin: AdminClient, args: argparse.Namespace, named: Sequence[_Resource]) -> None:
-    ck = kafka()
-    bindings = [_binding(ck, r, e) for r in named for e in _entries(args, r[0])]
+    bindings = list(dict.fromkeys(_binding(resource, entry) for resource in named
+                                  for entry in _entries(args, resource[0])))
     if not bindings:
         raise CliError("--add needs --allow-principal or --deny-principal")
-    for binding, future in admin.create_acls(bindings, request_timeout=REQUEST_TIMEOUT_S).items():
+    futures = admin.create_acls([_kafka(b) for b in bindings], request_timeout=REQUEST_TIMEOUT_S)
+    for binding, future in zip(bindings, futures.values(), strict=True):
         result(future, f"adding {_entry_text(binding)} on {_pattern_text(binding)}")
     for resource in named:
-        print(f"Adding ACLs for resource `{_resource_text(*resource)}`:")
+        print(f"Adding ACLs for resource `{_pattern_text(_filter(resource))}`:")
         for entry in _entries(args, resource[0]):
-            print(f" \t{_entry_text_of(*entry)}")
+            print(f" \t{_entry_text(_binding(resource, entry))}")
     _list(admin, args, named)
 
 
 def _remove(admin: AdminClient, args: argparse.Namespace, named: Sequence[_Resource]) -> None:
-    ck = kafka()
     filters = []
     for resource in named:
         entries = _entries(args, resource[0])
-        if entries:
-            filters += [_binding(ck, resource, e, filter_=True) for e in entries]
-        else:  # no principal: every ACL of the resource
-            filters.append(ck.admin.AclBindingFilter(
-                int(resource[0]), resource[1], int(resource[2]), None, None,
-                int(AclOperation.ANY), int(AclPermissionType.ANY)))
+        filters += ([_filter(resource, entry) for entry in entries] if entries
+                    else [_filter(resource)])  # no principal: every ACL of it
+    filters = list(dict.fromkeys(filters))
+    futures = admin.delete_acls([_kafka(f) for f in filters], request_timeout=REQUEST_TIMEOUT_S)
     removed = 0
-    for acl_filter, future in admin.delete_acls(filters,
-                                                request_timeout=REQUEST_TIMEOUT_S).items():
+    for acl_filter, future in zip(filters, futures.values(), strict=True):
         removed += len(result(future, f"removing ACLs of {_pattern_text(acl_filter)}"))
     print(f"Removed {removed} ACL(s).")
 
 
 def _list(admin: AdminClient, args: argparse.Namespace, named: Sequence[_Resource]) -> None:
-    ck = kafka()
     principals: list[str | None] = list(args.principal) or [None]
-    resources: Iterable[_Resource] = named or [(ResourceType.ANY, "", _pattern_type(args))]
-    found: dict[tuple[int, str, int], set[tuple[str, str, int, int]]] = {}
-    for kind, name, pattern in resources:
-        for principal in principals:
-            acl_filter = ck.admin.AclBindingFilter(
-                int(kind), name or None, int(pattern), principal, None, int(AclOperation.ANY),
-                int(AclPermissionType.ANY))
-            listed = result(admin.describe_acls(acl_filter, request_timeout=REQUEST_TIMEOUT_S),
-                            "listing ACLs")
-            for b in listed:
-                key = (int(b.restype.value), b.name, int(b.resource_pattern_type.value))
-                found.setdefault(key, set()).add((b.principal, b.host, int(b.operation.value),
-                                                  int(b.permission_type.value)))
+    filters = [AclBindingFilter(kind, name, pattern, principal)
+               for kind, name, pattern in named for principal in principals]
+    if not named:
+        filters = [AclBindingFilter(pattern_type=_pattern_type(args), principal=principal)
+                   for principal in principals]
+    found: set[AclBinding] = set()
+    for acl_filter in filters:
+        listed = result(admin.describe_acls(_kafka(acl_filter),
+                                            request_timeout=REQUEST_TIMEOUT_S), "listing ACLs")
+        found.update(_ours(b) for b in listed)
     if not found:
         # librdkafka drops DescribeAcls' error code: a refusal reads as an empty list
         print("No ACLs found. (librdkafka does not report a refused DescribeAcls: an empty "
               "list also means this client may not DESCRIBE the cluster, or the broker has "
               "no authorizer)", file=sys.stderr)
-    for (kind, name, pattern), entries in sorted(found.items()):
-        resource = _resource_text(ResourceType(kind), name, PatternType(pattern))
-        print(f"Current ACLs for resource `{resource}`:")
-        for principal, host, operation, permission in sorted(entries):
-            entry = _entry_text_of(principal, host, AclOperation(operation),
-                                   AclPermissionType(permission))
-            print(f" \t{entry}")
+    by_pattern: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
+    for binding in sorted(found):
+        key = (binding.resource_type, binding.name, binding.pattern_type)
+        by_pattern.setdefault(key, []).append(binding)
+    for (kind, name, pattern), bindings in by_pattern.items():
+        pattern_text = _pattern_text(AclBindingFilter(kind, name, pattern))
+        print(f"Current ACLs for resource `{pattern_text}`:")
+        for binding in bindings:
+            print(f" \t{_entry_text(binding)}")
         print()
 
 
-def _resource_text(kind: ResourceType, name: str, pattern: PatternType) -> str:
-    return f"ResourcePattern(resourceType={kind.name}, name={name}, patternType={pattern.name})"
-
-
-def _entry_text_of(principal: str, host: str, operation: AclOperation,
-                   permission: AclPermissionType) -> str:
-    return (f"(principal={principal}, host={host}, operation={operation.name}, "
-            f"permissionType={permission.name})")
+def _pattern_text(binding: AclBinding | AclBindingFilter) -> str:
+    """As kafka-acls prints a resource pattern."""
+    return (f"ResourcePattern(resourceType={binding.resource_type.name}, name={binding.name}, "
+            f"patternType={binding.pattern_type.name})")
 
 
 def _entry_text(binding: AclBinding) -> str:
-    return _entry_text_of(binding.principal, binding.host,
-                          AclOperation(int(binding.operation.value)),
-                          AclPermissionType(int(binding.permission_type.value)))
-
-
-def _pattern_text(binding: AclBinding | AclBindingFilter) -> str:
-    return _resource_text(ResourceType(int(binding.restype.value)), binding.name,
-                          PatternType(int(binding.resource_pattern_type.value)))
+    """As kafka-acls prints an access control entry."""
+    return (f"(principal={binding.principal}, host={binding.host}, "
+            f"operation={binding.operation.name}, permissionType={binding.permission.name})")

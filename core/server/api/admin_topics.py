@@ -225,8 +225,9 @@ async def create_cluster_topics(services: Services, cluster: ClusterNode, ctx: R
                 raise ConfigError("num_partitions", f"must be positive, got {count}")
             check_topic_config(manager.config.topic_defaults.with_overrides(configs))
 
-        code, message = access.refused(topic.name) or await services.run_blocking(
-            lambda: _attempt(check))
+        refused = access.refused(topic.name)
+        code, message = (refused if refused is not None
+                         else await services.run_blocking(lambda: _attempt(check)))
         if code == ErrorCode.none and topic.assignments:
             code, message = (ErrorCode.invalid_request,
                              ("manual replica assignments are not supported: the controller "

@@ -187,14 +187,14 @@ def sync_protocol(request: SyncGroupRequest) -> tuple[str | None, str | None, st
 async def sync_group(groups: GroupCoordinator, ctx: RequestContext,
                      request: SyncGroupRequest) -> SyncGroupResponse:
     """The leader hands out the assignment; every member gets its own."""
+    cls: type[SyncGroupResponse] = ctx.response_type
     if not _auth(groups, ctx).may(AclOperation.READ, _GROUP, request.group_id):
-        return make(ctx.response_type, throttle_time=_NO_THROTTLE, error_code=_DENIED_GROUP,
+        return make(cls, throttle_time=_NO_THROTTLE, error_code=_DENIED_GROUP,
                     protocol_type=None, protocol_name=None, assignment=b"")
     instance_id, protocol_type, protocol_name = sync_protocol(request)
     result = await groups.sync(
         request.group_id, request.generation_id, request.member_id, protocol_type,
         protocol_name, {a.member_id: a.assignment for a in request.assignments}, instance_id)
-    cls: type[SyncGroupResponse] = ctx.response_type
     return make(cls, throttle_time=_NO_THROTTLE, error_code=result.error,
                 protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                 assignment=result.assignment)
@@ -353,6 +353,7 @@ async def offset_delete(groups: GroupCoordinator, ctx: RequestContext,
     group_ok, readable = group_and_topics(_auth(groups, ctx), AclOperation.DELETE,
                                           request.group_id, AclOperation.READ,
                                           (t for t, _ in wanted))
+    errors: dict[tuple[str, int], ErrorCode]
     if not group_ok:
         error, errors = _DENIED_GROUP, {}
     else:

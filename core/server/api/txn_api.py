@@ -13,6 +13,7 @@ INVALID_PRODUCER_EPOCH before them.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -138,6 +139,7 @@ async def add_partitions_to_txn(
         [_txn_action(txn_id), *(Action(AclOperation.WRITE, ResourceType.TOPIC, t)
                                 for t in topics)])
     writable = {t for t, ok in zip(topics, answers[1:], strict=True) if ok}
+    errors: Mapping[tuple[str, int], ErrorCode]
     if not answers[0]:
         errors = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
     elif len(writable) < len(topics):
@@ -228,6 +230,7 @@ async def txn_offset_commit(apis: TxnApis, ctx: RequestContext,
         Action(AclOperation.READ, ResourceType.GROUP, request.group_id),
         *(Action(AclOperation.READ, ResourceType.TOPIC, t) for t in topics)])
     readable = {t for t, ok in zip(topics, answers[2:], strict=True) if ok}
+    errors: dict[tuple[str, int], ErrorCode]
     error = (ErrorCode.transactional_id_authorization_failed if not answers[0]
              else ErrorCode.group_authorization_failed if not answers[1]
              else apis.txns.check_producer(request.transactional_id, request.producer_id,
