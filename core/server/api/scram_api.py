@@ -115,11 +115,19 @@ async def describe_user_scram_credentials(
     response: type[DescribeUserScramCredentialsResponse] = ctx.response_type
     result_t = nested(response, "DescribeUserScramCredentialsResult")
     info_t = nested(response, "CredentialInfo")
-    if not await _allowed(admin, ctx, AclOperation.DESCRIBE):
-        return make(response, throttle_time=_NO_THROTTLE,
-                    error_code=ErrorCode.cluster_authorization_failed,
-                    error_message="Cluster authorization failed.", results=())
     named = [u.name for u in request.users] if request.users else None
+    if not await _allowed(admin, ctx, AclOperation.DESCRIBE):
+        # Each user named gets the error (as Kafka's getErrorResponse gives it), and the top
+        # level only when none is named: librdkafka 2.16 crashes on a top-level error with
+        # per-user results.
+        denied = "Cluster authorization failed."
+        top = ErrorCode.none if named else ErrorCode.cluster_authorization_failed
+        return make(response, throttle_time=_NO_THROTTLE, error_code=top,
+                    error_message=None if named else denied,
+                    results=tuple(make(result_t, user=user,
+                                       error_code=ErrorCode.cluster_authorization_failed,
+                                       error_message=denied, credential_infos=())
+                                  for user in named or ()))
     described = await admin.services.run_blocking(lambda: admin.credentials.describe(named))
 
     def result(user: str) -> object:
