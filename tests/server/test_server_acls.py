@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +62,7 @@ from support.acl_wire import (
     send,
 )
 from support.hostile_frames import served_versions
+from support.secure_server import SecureServer
 from support.server_process import ServerProcess
 
 from tierlog.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -364,3 +366,72 @@ def test_creating_an_existing_topic_it_may_not_describe_is_refused_not_told_it_e
         [_TOPIC_DENIED]
     assert [t.error_code for t in send(server.port, SEEING, create_topic_request(TOPIC)).topics] == \
         [ErrorCode.topic_already_exists]
+
+
+# -- principals that authenticated (SASL PLAIN), with real clients ---------------------------
+
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+SASL_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+             + " ".join(f'user_{n}="{p}"' for n, p in SASL_USERS.items()) + ";")
+LEDGER = "ledger"
+
+
+@pytest.fixture(scope="module")
+def sasl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureServer]:
+    """A SASL_PLAINTEXT (PLAIN) listener beside a PLAINTEXT one; User:admin is the super
+    user."""
+    server = SecureServer(tmp_path_factory.mktemp("acls-sasl"), {
+        **AUTHORIZER, "super.users": "User:admin",
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": SASL_JAAS}).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _as(user: str) -> dict[str, str]:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": SASL_USERS[user]}
+
+
+def _produce_error(bootstrap: str, settings: dict[str, str], topic: str) -> int:
+    """The error code librdkafka reports for one record sent to ``topic`` (0: delivered)."""
+    ck = pytest.importorskip("confluent_kafka")
+    codes: list[int] = []
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10_000,
+                            **settings})
+    producer.produce(topic, b"entry", on_delivery=lambda err, _msg: codes.append(
+        0 if err is None else err.code()))
+    producer.flush(15)
+    assert len(codes) == 1
+    return codes[0]
+
+
+def test_the_acls_of_an_authenticated_principal_are_its_own(
+        sasl_server: SecureServer, tmp_path: Path) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tierlog.cli import main
+
+    sasl = sasl_server.bootstrap("SASL_PLAINTEXT")
+    admin_config = tmp_path / "admin.properties"
+    admin_config.write_text("".join(f"{k}={v}\n" for k, v in _as("admin").items()))
+    admin = AdminClient({"bootstrap.servers": sasl, **_as("admin")})
+    admin.create_topics([NewTopic(LEDGER, 1, 1)])[LEDGER].result(15)
+    assert main(["acls", "--bootstrap-server", sasl, "--command-config", str(admin_config),
+                 "--add", "--allow-principal", "User:alice", "--producer",
+                 "--topic", LEDGER]) == 0
+    assert _produce_error(sasl, _as("alice"), LEDGER) == 0
+    denied = ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _produce_error(sasl, _as("bob"), LEDGER) == denied
+    assert _produce_error(sasl_server.bootstrap("PLAINTEXT"), {}, LEDGER) == denied
+    # alice may not manage ACLs: CreateAcls refused for her principal
+    alice_config = tmp_path / "alice.properties"
+    alice_config.write_text("".join(f"{k}={v}\n" for k, v in _as("alice").items()))
+    assert main(["acls", "--bootstrap-server", sasl, "--command-config", str(alice_config),
+                 "--add", "--allow-principal", "User:bob", "--producer",
+                 "--topic", LEDGER]) == 1
+    assert _produce_error(sasl, _as("bob"), LEDGER) == denied
