@@ -140,12 +140,12 @@ def topic_access(services: Services, ctx: RequestContext, request: MetadataReque
                        bool(getattr(request, "include_cluster_authorized_operations", False)))
 
 
-def _refused_topic(topic_t: type[object], name: str, topic_ops: int) -> object:
+def _refused_topic(topic_t: type[object], name: str) -> object:
     """A topic this principal may not describe (or not create): TOPIC_AUTHORIZATION_FAILED,
-    nothing about it disclosed."""
+    nothing about it disclosed (not even whether it is internal, as Kafka answers)."""
     return make(topic_t, error_code=ErrorCode.topic_authorization_failed, name=name,
-                topic_id=ZERO_UUID, is_internal=is_internal(name), partitions=(),
-                topic_authorized_operations=topic_ops)
+                topic_id=ZERO_UUID, is_internal=False, partitions=(),
+                topic_authorized_operations=UNKNOWN_OPERATIONS)
 
 
 async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: RequestContext,
@@ -170,7 +170,7 @@ async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: Reques
         error = ErrorCode.none
         if name not in access.describable or (
                 auto and name not in view.topics and not access.may_create(name)):
-            topics.append(_refused_topic(topic_t, name, access.topic_ops(name)))
+            topics.append(_refused_topic(topic_t, name))
             continue
         if name not in view.topics and auto and not is_internal(name):
             try:
@@ -231,7 +231,7 @@ async def metadata(services: Services, ctx: RequestContext,
         error = ErrorCode.none
         if name not in access.describable or (
                 auto and not manager.partitions(name) and not access.may_create(name)):
-            topics.append(_refused_topic(topic_t, name, access.topic_ops(name)))
+            topics.append(_refused_topic(topic_t, name))
             continue
         if not manager.partitions(name) and auto:
             try:
