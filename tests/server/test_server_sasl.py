@@ -10,6 +10,8 @@ kcat is not installed here (no network beyond package registries), so it is not 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import socket
 import struct
 import time
@@ -55,8 +57,10 @@ from support.secure_server import (
     tls_server_config,
 )
 
-from tierlog.errors import ConfigError
+from tierlog.errors import BrokerConnectionError, ConfigError
 from tierlog.security.listeners import Listener
+from tierlog.server.replication.sasl_client import BrokerSecurity
+from tierlog.server.replication.wire_client import BrokerConnection
 from tierlog.server.sasl_session import SaslListenerSettings, SaslSession
 
 #: connections.max.reauth.ms of the module's server.
@@ -352,3 +356,58 @@ def test_the_sasl_settings_refuse_what_tierlog_does_not_offer() -> None:
     assert settings.mechanisms == ("SCRAM-SHA-256",)
     plain = SaslListenerSettings.from_config({"sasl.jaas.config": PLAIN_JAAS}, listener)
     assert "admin-secret" not in repr(plain) and plain.plain_users["alice"] == "alice-secret"
+
+
+# --- the node's own client (replication over the inter-broker listener) ---------------------
+
+def inter_broker_fetch_metadata(server: SecureServer, security: BrokerSecurity | None) -> Any:
+    async def run() -> Any:
+        connection = BrokerConnection("127.0.0.1", server.bound["SASL_SSL"]["port"],
+                                      client_id="tierlog-replica-2", timeout_s=10,
+                                      security=security)
+        try:
+            return await connection.send(MetadataRequest(
+                topics=(), allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False), MetadataResponse)
+        finally:
+            await connection.close()
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_the_inter_broker_client_speaks_tls_and_sasl(sasl_server: SecureServer, pki: Pki,
+                                                     scram_user: str, mechanism: str) -> None:
+    listener = Listener("SASL_SSL", "127.0.0.1", sasl_server.bound["SASL_SSL"]["port"],
+                        "SASL_SSL")
+    user, password = (("admin", "admin-secret") if mechanism == "PLAIN"
+                      else (scram_user, SCRAM_PASSWORD))
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    config = {"ssl.truststore.location": str(pki.ca),
+              "sasl.mechanism.inter.broker.protocol": mechanism,
+              f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config":
+                  f'{module} required username="{user}" password="{password}";'}
+    security = BrokerSecurity.for_listener(config, listener)
+    assert security is not None and password not in repr(security)
+    answer = inter_broker_fetch_metadata(sasl_server, security)
+    assert answer.brokers[0].port == listener.port
+    wrong = dataclasses.replace(security, password="wrong")
+    with pytest.raises(BrokerConnectionError, match="sasl_authentication_failed: Authentication failed"):
+        inter_broker_fetch_metadata(sasl_server, wrong)
+    with pytest.raises(BrokerConnectionError):  # no TLS, no SASL: refused
+        inter_broker_fetch_metadata(sasl_server, None)
+
+
+def test_the_inter_broker_security_needs_the_nodes_own_credentials(pki: Pki) -> None:
+    listener = Listener("SASL_SSL", "127.0.0.1", 9093, "SASL_SSL")
+    with pytest.raises(ConfigError, match="username and password"):
+        BrokerSecurity.for_listener({"ssl.truststore.location": str(pki.ca),
+                                     "sasl.jaas.config": PLAIN_JAAS.replace(
+                                         'username="admin" password="admin-secret" ', "")},
+                                    listener)
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        BrokerSecurity.for_listener({"sasl.mechanism.inter.broker.protocol": "GSSAPI"},
+                                    listener)
+    plaintext = Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")
+    assert BrokerSecurity.for_listener({}, plaintext) is None

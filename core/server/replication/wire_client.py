@@ -7,6 +7,10 @@ One request at a time per connection (a lock): a follower's fetcher sends one Fe
 for it, as Kafka's replica fetcher does. Every failure, a timeout included, closes the
 connection and raises BrokerConnectionError naming the broker, so no later answer is ever
 matched to the wrong request; the caller backs off and reconnects.
+
+With a :class:`~tierlog.server.replication.sasl_client.BrokerSecurity` (the inter-broker
+listener's), the connection speaks TLS and authenticates with SASL (SaslHandshake v1, then
+SaslAuthenticate v2 per token) before its first request.
 """
 
 from __future__ import annotations
@@ -18,9 +22,15 @@ import itertools
 import struct
 from typing import Any, TypeVar, cast
 
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from kio.serial import entity_reader, entity_writer
 
-from tierlog.errors import BrokerConnectionError
+from tierlog.errors import BrokerConnectionError, SaslAuthenticationError
+from tierlog.server.replication.sasl_client import BrokerSecurity, SaslClient
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "BrokerConnection"]
 
@@ -29,6 +39,7 @@ __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "BrokerConnection"]
 DEFAULT_MAX_RESPONSE_BYTES = 64 << 20
 _SIZE = struct.Struct(">i")
 _R = TypeVar("_R")
+_Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 def _api(kind: type[Any]) -> tuple[int, int]:
@@ -41,12 +52,14 @@ class BrokerConnection:
     answer awaited at most ``timeout_s`` (Kafka's ``replica.socket.timeout.ms``)."""
 
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float = 30.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 security: BrokerSecurity | None = None) -> None:
         self.host, self.port = host, port
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.max_response_bytes = max_response_bytes
-        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._streams: _Streams | None = None
         self._lock = asyncio.Lock()
         self._correlation = itertools.count(1)
 
@@ -78,9 +91,13 @@ class BrokerConnection:
                 raise BrokerConnectionError(f"{what}: {why}") from exc
 
     async def _exchange(self, request: object, response_type: type[_R]) -> _R:
+        return await self._round_trip(await self._connected(), request, response_type)
+
+    async def _round_trip(self, streams: _Streams, request: object,
+                          response_type: type[_R]) -> _R:
         kind: type[Any] = type(request)
         api_key, version = _api(kind)
-        reader, writer = await self._connected()
+        reader, writer = streams
         correlation = next(self._correlation)
         buffer = io.BytesIO()
         header_type = kind.__header_schema__
@@ -103,10 +120,39 @@ class BrokerConnection:
         response, _ = entity_reader(answer)(frame, offset)
         return cast(_R, response)
 
-    async def _connected(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connected(self) -> _Streams:
         if self._streams is None:
-            self._streams = await asyncio.open_connection(self.host, self.port)
+            security = self.security
+            context = security.ssl_context if security is not None else None
+            self._streams = await asyncio.open_connection(
+                self.host, self.port, ssl=context,
+                server_hostname=self.host if context is not None else None)
+            if security is not None and security.mechanism is not None:
+                await self._authenticate(self._streams, security)
         return self._streams
+
+    async def _authenticate(self, streams: _Streams, security: BrokerSecurity) -> None:
+        """SaslHandshake, then SaslAuthenticate until the exchange completes;
+        SaslAuthenticationError (an OSError: the caller's BrokerConnectionError) naming why."""
+        assert security.mechanism is not None
+        handshake = await self._round_trip(streams, SaslHandshakeRequest(
+            mechanism=security.mechanism), SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.none:
+            raise SaslAuthenticationError(
+                f"SaslHandshake for {security.mechanism}: {handshake.error_code.name} "
+                f"(enabled: {', '.join(handshake.mechanisms)})")
+        client = SaslClient(security.mechanism, security.username, security.password)
+        challenge = b""
+        while (token := client.evaluate(challenge)) is not None:
+            answer = await self._round_trip(streams, SaslAuthenticateRequest(auth_bytes=token),
+                                            SaslAuthenticateResponse)
+            if answer.error_code != ErrorCode.none:
+                raise SaslAuthenticationError(
+                    f"SaslAuthenticate as {security.username!r} with {security.mechanism}: "
+                    f"{answer.error_code.name}: {answer.error_message}")
+            challenge = bytes(answer.auth_bytes)
+            if client.complete:
+                break
 
     async def close(self) -> None:
         """Close the connection (the next request opens a new one)."""
