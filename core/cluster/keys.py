@@ -3,9 +3,10 @@ in and out. Built and parsed here only.
 
 ```text
 brokers/<nodeId>              BrokerRecord: a registered node, its address and incarnation
-controller                    the controller's claim (issue 24, next steps)
-topics/t_<topic>              a topic's assignment (next steps)
-partitions/t_<topic>/<p>      a partition's leader, epochs and in-sync set (next steps)
+controller                    the controller's claim
+topics/t_<topic>              a topic's assignment and configuration overrides
+partitions/t_<topic>/<p>      a partition's leader, epochs and in-sync set
+producer-ids                  the start of the next free block of producer ids
 ```
 
 A topic's segment carries the prefix ``t_``: Kafka allows a topic named ``.metrics``, and the
@@ -22,9 +23,9 @@ from typing import Any, TypeVar
 from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import CorruptRemoteMetadataError, InvalidTopicError
 
-__all__ = ["BROKERS", "CONTROLLER", "NO_LEADER", "TOPICS", "BrokerRecord", "ControllerRecord",
-           "PartitionRecord", "TopicRecord", "broker_key", "node_id_of", "partition_key",
-           "partitions_prefix", "topic_key", "topic_of"]
+__all__ = ["BROKERS", "CONTROLLER", "NO_LEADER", "PRODUCER_IDS", "TOPICS", "BrokerRecord",
+           "ControllerRecord", "PartitionRecord", "TopicRecord", "broker_key", "node_id_of",
+           "partition_key", "partitions_prefix", "topic_key", "topic_of"]
 
 #: The prefix under which each node registers (``brokers/<nodeId>``).
 BROKERS = "brokers"
@@ -124,6 +125,8 @@ class BrokerRecord:
 CONTROLLER = "controller"
 #: The prefix of the topics' assignments.
 TOPICS = "topics"
+#: The next block of producer ids free for any node (Kafka's AllocateProducerIds, KIP-730).
+PRODUCER_IDS = "producer-ids"
 
 
 @dataclass(frozen=True, slots=True)

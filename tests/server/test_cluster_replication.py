@@ -18,6 +18,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.init_producer_id.v2.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v2.response import InitProducerIdResponse
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
 from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -171,6 +173,17 @@ def test_only_the_leader_answers_and_only_at_its_epoch(cluster: Cluster) -> None
     assert epoch_answer(leader_port, 0) == ErrorCode.none
     assert epoch_answer(leader_port, 5) == ErrorCode.unknown_leader_epoch
     assert epoch_answer(follower_port, 0) == ErrorCode.not_leader_or_follower
+    # Every node hands out producer ids no other node holds (a shared id would make one
+    # producer's records another's duplicates, dropped as such).
+    ids = []
+    for node in cluster.nodes.values():
+        found = _ask(node.port, InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=i32Timedelta.parse(
+                datetime.timedelta(seconds=60))), InitProducerIdResponse)
+        assert isinstance(found, InitProducerIdResponse)
+        assert found.error_code == ErrorCode.none
+        ids.append(int(found.producer_id))
+    assert len(set(ids)) == 3, ids
     # Tiered storage of a replicated topic is not built yet: refused, not half-done.
     admin = cluster.admin()
     refused = admin.create_topics([NewTopic("tiered", 1, 3,

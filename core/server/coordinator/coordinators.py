@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from tierlog.cluster.producer_ids import reserve_producer_ids
 from tierlog.errors import ConfigError
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.api import find_coordinator, groups_api, txn_api
@@ -32,7 +33,11 @@ from tierlog.server.coordinator.group.groups import GroupCoordinator
 from tierlog.server.coordinator.group.offsets_topic import DEFAULT_PARTITIONS as OFFSETS_PARTITIONS
 from tierlog.server.coordinator.group.offsets_topic import OffsetsTopic
 from tierlog.server.coordinator.txn.txn import TxnCoordinator, TxnSettings
-from tierlog.server.coordinator.txn.txn_producer_ids import BLOCK_FILE, ProducerIdBlocks
+from tierlog.server.coordinator.txn.txn_producer_ids import (
+    BLOCK_FILE,
+    BlockReserver,
+    ProducerIdBlocks,
+)
 from tierlog.server.coordinator.txn.txn_state_topic import DEFAULT_PARTITIONS as TXN_PARTITIONS
 from tierlog.server.coordinator.txn.txn_state_topic import TxnStateTopic
 from tierlog.server.registry import register
@@ -57,7 +62,8 @@ class Coordinators:
         self.txns = TxnCoordinator(
             services, TxnStateTopic(manager, setting_int(
                 settings, "transaction.state.log.num.partitions", TXN_PARTITIONS, 1)),
-            ProducerIdBlocks(manager.dirs[0] / BLOCK_FILE, _highest_producer_id(manager) + 1),
+            ProducerIdBlocks(manager.dirs[0] / BLOCK_FILE, _highest_producer_id(manager) + 1,
+                             reserve=_cluster_blocks(services)),
             self.groups.complete_txn, TxnSettings.from_properties(settings))
 
     async def start(self) -> None:
@@ -70,6 +76,16 @@ class Coordinators:
         """Stop the coordinators' timers."""
         self.groups.close()
         await self.txns.close()
+
+
+def _cluster_blocks(services: BrokerServices) -> BlockReserver | None:
+    """On a replicating node, producer id blocks reserved in the cluster store (no two nodes
+    may hand out one id); None on a node that is a cluster of one (its own file)."""
+    cluster = getattr(services, "cluster", None)
+    if cluster is None:
+        return None
+    store = cluster.store
+    return lambda at_least, size: reserve_producer_ids(store, at_least, size)
 
 
 def _highest_producer_id(manager: LogManager) -> int:
