@@ -127,6 +127,12 @@ def _check_list_groups(without: Any, granted: Any) -> None:
     assert _listed(granted) == {GROUP}  # only the group it may describe
 
 
+def _check_describe_groups(without: Any, granted: Any) -> None:
+    assert [(g.group_id, g.error_code) for g in without.groups] == [(GROUP, _GROUP_DENIED)]
+    assert [(g.error_code, g.authorized_operations) for g in granted.groups] == [
+        (ErrorCode.none, 1 << _Op.DESCRIBE)]  # what it may do on the group: DESCRIBE only
+
+
 CASES = (
     Case("produce", lambda: produce_request(TOPIC), ((_T, TOPIC, _Op.WRITE),), _TOPIC_DENIED),
     Case("transactional produce", lambda: produce_request(TOPIC, TXN), ((_X, TXN, _Op.WRITE),), _TXN_DENIED,
@@ -177,7 +183,7 @@ CASES = (
          ok=frozenset({ErrorCode.unknown_member_id, ErrorCode.illegal_generation})),
     Case("describe groups", lambda: describe_groups.DescribeGroupsRequest(
         groups=(GROUP,), include_authorized_operations=True),
-         ((_G, GROUP, _Op.DESCRIBE),), _GROUP_DENIED),
+         ((_G, GROUP, _Op.DESCRIBE),), _GROUP_DENIED, check=_check_describe_groups),
     Case("list groups", lambda: list_groups.ListGroupsRequest(states_filter=()),
          ((_G, GROUP, _Op.DESCRIBE),), None, check=_check_list_groups),
     # A PLAINTEXT listener has no SASL exchange to take part in, whoever asks.
