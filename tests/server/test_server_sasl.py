@@ -16,6 +16,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -45,6 +46,7 @@ from kio.schema.sasl_handshake.v0.response import SaslHandshakeResponse as Hands
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse
 from support.certs import Pki, make_pki
+from support.cluster_procs import Cluster, wait_until
 from support.secure_server import (
     PLAIN_JAAS,
     SecureServer,
@@ -411,3 +413,42 @@ def test_the_inter_broker_security_needs_the_nodes_own_credentials(pki: Pki) -> 
                                     listener)
     plaintext = Listener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")
     assert BrokerSecurity.for_listener({}, plaintext) is None
+
+
+class SecureCluster(Cluster):
+    """A test cluster whose nodes are reached over SASL_SSL, their inter-broker listener."""
+
+    def __init__(self, root: Path, n: int, config: dict[str, Any],
+                 client: dict[str, Any]) -> None:
+        super().__init__(root, n, config)
+        self.client = client
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.live_bootstrap(), **self.client})
+
+
+def test_replication_between_nodes_goes_over_the_sasl_ssl_inter_broker_listener(
+        tmp_path: Path, pki: Pki) -> None:
+    config = {"listeners": "SASL_SSL://127.0.0.1:0", "inter.broker.listener.name": "SASL_SSL",
+              **tls_server_config(pki), "sasl.enabled.mechanisms": "PLAIN",
+              "sasl.mechanism.inter.broker.protocol": "PLAIN",
+              "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS}
+    client = ck_sasl(pki, "PLAIN", "alice", "alice-secret")
+    with SecureCluster(tmp_path, 2, config, client) as cluster:
+        # in sync only once the follower fetched from the leader over TLS, as admin (SASL)
+        cluster.create_topic("replicated", replication_factor=2)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, **client, "acks": "all"})
+        for i in range(3):
+            producer.produce("replicated", f"record-{i}".encode())
+        assert producer.flush(30) == 0
+        leader = cluster.leader("replicated")
+        follower = 3 - leader
+        segment = "replicated-0/00000000000000000000.log"
+
+        def copied() -> bool:  # the follower's copy is the leader's, byte for byte
+            theirs = (cluster.data_dir(follower) / segment).read_bytes()
+            return theirs == (cluster.data_dir(leader) / segment).read_bytes() and b"record-2" \
+                in theirs
+
+        wait_until(copied, "the follower's copy of the records", timeout_s=20)
+        assert "retrying" not in cluster.nodes[follower].log_text()  # no failed fetch
