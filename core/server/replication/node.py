@@ -55,6 +55,7 @@ from tierlog.errors import (
 )
 from tierlog.server.replication.delayed_produce import DelayedProduces
 from tierlog.server.replication.replica_manager import ReplicaManager
+from tierlog.server.replication.sasl_client import BrokerSecurity
 from tierlog.server.replication.settings import ClusterSettings
 
 if TYPE_CHECKING:
@@ -145,9 +146,12 @@ class ClusterNode:
                                      session_timeout_ms=settings.session_timeout_ms,
                                      time_ms=_monotonic_ms)
         run_blocking: Callable[[Callable[[], object]], Awaitable[object]] = services.run_blocking
+        config = services.config
         self.replicas = ReplicaManager(self.node_id, manager, self.store, settings,
                                        run_blocking=run_blocking, time_ms=services.time_ms,
-                                       hw_moved=self._hw_moved)
+                                       hw_moved=self._hw_moved,
+                                       security=BrokerSecurity.for_listener(
+                                           config.properties, config.inter_broker))
         self.delayed = DelayedProduces(self.replicas.acks_state)
         self._registration: BrokerRegistration | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -163,8 +167,10 @@ class ClusterNode:
         """Register (at the advertised address), read the cluster once, then run the
         heartbeat, controller and poll tasks."""
         manager = self.services.manager
+        # Other nodes reach this one on its inter-broker listener (inter.broker.listener.name)
+        host, port = self.services.advertised(self.services.config.inter_broker.name)
         registration = BrokerRegistration(
-            self.store, self.node_id, host=self.services.host, port=self.services.port,
+            self.store, self.node_id, host=host, port=port,
             dirs_id=dirs_id(manager.dirs[0]),
             session_timeout_ms=self.settings.session_timeout_ms,
             time_ms=_monotonic_ms, wall_ms=system_time_ms)

@@ -43,6 +43,7 @@ from tierlog.errors import (
 from tierlog.log.log import Log
 from tierlog.manager.log_manager import LogManager
 from tierlog.server.replication.fetcher import FollowedPartition, LeaderFetcher
+from tierlog.server.replication.sasl_client import BrokerSecurity
 from tierlog.server.replication.settings import ClusterSettings
 from tierlog.server.replication.wire_client import BrokerConnection
 
@@ -118,8 +119,11 @@ class ReplicaManager:
 
     def __init__(self, node_id: int, manager: LogManager, store: MetadataStore,
                  settings: ClusterSettings, *, run_blocking: RunBlocking[object],
-                 time_ms: Callable[[], int], hw_moved: Callable[[TopicPartition], None]) -> None:
+                 time_ms: Callable[[], int], hw_moved: Callable[[TopicPartition], None],
+                 security: BrokerSecurity | None = None) -> None:
         self.node_id = node_id
+        #: TLS and SASL of the connections to leaders (the inter-broker listener's).
+        self._security = security
         self.manager = manager
         self.store = store
         self.settings = settings
@@ -350,7 +354,8 @@ class ReplicaManager:
             connection = BrokerConnection(
                 address[0], address[1], client_id=f"tierlog-replica-{self.node_id}",
                 timeout_s=settings.socket_timeout_ms / 1000,
-                max_response_bytes=settings.fetch_response_max_bytes + (1 << 20))
+                max_response_bytes=settings.fetch_response_max_bytes + (1 << 20),
+                security=self._security)
             fetcher = LeaderFetcher(connection, self.node_id,
                                     max_wait_ms=settings.fetch_wait_max_ms,
                                     min_bytes=settings.fetch_min_bytes,
