@@ -27,8 +27,10 @@ from tierlog.security.acl import AclOperation, AclPermissionType, PatternType, R
 from tierlog.server.framing import response_class
 from tierlog.server.replication.wire_client import BrokerConnection
 
-#: authorizer.class.name, as a Kafka broker's server.properties names it.
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+#: authorizer.class.name, as a Kafka broker's server.properties names it (and one partition
+#: per internal topic: a server starts in a second).
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+              "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"}
 PRINCIPAL = "User:ANONYMOUS"
 #: The errors an authorizer answers.
 AUTH_FAILURES = frozenset({ErrorCode.topic_authorization_failed,
