@@ -40,6 +40,7 @@ from kio.schema.join_group.v5 import request as join_group
 from kio.schema.leave_group.v4 import request as leave_group
 from kio.schema.list_groups.v4 import request as list_groups
 from kio.schema.list_offsets.v7 import request as list_offsets
+from kio.schema.metadata.v10 import request as metadata_v10
 from kio.schema.offset_delete.v0 import request as offset_delete
 from kio.schema.offset_fetch.v8 import request as offset_fetch
 from kio.schema.offset_for_leader_epoch.v4 import request as leader_epoch
@@ -441,3 +442,19 @@ def test_the_acls_of_an_authenticated_principal_are_its_own(
                  "--add", "--allow-principal", "User:bob", "--producer",
                  "--topic", LEDGER]) == 1
     assert _produce_error(sasl, _as("bob"), LEDGER) == denied
+
+
+def test_metadata_v10_tells_what_the_principal_may_do_on_the_cluster(
+        server: ServerProcess) -> None:
+    index = next(i for i, c in enumerate(CASES) if c.name == "describe acls")
+    granted_host, other_host = _hosts(index)
+
+    def cluster_operations(host: str) -> int:
+        answer = send(server.port, host, metadata_v10.MetadataRequest(
+            topics=(), allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=True,
+            include_topic_authorized_operations=False))
+        return int(answer.cluster_authorized_operations)
+
+    assert cluster_operations(granted_host) == 1 << _Op.DESCRIBE
+    assert cluster_operations(other_host) == 0
