@@ -52,6 +52,8 @@ from tierlog.cluster.open_store import open_metadata_store
 log = logging.getLogger(__name__)
 
 TOPIC = "jepsen"
+#: How long one producer instance produces before a fresh one (a new producer id) follows.
+GENERATION_S = 4.0
 
 
 @dataclass
@@ -96,6 +98,9 @@ class _Workload:
         self.sent: dict[tuple[str, str, int], list[bytes]] = defaultdict(list)
         self.failed = 0
         self.observed: list[tuple[str, int, int, bytes]] = []
+        #: The producer's failures: every record is to be acknowledged in the end (its
+        #: message.timeout.ms outlasts every fault), so each is a violation.
+        self.errors: list[str] = []
         self.threads = [threading.Thread(target=self._produce, daemon=True),
                         threading.Thread(target=self._consume, daemon=True)]
 
@@ -109,9 +114,24 @@ class _Workload:
             thread.join(120)
 
     def _produce(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "acks": "all", "linger.ms": 5, "message.timeout.ms": 120_000,
-                             "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+        """Produce at ``rate`` until stopped, with a fresh producer (a new producer id, its
+        bootstrap list rotated so another node answers first) every few seconds: producers on
+        several nodes must never share an id."""
+        generation = 0
+        try:
+            while not self.stop.is_set():
+                self._produce_as(f"p{generation}", generation)
+                generation += 1
+        except Exception as exc:  # noqa: BLE001 - a verdict: the producer must not fail
+            self.errors.append(f"producer p{generation} failed: {exc!r}")
+
+    def _produce_as(self, name: str, generation: int) -> None:
+        nodes = self.bootstrap.split(",")
+        rotated = nodes[generation % len(nodes):] + nodes[:generation % len(nodes)]
+        producer = Producer({"bootstrap.servers": ",".join(rotated),
+                             "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                             "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
+                             "reconnect.backoff.max.ms": 500,
                              "topic.metadata.refresh.interval.ms": 1000})
 
         def delivered(err: KafkaError | None, msg: object) -> None:
@@ -121,13 +141,16 @@ class _Workload:
                                        msg.value()))  # type: ignore[attr-defined]
                 else:
                     self.failed += 1
+                    if len(self.errors) < 20:
+                        self.errors.append(f"{name}: a record was not acknowledged: {err}")
 
-        sequence = 0
         gap = 1.0 / self.rate
-        while not self.stop.is_set():
+        until = time.monotonic() + GENERATION_S
+        sequence = 0
+        while not self.stop.is_set() and time.monotonic() < until:
             partition = sequence % self.partitions
-            value = b"p0-%08d" % sequence
-            self.sent[("p0", TOPIC, partition)].append(value)
+            value = b"%s-%08d" % (name.encode(), sequence)
+            self.sent[(name, TOPIC, partition)].append(value)
             while True:
                 try:
                     producer.produce(TOPIC, value, partition=partition, on_delivery=delivered)
@@ -282,7 +305,8 @@ def _verdicts(cluster: Cluster, workload: _Workload, bootstrap: str,
     """The checks once healed (the cluster is stopped on the way); the violations, and how many
     records the final read found."""
     final = _final_read(bootstrap, partitions)
-    violations = (check_acknowledged_present(workload.acked, final)
+    violations = (list(workload.errors)
+                  + check_acknowledged_present(workload.acked, final)
                   + check_order(workload.sent, final)
                   + check_no_lost_reads(workload.observed, final))
     ends = {p: (final[(TOPIC, p)][-1][0] + 1 if final[(TOPIC, p)] else 0)
