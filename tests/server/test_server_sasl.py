@@ -452,3 +452,30 @@ def test_replication_between_nodes_goes_over_the_sasl_ssl_inter_broker_listener(
 
         wait_until(copied, "the follower's copy of the records", timeout_s=20)
         assert "retrying" not in cluster.nodes[follower].log_text()  # no failed fetch
+
+
+def test_librdkafka_re_authenticates_before_its_session_ends(tmp_path: Path) -> None:
+    lifetime_ms = 1000
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+              "connections.max.reauth.ms": str(lifetime_ms)}
+    server = SecureServer(tmp_path, config).start()
+    try:
+        producer = Producer({"bootstrap.servers": server.bootstrap("SASL_PLAINTEXT"),
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "alice", "sasl.password": "alice-secret"})
+        delivered: list[bytes] = []
+        deadline = time.monotonic() + 3.5 * lifetime_ms / 1000
+        i = 0
+        while time.monotonic() < deadline:  # records across several session lifetimes
+            producer.produce("reauth", str(i).encode(),
+                             on_delivery=lambda err, msg: delivered.append(msg.value())
+                             if err is None else None)
+            i += 1
+            producer.flush(10)
+        assert len(delivered) == i
+        log = server.process.log_text()
+        # KIP-368: the client re-authenticated in time; no connection outlived its session
+        assert "SASL session expired" not in log
+    finally:
+        server.stop()
