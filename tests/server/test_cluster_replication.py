@@ -18,6 +18,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
 from kio.schema.init_producer_id.v2.request import InitProducerIdRequest
 from kio.schema.init_producer_id.v2.response import InitProducerIdResponse
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
@@ -25,7 +27,7 @@ from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochR
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i8, i16, i32, i32Timedelta
 from support.cluster_procs import Cluster, wait_until
 from support.jepsen_checks import check_replicas_identical, replica_batches
 from support.replication_wire import fetch
@@ -184,6 +186,21 @@ def test_only_the_leader_answers_and_only_at_its_epoch(cluster: Cluster) -> None
         assert found.error_code == ErrorCode.none
         ids.append(int(found.producer_id))
     assert len(set(ids)) == 3, ids
+    # Transactions wait for coordinators that follow leadership: refused, not half-done.
+    found = _ask(leader_port, InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout=i32Timedelta.parse(
+            datetime.timedelta(seconds=60))), InitProducerIdResponse)
+    assert isinstance(found, InitProducerIdResponse)
+    assert found.error_code == ErrorCode.invalid_request
+    # Every node sends a group's members to one coordinator.
+    coordinators = set()
+    for node in cluster.nodes.values():
+        answer = _ask(node.port, FindCoordinatorRequest(key="g", key_type=i8(0)),
+                      FindCoordinatorResponse)
+        assert isinstance(answer, FindCoordinatorResponse)
+        assert answer.error_code == ErrorCode.none
+        coordinators.add((int(answer.node_id), int(answer.port)))
+    assert coordinators == {(1, cluster.nodes[1].port)}
     # Tiered storage of a replicated topic is not built yet: refused, not half-done.
     admin = cluster.admin()
     refused = admin.create_topics([NewTopic("tiered", 1, 3,

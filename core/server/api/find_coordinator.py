@@ -1,5 +1,6 @@
 """FindCoordinator: this node coordinates every consumer group and transactional id, so it
-names itself for every key of a known key type (group or transaction)."""
+names itself for every key of a known key type (group or transaction); on a replicating node,
+the cluster's coordinating node (:meth:`ClusterNode.coordinator`)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ async def find_coordinator(services: BrokerServices, ctx: RequestContext,
             error, message = DENIED[resource], f"not authorized to describe {key}"
         else:
             error, message = ErrorCode.none, None
-        node, host, port = ((services.node_id, *services.advertised(ctx.listener))
-                            if error is ErrorCode.none else (-1, "", -1))
+        node, host, port = (_coordinator(services, ctx) if error is ErrorCode.none
+                            else (-1, "", -1))
         answers.append((key, error, message, node, host, port))
     if ctx.api_version < 4:
         _, error, message, node, host, port = answers[0]
@@ -63,6 +64,18 @@ async def find_coordinator(services: BrokerServices, ctx: RequestContext,
     return make(cls, throttle_time=datetime.timedelta(0), coordinators=tuple(
         make(coordinator_t, key=key, node_id=node, host=host, port=port, error_code=error,
              error_message=message) for key, error, message, node, host, port in answers))
+
+
+def _coordinator(services: BrokerServices, ctx: RequestContext) -> tuple[int, str, int]:
+    """The coordinating node: this one; on a replicating node, the cluster's (one node for
+    every group and transactional id, so a group's members never split over two nodes, until
+    the coordinators follow their internal partitions' leadership)."""
+    cluster = getattr(services, "cluster", None)
+    if cluster is not None:
+        chosen = cluster.coordinator()
+        if chosen is not None:
+            return chosen.node_id, chosen.host, chosen.port
+    return (services.node_id, *services.advertised(ctx.listener))
 
 
 ENDPOINTS = (Endpoint(API_KEY, find_coordinator, MIN_VERSION, MAX_VERSION),)

@@ -269,6 +269,14 @@ class ClusterNode:
             log.info("node %d created its replicas of %s (%d partitions)", self.node_id, topic,
                      len(record.assignment))
 
+    def coordinator(self) -> BrokerRecord | None:
+        """The node that coordinates every consumer group (the live node of the lowest id,
+        None when none is known): each node keeps its own group coordinator, so every client
+        must be sent to one. When it dies the next takes over, without the groups' committed
+        offsets (they are not replicated yet)."""
+        live = sorted(self.view.live)
+        return self.view.brokers.get(live[0]) if live else None
+
     # -- topics ------------------------------------------------------------------------
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,

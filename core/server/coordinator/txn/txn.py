@@ -215,6 +215,12 @@ class TxnCoordinator:
         if not transactional_id:
             pid = await self.services.run_blocking(self.producer_ids.allocate)
             return ErrorCode.none, pid, 0
+        if getattr(self.services, "cluster", None) is not None:
+            # This node's coordinator would write its markers to its own replicas, led or
+            # not: refused until the coordinator follows its partition's leadership.
+            log.warning("refused transactional id %r: transactions on a replicating node "
+                        "(cluster.metadata.url) are not built yet", transactional_id)
+            return ErrorCode.invalid_request, -1, -1
         if not self.loaded:
             return ErrorCode.coordinator_load_in_progress, -1, -1
         if not 0 < timeout_ms <= self.settings.max_timeout_ms:
