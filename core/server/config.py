@@ -22,6 +22,7 @@ from tierlog.security.listeners import (
     ListenerSettings,
     parse_listeners,
 )
+from tierlog.security.sensitive import redact
 from tierlog.security.tls import TLS_KEYS
 from tierlog.server.coordinator.coordinator_config import COORDINATOR_KEYS
 from tierlog.server.replication.settings import CLUSTER_KEYS, ClusterSettings
@@ -135,6 +136,12 @@ class ServerConfig:
     authorizer: bool = False
     #: Every setting as given (the security settings read them by Kafka's names).
     properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        # Secrets (key passwords, JAAS entries, the tier's credentials) masked: never in a log
+        return (f"ServerConfig(listeners={[str(x) for x in self.listeners]}, "
+                f"node_id={self.node_id}, log_dirs={[str(d) for d in self.log_dirs]}, "
+                f"properties={redact(self.properties)})")
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> ServerConfig:

@@ -61,6 +61,7 @@ from support.secure_server import (
 
 from tierlog.errors import BrokerConnectionError, ConfigError
 from tierlog.security.listeners import Listener
+from tierlog.server.config import ServerConfig
 from tierlog.server.replication.sasl_client import BrokerSecurity
 from tierlog.server.replication.wire_client import BrokerConnection
 from tierlog.server.sasl_session import SaslListenerSettings, SaslSession
@@ -479,3 +480,12 @@ def test_librdkafka_re_authenticates_before_its_session_ends(tmp_path: Path) -> 
         assert "SASL session expired" not in log
     finally:
         server.stop()
+
+
+def test_the_server_config_shows_no_secret() -> None:
+    config = ServerConfig.from_properties({
+        "listeners": "SASL_SSL://127.0.0.1:0", "ssl.key.password": "key-secret",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS})
+    shown = repr(config)
+    assert "SASL_SSL://127.0.0.1:0" in shown and "ssl.key.password" in shown
+    assert "key-secret" not in shown and "alice-secret" not in shown
