@@ -489,3 +489,14 @@ def test_the_server_config_shows_no_secret() -> None:
     shown = repr(config)
     assert "SASL_SSL://127.0.0.1:0" in shown and "ssl.key.password" in shown
     assert "key-secret" not in shown and "alice-secret" not in shown
+
+
+def test_only_a_node_that_replicates_needs_an_inter_broker_listener() -> None:
+    alone = ServerConfig.from_properties({"listeners": "SSL://127.0.0.1:0"})
+    assert alone.inter_broker.name == "SSL"  # a cluster of one: its first listener stands in
+    with pytest.raises(ConfigError, match="inter-broker listener 'PLAINTEXT'"):
+        ServerConfig.from_properties({"listeners": "SSL://127.0.0.1:0",
+                                      "cluster.metadata.url": "/nonexistent/store"})
+    with pytest.raises(ConfigError, match="inter-broker listener 'PLAINTEXT'"):
+        ServerConfig.from_properties({"listeners": "SSL://127.0.0.1:0",
+                                      "security.inter.broker.protocol": "PLAINTEXT"})
