@@ -11,7 +11,6 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,7 +204,7 @@ def test_the_principal_of_a_client_certificate_is_its_rfc2253_subject(pki: Pki) 
     assert tls_principal({"subject": subject}) == "User:CN=svc\\+1,O=Acme\\, Inc.,C=FR"
 
 
-def test_the_tls_log_names_no_secret(tls_server: SecureServer, tmp_path: Path) -> None:
+def test_the_tls_log_names_no_secret(tls_server: SecureServer) -> None:
     # the server logged each TLS context without a key password or key text
     text = tls_server.process.log_text()
     assert "TLS server context" in text
