@@ -36,6 +36,7 @@ class Services:
         self._time_ms = time_ms
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tierlog-io")
         self._waiters: set[asyncio.Future[None]] = set()
+        self._appends = 0
         #: Request times, connections and per-topic produce/fetch counts, for metrics.
         self.request_stats = RequestStats()
         #: The incremental fetch sessions (KIP-227) of every connection, as Kafka's
@@ -64,15 +65,25 @@ class Services:
         """Run ``fn`` on the worker threads (engine calls that may block on disk or tier)."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
+    @property
+    def appends(self) -> int:
+        """How many times :meth:`appended` was called: a fetch notes it before it reads, and
+        waits only if no append came meanwhile (an append during the read is not missed)."""
+        return self._appends
+
     def appended(self) -> None:
         """Wake every fetch waiting for data (call on the event loop after an append)."""
+        self._appends += 1
         waiters, self._waiters = self._waiters, set()
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def wait_appended(self, timeout_s: float) -> None:
-        """Return at the next append, or after ``timeout_s``."""
+    async def wait_appended(self, timeout_s: float, since: int | None = None) -> None:
+        """Return at the next append, or after ``timeout_s``; at once when an append came
+        after ``since`` (a count of :attr:`appends` read before the caller looked)."""
+        if since is not None and since != self._appends:
+            return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.add(waiter)
         try:

@@ -250,6 +250,7 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
     isolation = "log_end" if args.replica_id >= 0 else args.isolation
     denied = read_refusals(request_auth(services, ctx), reading, args)
     while True:
+        seen = services.appends  # an append during the read below wakes the wait after it
         refused = denied if cluster is None else {**refusals(cluster, reading, args), **denied}
         ends = ({} if cluster is None or args.replica_id < 0
                 else {tp: cluster.replicas.leaders[tp].log.log_end_offset
@@ -263,7 +264,7 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
         left = deadline - time.monotonic()
         if total >= min_bytes or errors or left <= 0:
             break
-        await services.wait_appended(left)
+        await services.wait_appended(left, since=seen)
     services.request_stats.fetched(reads)
     return build_response(ctx.response_type, reading, reads)
 

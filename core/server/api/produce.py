@@ -117,10 +117,11 @@ async def produce(services: Services, ctx: RequestContext,
         else:
             outcomes = await services.run_blocking(
                 lambda: append_all(manager, request, not_here))
-        if cluster is not None:
-            outcomes = await replicated(cluster, outcomes, acks,
+        if cluster is None:
+            services.appended()
+        else:
+            outcomes = await replicated(cluster, services, outcomes, acks,
                                         request.timeout.total_seconds())
-        services.appended()
     services.request_stats.produced(outcomes)
     if acks == 0:
         return None
@@ -182,18 +183,20 @@ def leader_refusals(cluster: ClusterNode, request: ProduceRequest,
     return refused
 
 
-async def replicated(cluster: ClusterNode, outcomes: list[Outcome], acks: int,
-                     timeout_s: float) -> list[Outcome]:
-    """Report the appends to their leaders' rules (the high watermark may move), and for
-    acks=all wait until every in-sync replica holds them (Kafka's DelayedProduce): a
-    partition still short when ``timeout_s`` passes answers REQUEST_TIMED_OUT, one whose
-    leadership moved NOT_LEADER_OR_FOLLOWER."""
+async def replicated(cluster: ClusterNode, services: Services, outcomes: list[Outcome],
+                     acks: int, timeout_s: float) -> list[Outcome]:
+    """Report the appends to their leaders' rules (the high watermark may move), wake the
+    fetches waiting for data (the followers' first: the records are replicated only once they
+    fetch them), and for acks=all wait until every in-sync replica holds them (Kafka's
+    DelayedProduce): a partition still short when ``timeout_s`` passes answers
+    REQUEST_TIMED_OUT, one whose leadership moved NOT_LEADER_OR_FOLLOWER."""
     required: dict[tuple[str, int], int] = {}
     for name, index, info, _ in outcomes:
         if isinstance(info, ErrorCode):
             continue
         cluster.replicas.appended((name, index))
         required[(name, index)] = info.last_offset + 1
+    services.appended()
     if acks != -1 or not required:
         return outcomes
     answers = await cluster.delayed.wait(required, max(timeout_s, 0.0))
