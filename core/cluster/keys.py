@@ -93,10 +93,21 @@ class BrokerRecord:
     fenced: bool = False
     heartbeat_ms: int = 0
     rack: str | None = None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    """The advertised (host, port) of each of the node's listeners, by listener name: a client
+    is answered with the nodes' endpoints on the listener it came through (``host``/``port``
+    are the inter-broker listener's, where the other nodes reach it)."""
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """Where clients of ``listener`` reach this node (the inter-broker address when it
+        advertises nothing there)."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
     def to_value(self) -> dict[str, Any]:
         """The JSON object the store keeps."""
         value = asdict(self)
+        value["endpoints"] = {name: [host, port] for name, (host, port) in
+                              self.endpoints.items()}
         return {_CAMEL.get(k, k): v for k, v in value.items()}
 
     @classmethod
@@ -111,7 +122,8 @@ class BrokerRecord:
                 broker_epoch=_typed(value, "brokerEpoch", int),
                 fenced=_typed(value, "fenced", bool),
                 heartbeat_ms=_typed(value, "heartbeatMs", int),
-                rack=_optional(value, "rack", str))
+                rack=_optional(value, "rack", str),
+                endpoints=_endpoints(value.get("endpoints") or {}))
         except (KeyError, TypeError) as e:
             raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
         if node_id_of(key) != record.node_id or not 0 < record.port < 65536:
@@ -246,6 +258,20 @@ class PartitionRecord:
                        _typed(value, "leaderEpoch", int), _typed(value, "partitionEpoch", int))
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
+
+
+def _endpoints(found: object) -> dict[str, tuple[str, int]]:
+    """A broker record's ``endpoints``: listener name -> [host, port]."""
+    if not isinstance(found, dict):
+        raise TypeError(f"field 'endpoints' is {found!r:.40}, not an object")
+    endpoints = {}
+    for name, address in found.items():
+        if not (isinstance(name, str) and isinstance(address, list) and len(address) == 2
+                and isinstance(address[0], str) and isinstance(address[1], int)
+                and not isinstance(address[1], bool)):
+            raise TypeError(f"endpoint {name!r:.40} is {address!r:.40}, not [host, port]")
+        endpoints[name] = (address[0], address[1])
+    return endpoints
 
 
 _CAMEL = {"node_id": "nodeId", "dirs_id": "dirsId", "broker_epoch": "brokerEpoch",

@@ -98,11 +98,13 @@ class BrokerRegistration:
     def __init__(self, store: MetadataStore, node_id: int, *, host: str, port: int,
                  dirs_id: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  time_ms: Callable[[], int], wall_ms: Callable[[], int],
-                 rack: str | None = None) -> None:
+                 rack: str | None = None,
+                 endpoints: Mapping[str, tuple[str, int]] | None = None) -> None:
         self.store = store
         self.key = broker_key(node_id)
         self.node_id = node_id
         self._address = (host, port, rack)
+        self._endpoints = dict(endpoints or {})
         self._dirs_id = dirs_id
         self._wall_ms = wall_ms
         self._tracker = LivenessTracker(session_timeout_ms, time_ms)
@@ -117,7 +119,8 @@ class BrokerRegistration:
         current = self.store.read(self.key)
         host, port, rack = self._address
         fresh = BrokerRecord(self.node_id, host, port, uuid.uuid4().hex, self._dirs_id, 1,
-                             heartbeat_ms=self._wall_ms(), rack=rack)
+                             heartbeat_ms=self._wall_ms(), rack=rack,
+                             endpoints=self._endpoints)
         if current is None:
             self._mine = self.store.create(self.key, fresh.to_value())
         else:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
@@ -28,9 +29,10 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
-from support.cluster_procs import Cluster, wait_until
+from support.cluster_procs import FAST_CLUSTER, Cluster, wait_until
 from support.jepsen_checks import check_replicas_identical, replica_batches
 from support.replication_wire import fetch
+from support.secure_server import SecureServer
 
 from tierlog import Record
 from tierlog.records import build_batch
@@ -254,3 +256,27 @@ def test_acks_all_needs_min_insync_replicas(tmp_path) -> None:  # type: ignore[n
                    "the dead follower out of the in-sync set")
         assert _produce_code(port, "strict", acks=-1) == ErrorCode.not_enough_replicas
         assert _produce_code(port, "strict", acks=1) == ErrorCode.none
+
+
+def test_metadata_answers_each_listeners_own_addresses(tmp_path: Path) -> None:
+    """Nodes with a client listener beside the inter-broker one: Metadata through the client
+    listener lists every node at its client address (Kafka's rule), not where the nodes reach
+    each other."""
+    config = {**FAST_CLUSTER, "cluster.metadata.url": str(tmp_path / "store"),
+              "listeners": "PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",
+              "inter.broker.listener.name": "PLAINTEXT"}
+    nodes = [SecureServer(tmp_path / f"node-{n}", {**config, "node.id": n}).start()
+             for n in (1, 2)]
+    try:
+        clients = {n: int(node.bound["CLIENT"]["port"]) for n, node in zip((1, 2), nodes,
+                                                                            strict=True)}
+        admin = AdminClient({"bootstrap.servers": nodes[0].bootstrap("CLIENT")})
+
+        def listed() -> dict[int, int] | None:
+            found = {b.id: b.port for b in admin.list_topics(timeout=5).brokers.values()}
+            return found if len(found) == 2 else None
+        assert wait_until(listed, "both nodes listed") == clients
+    finally:
+        for node in nodes:
+            node.stop()

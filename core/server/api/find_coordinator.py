@@ -74,7 +74,7 @@ def _coordinator(services: BrokerServices, ctx: RequestContext) -> tuple[int, st
     if cluster is not None:
         chosen = cluster.coordinator()
         if chosen is not None:
-            return chosen.node_id, chosen.host, chosen.port
+            return (chosen.node_id, *chosen.endpoint(ctx.listener))
     return (services.node_id, *services.advertised(ctx.listener))
 
 

@@ -201,7 +201,8 @@ async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: Reques
                            topic_id=topic_uuid(None if record is None else record.topic_id),
                            is_internal=is_internal(name), partitions=tuple(parts),
                            topic_authorized_operations=access.topic_ops(name)))
-    brokers = tuple(make(broker_t, node_id=n, host=b.host, port=b.port, rack=b.rack)
+    brokers = tuple(make(broker_t, node_id=n, host=b.endpoint(ctx.listener)[0],
+                         port=b.endpoint(ctx.listener)[1], rack=b.rack)
                     for n, b in sorted(view.brokers.items()) if n in view.live)
     return make(cls, throttle_time=datetime.timedelta(0), brokers=brokers,
                 cluster_id=CLUSTER_ID, controller_id=view.controller_id,

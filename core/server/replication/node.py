@@ -173,7 +173,8 @@ class ClusterNode:
             self.store, self.node_id, host=host, port=port,
             dirs_id=dirs_id(manager.dirs[0]),
             session_timeout_ms=self.settings.session_timeout_ms,
-            time_ms=_monotonic_ms, wall_ms=system_time_ms)
+            time_ms=_monotonic_ms, wall_ms=system_time_ms,
+            endpoints=self.services.endpoints)
         await self.services.run_blocking(registration.register)
         self._registration = registration
         await self.refresh()
