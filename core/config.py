@@ -22,7 +22,9 @@ LONG_MAX = INT64_MAX
 INT_MAX = INT32_MAX
 
 
-def _parse_bool(key: str, raw: object) -> bool:
+def parse_bool(key: str, raw: object) -> bool:
+    """A boolean from a Python bool or ``true``/``false`` (any case); ConfigError naming
+    ``key``."""
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
@@ -45,6 +47,15 @@ def parse_int(key: str, raw: object) -> int:
     if isinstance(raw, str) and _INT_RE.fullmatch(raw.strip()):
         return int(raw.strip())
     raise ConfigError(key, f"expected an integer, got {raw!r}")
+
+
+def parse_int_at_least(key: str, raw: object, minimum: int) -> int:
+    """:func:`parse_int`, and at least ``minimum`` (ConfigError naming ``key`` otherwise): the
+    one home of a bounded integer setting, for the engine, the server and its cluster."""
+    value = parse_int(key, raw)
+    if value < minimum:
+        raise ConfigError(key, f"must be at least {minimum}, got {value}")
+    return value
 
 
 def parse_float(key: str, raw: object) -> float:
@@ -82,7 +93,7 @@ def _parse_list(key: str, raw: object) -> tuple[str, ...]:
 ConfigValue: TypeAlias = bool | int | float | str | tuple[str, ...]
 
 _PARSERS: dict[str, Callable[[str, object], ConfigValue]] = {
-    "bool": _parse_bool,
+    "bool": parse_bool,
     "int": parse_int,
     "long": parse_int,
     "double": parse_float,

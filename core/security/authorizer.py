@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tierlog.common.clock import system_time_ms
-from tierlog.config import _parse_bool
+from tierlog.config import parse_bool
 from tierlog.errors import ConfigError
 from tierlog.security.acl import (
     WILDCARD,
@@ -152,7 +152,7 @@ class Authorizer:
         super_users = config.get(SUPER_USERS, "")
         if not isinstance(super_users, str):
             raise ConfigError(SUPER_USERS, f"expected a ';'-separated list, got {super_users!r}")
-        allow = _parse_bool(ALLOW_EVERYONE_IF_NO_ACL_FOUND,
+        allow = parse_bool(ALLOW_EVERYONE_IF_NO_ACL_FOUND,
                             config.get(ALLOW_EVERYONE_IF_NO_ACL_FOUND, False))
         return cls(acls, super_users=parse_super_users(super_users),
                    allow_everyone_if_no_acl_found=allow,

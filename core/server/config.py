@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierlog.config import parse_bool, parse_int_at_least
 from tierlog.errors import ConfigError
 from tierlog.manager.manager_config import ManagerConfig
 from tierlog.security.listeners import (
@@ -69,28 +70,9 @@ AUTHORIZER_CLASSES = frozenset({
 })
 
 
-def _parse_bool(key: str, raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ConfigError(key, f"expects true or false, got {raw!r}")
-
-
-def _parse_int(key: str, raw: object, minimum: int) -> int:
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(key, f"expects an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(key, f"must be at least {minimum}, got {value}")
-    return value
-
-
 def _parse_limit(key: str, raw: object) -> int:
     """A positive bound, or -1 for none (Kafka's convention)."""
-    value = _parse_int(key, raw, -1)
+    value = parse_int_at_least(key, raw, -1)
     if value == 0:
         raise ConfigError(key, "must be positive, or -1 for no limit")
     return value
@@ -171,19 +153,19 @@ class ServerConfig:
             sasl={sasl_listener.name: SaslListenerSettings.from_config(values, sasl_listener)
                   for sasl_listener in settings.listeners
                   if sasl_listener.security_protocol.startswith("SASL_")},
-            connections_max_reauth_ms=_parse_int("connections.max.reauth.ms", values.get(
+            connections_max_reauth_ms=parse_int_at_least("connections.max.reauth.ms", values.get(
                 "connections.max.reauth.ms", 0), 0),
-            failed_authentication_delay_ms=_parse_int(
+            failed_authentication_delay_ms=parse_int_at_least(
                 "connection.failed.authentication.delay.ms", values.get(
                     "connection.failed.authentication.delay.ms",
                     DEFAULT_FAILED_AUTHENTICATION_DELAY_MS), 0),
-            node_id=_parse_int("node.id", node_text, 0),
+            node_id=parse_int_at_least("node.id", node_text, 0),
             log_dirs=dirs,
-            max_request_bytes=_parse_int("socket.request.max.bytes", values.get(
+            max_request_bytes=parse_int_at_least("socket.request.max.bytes", values.get(
                 "socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES), 1024),
-            auto_create_topics=_parse_bool("auto.create.topics.enable",
+            auto_create_topics=parse_bool("auto.create.topics.enable",
                                            values.get("auto.create.topics.enable", True)),
-            max_broker_partitions=_parse_int("max.broker.partitions", values.get(
+            max_broker_partitions=parse_int_at_least("max.broker.partitions", values.get(
                 "max.broker.partitions", DEFAULT_MAX_BROKER_PARTITIONS), 1),
             queued_max_request_bytes=_parse_limit("queued.max.request.bytes", values.get(
                 "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)),

@@ -140,6 +140,36 @@ def topic_access(services: Services, ctx: RequestContext, request: MetadataReque
                        bool(getattr(request, "include_cluster_authorized_operations", False)))
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """The topics a Metadata request is answered about, and what it may see and create."""
+
+    names: list[str]
+    access: TopicAccess
+    auto: bool
+    """Whether unknown topics are auto-created (the request and the broker allow it)."""
+
+    def refused(self, name: str, exists: bool) -> bool:
+        """Whether ``name`` is answered TOPIC_AUTHORIZATION_FAILED: not describable, or
+        missing and not creatable when it would be created."""
+        return name not in self.access.describable or (
+            self.auto and not exists and not self.access.may_create(name))
+
+
+def _asked(services: Services, ctx: RequestContext, request: MetadataRequest,
+           every_topic: list[str], exists: Callable[[str], bool]) -> _Asked:
+    """The topics to answer (``every_topic`` filtered to the describable ones for a list-all,
+    else those named) and the request's access to them; one home for both kinds of node."""
+    wanted, may_create = requested_topics(request, ctx.api_version)
+    names = every_topic if wanted is None else wanted
+    auto = may_create and services.config.auto_create_topics
+    access = topic_access(services, ctx, request, names,
+                          (lambda n: not exists(n)) if auto else None)
+    if wanted is None:
+        names = [n for n in names if n in access.describable]
+    return _Asked(names, access, auto)
+
+
 def _refused_topic(topic_t: type[object], name: str) -> object:
     """A topic this principal may not describe (or not create): TOPIC_AUTHORIZATION_FAILED,
     nothing about it disclosed (not even whether it is internal, as Kafka answers)."""
@@ -157,22 +187,16 @@ async def cluster_metadata(services: Services, cluster: ClusterNode, ctx: Reques
     broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),
                                  nested(cls, "MetadataResponseTopic"),
                                  nested(cls, "MetadataResponsePartition"))
-    wanted, may_create = requested_topics(request, ctx.api_version)
     view = cluster.view
-    names = sorted(view.topics) if wanted is None else wanted
-    auto = may_create and services.config.auto_create_topics
-    access = topic_access(services, ctx, request, names,
-                          (lambda n: n not in view.topics) if auto else None)
-    if wanted is None:
-        names = [n for n in names if n in access.describable]
+    asked = _asked(services, ctx, request, sorted(view.topics), view.topics.__contains__)
+    access = asked.access
     topics: list[object] = []
-    for name in names:
+    for name in asked.names:
         error = ErrorCode.none
-        if name not in access.describable or (
-                auto and name not in view.topics and not access.may_create(name)):
+        if asked.refused(name, name in view.topics):
             topics.append(_refused_topic(topic_t, name))
             continue
-        if name not in view.topics and auto and not is_internal(name):
+        if name not in view.topics and asked.auto and not is_internal(name):
             try:
                 await cluster.create_topic(name, int(services.manager.config["num.partitions"]),
                                            -1, {})
@@ -220,21 +244,16 @@ async def metadata(services: Services, ctx: RequestContext,
     broker_t, topic_t, part_t = (nested(cls, "MetadataResponseBroker"),
                                  nested(cls, "MetadataResponseTopic"),
                                  nested(cls, "MetadataResponsePartition"))
-    wanted, may_create = requested_topics(request, ctx.api_version)
-    names = list(manager.topics()) if wanted is None else wanted
-    auto = may_create and services.config.auto_create_topics
-    access = topic_access(services, ctx, request, names,
-                          (lambda n: not manager.partitions(n)) if auto else None)
-    if wanted is None:
-        names = [n for n in names if n in access.describable]
+    asked = _asked(services, ctx, request, list(manager.topics()),
+                   lambda n: bool(manager.partitions(n)))
+    access = asked.access
     topics: list[object] = []
-    for name in names:
+    for name in asked.names:
         error = ErrorCode.none
-        if name not in access.describable or (
-                auto and not manager.partitions(name) and not access.may_create(name)):
+        if asked.refused(name, bool(manager.partitions(name))):
             topics.append(_refused_topic(topic_t, name))
             continue
-        if not manager.partitions(name) and auto:
+        if not manager.partitions(name) and asked.auto:
             try:
                 await ensure_topic(services, name)
             except TierlogError as exc:

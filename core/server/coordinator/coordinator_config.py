@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tierlog.errors import ConfigError
+from tierlog.config import parse_int_at_least
 
 COORDINATOR_KEYS = frozenset({
     "offsets.topic.num.partitions", "transaction.state.log.num.partitions",
@@ -20,11 +20,4 @@ COORDINATOR_KEYS = frozenset({
 def setting_int(values: Mapping[str, Any], key: str, default: int, minimum: int = 0) -> int:
     """The integer setting ``key`` (``default`` when absent); ConfigError naming the key when
     it is not an integer of at least ``minimum``."""
-    raw = values.get(key, default)
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"must be an integer, got {raw!r}") from None
-    if isinstance(raw, bool) or value < minimum:
-        raise ConfigError(key, f"must be an integer >= {minimum}, got {raw!r}")
-    return value
+    return parse_int_at_least(key, values.get(key, default), minimum)

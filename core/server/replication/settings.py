@@ -15,6 +15,7 @@ from typing import Any
 
 from tierlog.cluster.open_store import URL_KEY
 from tierlog.cluster.registry import DEFAULT_HEARTBEAT_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
+from tierlog.config import parse_bool, parse_int_at_least
 from tierlog.errors import ConfigError
 
 __all__ = ["CLUSTER_KEYS", "ClusterSettings"]
@@ -40,14 +41,7 @@ CLUSTER_KEYS = frozenset({URL_KEY, "unclean.leader.election.enable", *_DEFAULTS}
 
 
 def _int(values: Mapping[str, Any], key: str, minimum: int) -> int:
-    raw = values.get(key, _DEFAULTS[key])
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigError(key, f"expects an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(key, f"must be at least {minimum}, got {value}")
-    return value
+    return parse_int_at_least(key, values.get(key, _DEFAULTS[key]), minimum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +69,8 @@ class ClusterSettings:
         url = str(values.get(URL_KEY) or "").strip()
         if not url:
             return None
-        unclean = str(values.get("unclean.leader.election.enable", "false")).strip().lower()
-        if unclean not in ("true", "false"):
-            raise ConfigError("unclean.leader.election.enable",
-                              f"expects true or false, got {unclean!r}")
-        if unclean == "true":
+        if parse_bool("unclean.leader.election.enable",
+                      values.get("unclean.leader.election.enable", False)):
             raise ConfigError("unclean.leader.election.enable",
                               "only false is supported: a leader is elected from the in-sync "
                               "set only, so no acknowledged record is lost")
