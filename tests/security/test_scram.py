@@ -134,8 +134,32 @@ def test_a_tampered_nonce_is_named() -> None:
     scram = server("SCRAM-SHA-256", users(alice=PASSWORD))
     client = ScramClient("alice", PASSWORD, "SCRAM-SHA-256")
     client.process_server_first_message(scram.first(client.first_message()))
+    head, _, proof = client.final_message().rpartition(b",p=")
     with pytest.raises(SaslAuthenticationError, match="Invalid client nonce"):
-        scram.final(client.final_message().replace(b",r=", b",r=x"))
+        scram.final(head + b"x,p=" + proof)  # no longer ends with the server-first nonce
+
+
+def test_librdkafkas_builtin_scram_is_understood() -> None:
+    """librdkafka's builtin SCRAM (kcat; librdkafka 2.0 and older) sends the client nonce twice
+    in its final message (``r=<client nonce><client nonce><server nonce>``), its proof computed
+    over that; Kafka's broker takes it (it asks only that the nonce end with the server-first
+    one), and so does tierlog. The client side here is hashlib's, independent of tierlog."""
+    scram = server("SCRAM-SHA-512", users(alice=PASSWORD))
+    client_nonce = "fyko+d2lbbFgONRv9qkxdawL"
+    bare = f"n=alice,r={client_nonce}"
+    server_first = scram.first(f"n,,{bare}".encode()).decode()
+    fields = dict(f.split("=", 1) for f in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha512", PASSWORD.encode(), base64.b64decode(fields["s"]),
+                                 int(fields["i"]))
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    without_proof = f"c=biws,r={client_nonce}{fields['r']}"
+    auth = f"{bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha512(client_key).digest(), auth, "sha512").digest()
+    proof = bytes(k ^ s for k, s in zip(client_key, signature, strict=True))
+    answer = scram.final(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    server_key = hmac.new(salted, b"Server Key", "sha512").digest()
+    assert answer == b"v=" + base64.b64encode(hmac.new(server_key, auth, "sha512").digest())
+    assert scram.complete and scram.principal == "alice"
 
 
 @pytest.mark.parametrize(("client_first", "why"), [

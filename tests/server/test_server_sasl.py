@@ -5,7 +5,7 @@ each reports, for a wrong password or a mechanism the listener does not enable. 
 are checked with bare requests: nothing but ApiVersions, SaslHandshake and SaslAuthenticate
 before authentication; SaslHandshake v0's bare tokens; the session lifetime (KIP-368).
 
-kcat is not installed here (no network beyond package registries), so it is not tested.
+kcat's turn is ``test_server_kcat.py``.
 """
 
 from __future__ import annotations
