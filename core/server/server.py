@@ -144,15 +144,15 @@ class Server:
         return self._coordinators
 
     async def start(self) -> None:
-        """Bind every listener (port 0: an ephemeral port, then advertised) and register the
-        handlers."""
+        """Bind every listener (port 0: an ephemeral port, then advertised), register the
+        handlers, join the cluster and load the coordinators, then accept connections."""
         loop = asyncio.get_running_loop()
         contexts = {listener.name: self._tls_context(listener)
                     for listener in self.config.listeners}
         for listener in self.config.listeners:
             server = await loop.create_server(
                 functools.partial(self._new_connection, listener), listener.host or None,
-                listener.port, ssl=contexts[listener.name])
+                listener.port, ssl=contexts[listener.name], start_serving=False)
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
             self.bound[listener.name] = (listener.host, int(sockname[1]))
@@ -171,6 +171,10 @@ class Server:
         register(self.registry, scram_api.ScramAdmin(self.services, self.credentials()),
                  scram_api.ENDPOINTS)
         await self._coordinators.start()
+        # Accept only now: a client (or another node) that connected earlier would have been
+        # answered with a half-registered API table (ApiVersions without Fetch, say).
+        for server in self._servers:
+            await server.start_serving()
         if self.config.connections_max_idle_ms > 0:
             self._reaper = loop.create_task(self._reap_idle_connections())
         for listener in self.config.listeners:
