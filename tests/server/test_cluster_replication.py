@@ -173,8 +173,10 @@ def test_only_the_leader_answers_and_only_at_its_epoch(cluster: Cluster) -> None
         return found.topics[0].partitions[0].error_code
 
     # The first leader's epoch is 0: a client naming an older one is fenced, a newer one is
-    # not known yet, and a follower is never asked.
-    assert epoch_answer(leader_port, 0) == ErrorCode.none
+    # not known yet, and a follower is never asked. (The store names the leader a poll before
+    # the leader itself takes the role up: until then it answers NOT_LEADER_OR_FOLLOWER.)
+    wait_until(lambda: epoch_answer(leader_port, 0) == ErrorCode.none,
+               "the leader answering as leader")
     assert epoch_answer(leader_port, 5) == ErrorCode.unknown_leader_epoch
     assert epoch_answer(follower_port, 0) == ErrorCode.not_leader_or_follower
     # Every node hands out producer ids no other node holds (a shared id would make one

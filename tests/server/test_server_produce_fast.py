@@ -216,7 +216,8 @@ def test_produce_answers_the_same_inline_and_on_workers(tmp_path: Path,
             await server.start()
             try:
                 frame = _produce_frame(9, 4, batch)  # partition 3 does not exist
-                outs = [await server._handle(frame, 1, "test") for _ in range(2)]
+                outs = [await server._handle(frame, 1, "test", "PLAINTEXT", "User:ANONYMOUS")
+                        for _ in range(2)]
             finally:
                 await server.stop()
             return [o for o in outs if isinstance(o, bytes)]

@@ -330,6 +330,7 @@ def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, ra
     bootstrap = ",".join(f"127.0.0.1:{p.port}" for p in proxies.values())
     watch = _LeaderWatch(cluster.store_url, partitions)
     faults = _Faults(cluster, proxies, watch, random.Random(seed))
+    workload: _Workload | None = None
     try:
         cluster.start()
         cluster.create_topic(TOPIC, partitions, 3)
@@ -351,6 +352,8 @@ def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, ra
                             workload.failed, len(workload.observed), len(watch.changes),
                             faults.failover_ms(), violations)
     finally:
+        if workload is not None:
+            workload.stop.set()  # a failed run leaves no client polling the stopped nodes
         for n in list(faults.paused):
             faults.cont(n)
         watch.stop.set()

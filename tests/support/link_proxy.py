@@ -81,7 +81,7 @@ class ProxyStats:
     bytes_to_target: int
     """Bytes delivered from clients to the target."""
     bytes_from_target: int
-    """Bytes delivered from the target to clients."""
+    """Bytes read from the target (for clients)."""
 
 
 class LinkProxy:
@@ -317,14 +317,14 @@ class LinkProxy:
             else:
                 link.to_client += data
                 link.upstream_eof = not data
+                with self._lock:  # counted as read: a client may see them before a send returns
+                    self._from_target += len(data)
         if mask & selectors.EVENT_WRITE:
             pending = link.to_client if side == "client" else link.to_upstream
             sent = sock.send(pending)
             del pending[:sent]
-            with self._lock:
-                if side == "client":
-                    self._from_target += sent
-                else:
+            if side == "upstream":
+                with self._lock:
                     self._to_target += sent
         self._pass_eof(link)
 
