@@ -8,14 +8,22 @@ and polls a fraction of it. Every wait is on a condition, bounded (:func:`wait_u
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
+from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32
 
 from support.server_process import ServerProcess
+from tierlog.errors import BrokerConnectionError
+from tierlog.server.replication.wire_client import BrokerConnection
 
 _T = TypeVar("_T")
 
@@ -115,13 +123,36 @@ class Cluster:
         return [] if state is None else state[2]
 
     def leader(self, topic: str, partition: int = 0) -> int:
-        """The partition's leader once it has a live one."""
+        """The partition's leader once it has a live one that has taken the role up (the store
+        names a leader a poll before the node itself acts on it)."""
         def led() -> int | None:
             state = self.partition_state(topic, partition)
             if state is None or state[0] < 0 or not self.nodes[state[0]].alive():
                 return None
-            return state[0]
+            return state[0] if self.leads(state[0], topic, partition) else None
         return wait_until(led, f"a live leader of {topic}-{partition}")
+
+    def leads(self, node_id: int, topic: str, partition: int = 0) -> bool:
+        """Whether node ``node_id`` answers for the partition as its leader (its
+        OffsetForLeaderEpoch is not NOT_LEADER_OR_FOLLOWER)."""
+        request = epoch_request.OffsetForLeaderEpochRequest(
+            replica_id=BrokerId(-1), topics=(epoch_request.OffsetForLeaderTopic(
+                topic=TopicName(topic), partitions=(epoch_request.OffsetForLeaderPartition(
+                    partition=i32(partition), current_leader_epoch=i32(-1),
+                    leader_epoch=i32(0)),)),))
+
+        async def ask() -> OffsetForLeaderEpochResponse:
+            connection = BrokerConnection("127.0.0.1", self.nodes[node_id].port,
+                                          client_id="cluster-procs", timeout_s=5)
+            try:
+                return await connection.send(request, OffsetForLeaderEpochResponse)
+            finally:
+                await connection.close()
+        try:
+            answer = asyncio.run(ask())
+        except BrokerConnectionError:
+            return False
+        return answer.topics[0].partitions[0].error_code == ErrorCode.none
 
     def live_brokers(self) -> list[int]:
         """The nodes a live node's Metadata lists ([] when none answers)."""
