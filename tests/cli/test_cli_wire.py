@@ -137,12 +137,21 @@ class Follower:
              server.bootstrap, "--topic", topic, "--from-beginning", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
         self.lines: queue.Queue[bytes] = queue.Queue()
+        self.err = bytearray()
         threading.Thread(target=self._read, daemon=True).start()
+        # stderr is drained as it comes: a full pipe would block the consumer's exit.
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(line)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr]
+            self.err += chunk
 
     def next_line(self) -> bytes:
         return self.lines.get(timeout=DEADLINE_S)
@@ -154,8 +163,8 @@ class Follower:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
-        assert self.proc.stderr is not None
-        return code, self.proc.stderr.read().decode()
+        self._err_reader.join(DEADLINE_S)
+        return code, self.err.decode()
 
 
 def test_consume_follows_a_record_produced_after_it_started(server: ServerProcess) -> None:
