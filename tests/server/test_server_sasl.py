@@ -24,15 +24,13 @@ import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
@@ -51,8 +49,10 @@ from support.secure_server import (
     PLAIN_JAAS,
     SecureServer,
     kafka_python_refusal,
+    kafka_python_round_trip,
     kafka_python_ssl,
     librdkafka_refusal,
+    librdkafka_round_trip,
     librdkafka_ssl,
     read_frame,
     send_request,
@@ -103,44 +103,6 @@ def kp_sasl(pki: Pki, mechanism: str, user: str, password: str) -> dict[str, Any
 def ck_sasl(pki: Pki, mechanism: str, user: str, password: str) -> dict[str, Any]:
     return {"security.protocol": "SASL_SSL", **librdkafka_ssl(pki), "sasl.mechanism": mechanism,
             "sasl.username": user, "sasl.password": password}
-
-
-def kafka_python_round_trip(bootstrap: str, topic: str, settings: dict[str, Any]) -> list[bytes]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
-    try:
-        for i in range(3):
-            producer.send(topic, f"record-{i}".encode()).get(timeout=15)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=5000,
-                             enable_auto_commit=False, **settings)
-    try:
-        consumer.assign([KpTopicPartition(topic, 0)])
-        consumer.seek_to_beginning()
-        return [message.value for _, message in zip(range(3), consumer, strict=False)]
-    finally:
-        consumer.close()
-
-
-def librdkafka_round_trip(bootstrap: str, topic: str, settings: dict[str, Any]) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, **settings})
-    for i in range(3):
-        producer.produce(topic, f"record-{i}".encode())
-    assert producer.flush(15) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group",
-                         "enable.auto.commit": False, **settings})
-    consumer.assign([TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 15
-        while len(values) < 3 and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None:
-                assert message.error() is None, message.error()
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def test_both_clients_produce_and_consume_over_sasl_ssl_plain(sasl_server: SecureServer,

@@ -9,24 +9,23 @@ kcat is not installed here (no network beyond package registries), so it is not 
 from __future__ import annotations
 
 import ssl
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 ck = pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
+from confluent_kafka import KafkaError
+from kafka import KafkaProducer
 from kafka.errors import KafkaConnectionError
 from support.certs import Pki, make_pki
 from support.secure_server import (
     SecureServer,
     kafka_python_refusal,
+    kafka_python_round_trip,
     kafka_python_ssl,
     librdkafka_refusal,
+    librdkafka_round_trip,
     librdkafka_ssl,
     tls_server_config,
 )
@@ -57,44 +56,6 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[S
         yield server
     finally:
         server.stop()
-
-
-def kafka_python_round_trip(bootstrap: str, topic: str, **settings: Any) -> list[bytes]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
-    try:
-        for i in range(3):
-            producer.send(topic, f"record-{i}".encode()).get(timeout=15)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=5000,
-                             enable_auto_commit=False, **settings)
-    try:
-        consumer.assign([KpTopicPartition(topic, 0)])
-        consumer.seek_to_beginning()
-        return [message.value for _, message in zip(range(3), consumer, strict=False)]
-    finally:
-        consumer.close()
-
-
-def librdkafka_round_trip(bootstrap: str, topic: str, settings: dict[str, Any]) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, **settings})
-    for i in range(3):
-        producer.produce(topic, f"record-{i}".encode())
-    assert producer.flush(15) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False, **settings})
-    consumer.assign([TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 15
-        while len(values) < 3 and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None:
-                assert message.error() is None, message.error()
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 EXPECTED = [b"record-0", b"record-1", b"record-2"]
@@ -129,8 +90,8 @@ def test_metadata_answers_the_listener_the_request_came_through(
 def test_kafka_python_produces_and_consumes_over_ssl(tls_server: SecureServer,
                                                      pki: Pki) -> None:
     assert kafka_python_round_trip(tls_server.bootstrap("SSL"), "tls-kp",
-                                   security_protocol="SSL",
-                                   **kafka_python_ssl(pki)) == EXPECTED
+                                   {"security_protocol": "SSL",
+                                    **kafka_python_ssl(pki)}) == EXPECTED
 
 
 def test_librdkafka_produces_and_consumes_over_ssl(tls_server: SecureServer,
@@ -143,8 +104,8 @@ def test_librdkafka_produces_and_consumes_over_ssl(tls_server: SecureServer,
 def test_both_clients_with_a_certificate_pass_mutual_tls(tls_server: SecureServer,
                                                          pki: Pki) -> None:
     bootstrap = tls_server.bootstrap("MTLS")
-    assert kafka_python_round_trip(bootstrap, "mtls-kp", security_protocol="SSL",
-                                   **kafka_python_ssl(pki, cert=True)) == EXPECTED
+    assert kafka_python_round_trip(bootstrap, "mtls-kp", {
+        "security_protocol": "SSL", **kafka_python_ssl(pki, cert=True)}) == EXPECTED
     assert librdkafka_round_trip(bootstrap, "mtls-ck", {
         "security.protocol": "SSL", **librdkafka_ssl(pki, cert=True)}) == EXPECTED
 

@@ -5,9 +5,14 @@ made with :func:`support.certs.make_pki`, every listener's bound port read from 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
 
 from support.certs import Pki
 from support.server_process import ServerProcess
@@ -141,3 +146,46 @@ def read_frame(sock: Any) -> bytes:
 
     (size,) = struct.unpack(">i", exactly(4))
     return exactly(size)
+
+
+def kafka_python_round_trip(bootstrap: str, topic: str,
+                            settings: Mapping[str, Any]) -> list[bytes]:
+    """Three records produced to partition 0 of ``topic`` by kafka-python with ``settings``,
+    then consumed back from the beginning."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
+    try:
+        for i in range(3):
+            producer.send(topic, f"record-{i}".encode()).get(timeout=15)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=5000,
+                             enable_auto_commit=False, **settings)
+    try:
+        consumer.assign([KpTopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        return [message.value for _, message in zip(range(3), consumer, strict=False)]
+    finally:
+        consumer.close()
+
+
+def librdkafka_round_trip(bootstrap: str, topic: str,
+                          settings: Mapping[str, Any]) -> list[bytes]:
+    """The same through librdkafka (confluent-kafka)."""
+    producer = Producer({"bootstrap.servers": bootstrap, **settings})
+    for i in range(3):
+        producer.produce(topic, f"record-{i}".encode())
+    assert producer.flush(15) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group",
+                         "enable.auto.commit": False, **settings})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 15
+        while len(values) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values
