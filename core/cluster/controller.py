@@ -46,7 +46,7 @@ from tierlog.cluster.registry import LivenessTracker, fence, live_brokers, read_
 from tierlog.cluster.store import MetadataStore, Versioned
 from tierlog.errors import MetadataConflictError, TopicExistsError
 
-__all__ = ["Controller", "ControllerStep", "create_topic", "partition_states"]
+__all__ = ["Controller", "ControllerStep", "create_topic", "partition_states", "read_topics"]
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +67,26 @@ class ControllerStep:
     """Compare-and-swaps it lost (each re-read at the next step)."""
 
 
-def partition_states(store: MetadataStore
-                     ) -> Iterator[tuple[str, int, PartitionRecord, Versioned | None]]:
-    """Every partition of every topic, in order, with its state and version; a partition the
-    topic's assignment names but the store does not hold (its creator stopped before writing
-    it) comes with its first state and version None."""
+def read_topics(store: MetadataStore) -> dict[str, TopicRecord]:
+    """Every topic's assignment (a LIST, then a GET each; one removed between the two is left
+    out)."""
+    topics: dict[str, TopicRecord] = {}
     for key in store.list_keys(TOPICS):
         topic = topic_of(key)
         found = None if topic is None else store.read(key)
-        if topic is None or found is None:
-            continue
-        for partition, replicas in enumerate(TopicRecord.from_value(key, found.value).assignment):
+        if topic is not None and found is not None:
+            topics[topic] = TopicRecord.from_value(key, found.value)
+    return topics
+
+
+def partition_states(store: MetadataStore, topics: Mapping[str, TopicRecord] | None = None
+                     ) -> Iterator[tuple[str, int, PartitionRecord, Versioned | None]]:
+    """Every partition of every topic (``topics``, as :func:`read_topics` gives them; read
+    here when None), in order, with its state and version; a partition the topic's assignment
+    names but the store does not hold (its creator stopped before writing it) comes with its
+    first state and version None."""
+    for topic, record in (read_topics(store) if topics is None else topics).items():
+        for partition, replicas in enumerate(record.assignment):
             pkey = partition_key(topic, partition)
             current = store.read(pkey)
             if current is None:

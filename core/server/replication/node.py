@@ -27,15 +27,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tierlog.checkpoint.partition_metadata import new_topic_id
-from tierlog.cluster.controller import Controller, create_topic, partition_states
+from tierlog.cluster.controller import (
+    Controller,
+    create_topic,
+    partition_states,
+    read_topics,
+)
 from tierlog.cluster.keys import (
     CONTROLLER,
-    TOPICS,
     BrokerRecord,
     ControllerRecord,
     PartitionRecord,
     TopicRecord,
-    topic_of,
 )
 from tierlog.cluster.open_store import open_metadata_store
 from tierlog.cluster.registry import (
@@ -116,13 +119,9 @@ def _read_cluster(store: MetadataStore) -> _Read:
     """One poll of the store (blocking)."""
     brokers = read_brokers(store)
     controller = store.read(CONTROLLER)
-    topics: dict[str, TopicRecord] = {}
-    for key in store.list_keys(TOPICS):
-        topic = topic_of(key)
-        found = None if topic is None else store.read(key)
-        if topic is not None and found is not None:
-            topics[topic] = TopicRecord.from_value(key, found.value)
-    partitions = {(t, p): (state, version) for t, p, state, version in partition_states(store)
+    topics = read_topics(store)
+    partitions = {(t, p): (state, version)
+                  for t, p, state, version in partition_states(store, topics)
                   if version is not None}
     return _Read(brokers, controller, topics, partitions)
 
