@@ -254,7 +254,7 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
         refused = denied if cluster is None else {**refusals(cluster, reading, args), **denied}
         ends = ({} if cluster is None or args.replica_id < 0
                 else {tp: cluster.replicas.leaders[tp].log.log_end_offset
-                      for tp, _ in reading.partitions if tp not in (refused or {})})
+                      for tp, _ in reading.partitions if tp not in refused})
         reads = await services.run_blocking(
             partial(read_partitions, manager, reading, isolation, max_bytes, refused))
         if cluster is not None and ends:

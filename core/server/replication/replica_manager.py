@@ -318,7 +318,8 @@ class ReplicaManager:
                  tp[1], self.node_id, record.leader_epoch, end, list(record.isr))
         if leader.high_watermark > partition_log.high_watermark:
             self._hw_moved(tp, role)
-        self._hw_moved_callback(tp)
+        else:  # the waiters of the partition check again against their new leader
+            self._hw_moved_callback(tp)
 
     async def _resign(self, tp: TopicPartition) -> None:
         role = self.leaders.pop(tp, None)
