@@ -13,7 +13,12 @@ from typing import Any
 import moto.server  # noqa: F401 - the dev install has these: a missing one fails the suite
 import pytest
 import s3fs  # noqa: F401
-from support.remote_storage_suite import RemoteStorageManagerTests, metadata_for, write_segment
+from support.remote_storage_suite import (
+    RemoteStorageManagerTests,
+    copy_multipart_segment,
+    metadata_for,
+    write_segment,
+)
 from support.s3 import S3_ACCESS_KEY as ACCESS_KEY
 from support.s3 import S3_BUCKET as BUCKET
 from support.s3 import S3_SECRET as SECRET
@@ -93,15 +98,8 @@ def test_part_size_drives_multipart_uploads(url: str, options: dict[str, Any],
     part_size = 5 << 20
     rsm = create_remote_storage(url, {**options, "part_size": str(part_size)})
     assert rsm.fs.default_block_size == part_size
-    seg = write_segment(tmp_path, 0)
-    big = tmp_path / "big.log"
-    big.write_bytes(seg.log_bytes * (2 * part_size // len(seg.log_bytes) + 1))
-    data = seg.data.__class__(**{**{f: getattr(seg.data, f) for f in seg.data.__slots__},
-                                 "log_segment": big})
-    md = metadata_for(TIP, seg)
-    rsm.copy_log_segment_data(md, data)
-    bucket, key = rsm.object_path(md, ".log").split("/", 1)
-    head = rsm.fs.call_s3("head_object", Bucket=bucket, Key=key)
+    copied = copy_multipart_segment(rsm, tmp_path, TIP, part_size)
+    seg, md, big, head = copied.seg, copied.md, copied.big, copied.head
     assert head["ETag"].strip('"').endswith("-3")  # three parts of at most part_size
     assert head["ContentLength"] == big.stat().st_size
     assert rsm.fetch_index(md, IndexType.OFFSET).read() == seg.data.offset_index.read_bytes()

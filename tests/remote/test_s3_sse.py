@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from support.clock import FakeClock
-from support.remote_storage_suite import metadata_for, write_segment
+from support.remote_storage_suite import copy_multipart_segment, metadata_for, write_segment
 from support.s3 import S3_ACCESS_KEY, S3_BUCKET, S3_REGION, S3_SECRET
 
 from tierlog import Record
@@ -146,16 +146,9 @@ def test_a_multipart_upload_is_encrypted_with_the_kms_key(
     rsm = create_remote_storage(url, {**s3_options, "part_size": str(PART_SIZE),
                                       "server_side_encryption": "aws:kms",
                                       "sse_kms_key_id": kms_key_id})
-    seg = write_segment(tmp_path, 0)
-    big = tmp_path / "big.log"
     # s3fs sends one PUT below two parts' size
-    big.write_bytes(seg.log_bytes * (2 * PART_SIZE // len(seg.log_bytes) + 1))
-    data = seg.data.__class__(**{**{f: getattr(seg.data, f) for f in seg.data.__slots__},
-                                 "log_segment": big})
-    md = metadata_for(TIP, seg)
-    rsm.copy_log_segment_data(md, data)
-    bucket, key = rsm.object_path(md, ".log").split("/", 1)
-    head = rsm.fs.call_s3("head_object", Bucket=bucket, Key=key)
+    copied = copy_multipart_segment(rsm, tmp_path, TIP, PART_SIZE)
+    md, big, head = copied.md, copied.big, copied.head
     assert head["ETag"].strip('"').endswith("-3")  # three parts: a multipart upload
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", kms_key_id)
     assert rsm.tier.get_bytes(rsm.object_path(md, ".log"), PART_SIZE, PART_SIZE + 100) == \

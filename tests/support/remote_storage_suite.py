@@ -114,6 +114,32 @@ def metadata_for(tip: TopicIdPartition, seg: SegmentFiles, *, event_ms: int = BA
     )
 
 
+@dataclass(frozen=True)
+class MultipartCopy:
+    """What :func:`copy_multipart_segment` copied: the segment, its metadata, the local log
+    file copied, and the S3 HEAD of its log object."""
+
+    seg: SegmentFiles
+    md: RemoteLogSegmentMetadata
+    big: Path
+    head: dict[str, Any]
+
+
+def copy_multipart_segment(rsm: Any, tmp_path: Path, tip: TopicIdPartition,
+                           part_size: int) -> MultipartCopy:
+    """Copy a segment of a little over two ``part_size`` parts through ``rsm`` (an S3 remote
+    storage manager), so s3fs uploads it in three parts."""
+    seg = write_segment(tmp_path, 0)
+    big = tmp_path / "big.log"
+    big.write_bytes(seg.log_bytes * (2 * part_size // len(seg.log_bytes) + 1))
+    data = seg.data.__class__(**{**{f: getattr(seg.data, f) for f in seg.data.__slots__},
+                                 "log_segment": big})
+    md = metadata_for(tip, seg)
+    rsm.copy_log_segment_data(md, data)
+    bucket, key = rsm.object_path(md, ".log").split("/", 1)
+    return MultipartCopy(seg, md, big, rsm.fs.call_s3("head_object", Bucket=bucket, Key=key))
+
+
 def update(md: RemoteLogSegmentMetadata, state: RemoteLogSegmentState, event_ms: int = 0
            ) -> RemoteLogSegmentMetadataUpdate:
     return RemoteLogSegmentMetadataUpdate(
