@@ -56,6 +56,7 @@ from tierlog.errors import (
     InvalidReplicationFactorError,
     TopicExistsError,
 )
+from tierlog.server.replication import tier_roles
 from tierlog.server.replication.delayed_produce import DelayedProduces
 from tierlog.server.replication.replica_manager import ReplicaManager
 from tierlog.server.replication.sasl_client import BrokerSecurity
@@ -152,6 +153,7 @@ class ClusterNode:
                                        security=BrokerSecurity.for_listener(
                                            config.properties, config.inter_broker))
         self.delayed = DelayedProduces(self.replicas.acks_state)
+        tier_roles.install(self)
         self._registration: BrokerRegistration | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._refresh_lock = asyncio.Lock()

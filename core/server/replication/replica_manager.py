@@ -47,13 +47,16 @@ from tierlog.server.replication.sasl_client import BrokerSecurity
 from tierlog.server.replication.settings import ClusterSettings
 from tierlog.server.replication.wire_client import BrokerConnection
 
-__all__ = ["LeaderRole", "ReplicaManager"]
+__all__ = ["LeaderRole", "ReplicaManager", "RoleListener"]
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 _T = TypeVar("_T")
 RunBlocking = Callable[[Callable[[], _T]], Awaitable[_T]]
+#: Told of each change of this node's role in a partition: the leader epoch it now leads at,
+#: or None when it no longer leads (it follows, or no longer replicates the partition).
+RoleListener = Callable[[TopicPartition, "int | None"], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -136,6 +139,18 @@ class ReplicaManager:
         self._live: frozenset[int] = frozenset()
         self._committing: set[TopicPartition] = set()
         self._lag_ms = int(manager.config["replica.lag.time.max.ms"])
+        #: Who moves with leadership (the coordinators, the tier's copier): see RoleListener.
+        self.role_listeners: list[RoleListener] = []
+
+    async def _tell(self, tp: TopicPartition, leader_epoch: int | None) -> None:
+        """Tell every role listener; one that fails is logged and the others still hear."""
+        for listener in self.role_listeners:
+            try:
+                await listener(tp, leader_epoch)
+            except Exception:
+                log.exception("%s-%d: a role listener failed on %s", tp[0], tp[1],
+                              "a resignation" if leader_epoch is None
+                              else f"leader epoch {leader_epoch}")
 
     async def _blocking(self, fn: Callable[[], _T]) -> _T:
         return await self._run_blocking(fn)  # type: ignore[return-value]
@@ -297,9 +312,12 @@ class ReplicaManager:
                     partition_epoch=record.partition_epoch, now_ms=now)
             except FencedPartitionEpochError:
                 return  # a read older than this leader's own write
+            epoch_changed = record.leader_epoch != role.record.leader_epoch
             role.record, role.version = record, version
             if moved:
                 self._hw_moved(tp, role)
+            if epoch_changed:
+                await self._tell(tp, record.leader_epoch)
             return
         await self._unfollow(tp)
         self._followers.pop(tp, None)
@@ -320,12 +338,14 @@ class ReplicaManager:
             self._hw_moved(tp, role)
         else:  # the waiters of the partition check again against their new leader
             self._hw_moved_callback(tp)
+        await self._tell(tp, record.leader_epoch)
 
     async def _resign(self, tp: TopicPartition) -> None:
         role = self.leaders.pop(tp, None)
         if role is not None:
             role.log.leader_epoch = None
             self._hw_moved_callback(tp)  # waiting acks=all produces answer NOT_LEADER
+            await self._tell(tp, None)
 
     async def _follow(self, tp: TopicPartition, record: PartitionRecord,
                       brokers: Mapping[int, BrokerRecord], partition_log: Log) -> None:
