@@ -52,7 +52,6 @@ from tierlog.common.atomic import atomic_write_text
 from tierlog.common.clock import system_time_ms
 from tierlog.errors import (
     BrokerFencedError,
-    ConfigError,
     InvalidReplicationFactorError,
     TopicExistsError,
 )
@@ -287,12 +286,7 @@ class ClusterNode:
         ``default.replication.factor``), then read the cluster again so this node answers with
         it. TopicExistsError, InvalidReplicationFactorError; ConfigError for a tiered topic
         (leader-only tiering is not built yet)."""
-        topic_config = self.services.manager.config.topic_defaults.with_overrides(configs)
-        if topic_config["remote.storage.enable"]:
-            raise ConfigError("remote.storage.enable",
-                              f"topic {name!r}: tiered storage of replicated topics is not "
-                              f"built yet (only the leader may copy to the tier); create it "
-                              f"without remote.storage.enable on a replicating node")
+        tier_roles.check_topic(self, name, configs)
         factor = (self.settings.default_replication_factor if replication_factor == -1
                   else replication_factor)
         live = set(self.view.live)
