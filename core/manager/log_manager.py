@@ -392,9 +392,12 @@ class LogManager:
     # -- topics ----------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int | None = None,
-                     config: Mapping[str, Any] | None = None) -> list[Log]:
+                     config: Mapping[str, Any] | None = None, *,
+                     topic_id: str | None = None) -> list[Log]:
         """Create ``partitions`` partition directories (spread over the log dirs) and return
         their logs. Config overrides are validated first and persisted with each partition.
+        ``topic_id``: the id to record (a cluster's replicas share their topic's); new when
+        None.
 
         All or nothing: when any step fails (a partition directory, the remote tier refusing
         the attach of a tiered topic), every partition created so far is closed and removed
@@ -416,10 +419,10 @@ class LogManager:
             if topic_config["remote.storage.enable"]:
                 self._remote.manager()  # a configuration mistake fails before any change
                 self._check_table_catalog(topic_config)
-            topic_id = new_topic_id()
+            new_id = topic_id or new_topic_id()
 
             def open_partition(_: int, directory: Path) -> Log:
-                return self._open_new_partition(directory, topic_config, topic_id, overrides)
+                return self._open_new_partition(directory, topic_config, new_id, overrides)
 
             logs = self._create_partitions(name, range(count), open_partition)
             log.info("created topic %s with %d partition%s", name, count, "" if count == 1 else "s")
