@@ -258,6 +258,14 @@ class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
     """A remote object (segment or index) does not exist."""
 
 
+class TierFencedError(RemoteStorageError):
+    """A leader's write to its partition's tier lost its compare-and-swap (issue 24): another
+    node claimed the partition at a newer leader epoch since this one last read or wrote it
+    (``_manifest.json``, ``_owner.json``), so nothing of this write was committed; the node
+    stops tiering the partition and re-reads its role. Names the partition, the object and
+    the epochs."""
+
+
 class TierNotFoundError(RemoteResourceNotFoundError):
     """A reader's URL holds no remote tier (no partition directory at all): a typo in the
     path must not read as an empty topic; names the URL."""

@@ -15,14 +15,12 @@ object's write id. This holds on one machine's filesystem; NFS locks are not rel
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-from collections.abc import Iterator
 
 from tierlog.cluster.store import OBJECT_SUFFIX, MetadataStore, decode
 from tierlog.common.atomic import atomic_write_bytes
 from tierlog.errors import RemoteResourceNotFoundError
-from tierlog.remote.tier.object_store import translate_errors
+from tierlog.remote.tier.object_store import exclusive_lock, translate_errors
 
 __all__ = ["LocalMetadataStore"]
 
@@ -53,15 +51,6 @@ class LocalMetadataStore(MetadataStore):
                 atomic_write_bytes(path, data)
         return None
 
-    @contextlib.contextmanager
-    def _locked(self, path: str) -> Iterator[None]:
+    def _locked(self, path: str) -> contextlib.AbstractContextManager[None]:
         """Hold the exclusive flock of the lock file next to ``path``'s object."""
-        lock_path = path.removesuffix(OBJECT_SUFFIX) + LOCK_SUFFIX
-        with translate_errors("lock", lock_path):
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            with translate_errors("lock", lock_path):
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the last descriptor of the open file drops the flock
+        return exclusive_lock(path.removesuffix(OBJECT_SUFFIX) + LOCK_SUFFIX)

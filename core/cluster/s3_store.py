@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from fsspec.asyn import sync
+from typing import Any
 
 from tierlog.cluster.store import MetadataStore
 from tierlog.errors import MetadataConflictError, RemoteStorageError
-from tierlog.remote.tier.object_store import RemoteTier, translate_errors
-
-if TYPE_CHECKING:  # botocore comes with the s3 extra, imported where used
-    from botocore.exceptions import ClientError
+from tierlog.remote.tier.object_store import (
+    RemoteTier,
+    s3_resent,
+    s3_status,
+    s3_translated,
+    translate_errors,
+)
 
 __all__ = ["S3MetadataStore"]
 
@@ -47,24 +48,8 @@ class S3MetadataStore(MetadataStore):
         self._sleep = sleep
 
     def _client_call(self, path: str, method: str, **kwargs: object) -> dict[str, Any]:
-        """One call of the S3 client on ``path``'s bucket and key, on s3fs's event loop."""
-        fs = self.tier.fs
-        bucket, key, _ = fs.split_path(path)
-
-        async def call() -> dict[str, Any]:
-            await fs.set_session()
-            client = await fs.get_s3(bucket)
-            call_method = getattr(client, method)
-            # s3fs's own merge of the filesystem's request arguments (s3_additional_kwargs,
-            # requester pays), so these requests carry what the tier's other requests carry.
-            arguments = fs._get_s3_method_kwargs(call_method, Bucket=bucket, Key=key, **kwargs)
-            response: dict[str, Any] = await call_method(**arguments)
-            if "Body" in response:
-                async with response["Body"] as body:
-                    response["Body"] = await body.read()
-            return response
-
-        return sync(fs.loop, call)  # type: ignore[no-any-return]
+        """One call of the S3 client on ``path``'s bucket and key (``RemoteTier.s3_call``)."""
+        return self.tier.s3_call(path, method, **kwargs)
 
     def _read_object(self, path: str) -> tuple[bytes, str | None] | None:
         from botocore.exceptions import ClientError
@@ -123,18 +108,4 @@ class S3MetadataStore(MetadataStore):
             f"landed and been replaced since; outcome unknown")
 
 
-def _status(error: ClientError) -> int:
-    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-
-
-def _resent(error: ClientError) -> bool:
-    """Whether botocore sent the request more than once (its retries of a 5xx or timeout)."""
-    return int(error.response.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
-
-
-def _translated(error: ClientError) -> BaseException:
-    """s3fs's translation of a botocore ClientError into a builtin (NoSuchBucket ->
-    FileNotFoundError, AccessDenied -> PermissionError, ...), for translate_errors."""
-    from s3fs.errors import translate_boto_error
-
-    return translate_boto_error(error)  # type: ignore[no-any-return]
+_status, _resent, _translated = s3_status, s3_resent, s3_translated

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from tierlog.checkpoint.checkpoint_file import LeaderEpochCheckpointFile
+from tierlog.checkpoint.checkpoint_file import EpochEntry, LeaderEpochCheckpointFile
 from tierlog.checkpoint.partition_metadata import ZERO_TOPIC_ID, PartitionMetadataFile, new_topic_id
 from tierlog.common import filenames
 from tierlog.common.clock import system_time_ms
@@ -568,6 +568,30 @@ class Log:
         with self._lock:
             self._check_writable()
             self._removals.truncate_fully(new_offset)
+        self._events.deliver()
+
+    def start_from_tier(self, next_offset: int, log_start_offset: int,
+                        epochs: Sequence[EpochEntry], producer_snapshot: bytes | None,
+                        source: str) -> None:
+        """A follower's log restarted from the remote tier (Kafka's TierStateMachine): every
+        segment deleted, the log empty at ``next_offset`` (the end of what the tier holds),
+        its log start at ``log_start_offset`` (the tier's: older offsets are read from it),
+        the leader epochs of the tier's checkpoint below ``next_offset`` and the producer
+        state of its snapshot there (``source`` names it in errors)."""
+        if not 0 <= log_start_offset <= next_offset:
+            raise ValueError(f"cannot restart {self.directory.name} at {next_offset} with log "
+                             f"start offset {log_start_offset}")
+        with self._lock:
+            self._check_writable()
+            self._removals.truncate_fully(next_offset)
+            for entry in epochs:
+                if entry.start_offset < next_offset:
+                    self.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+            if producer_snapshot is not None:
+                self.producer_state.restore_snapshot(next_offset, producer_snapshot, source)
+                self.producer_state.reload_from_snapshots(next_offset, self._time_ms())
+            self._offsets.log_start_offset = log_start_offset
+            self._offsets.tiered_up_to(next_offset - 1)
         self._events.deliver()
 
     def delete_records_before(self, offset: int) -> int:

@@ -127,6 +127,12 @@ class LogManager:
                                      lambda: self._logs)
 
     @property
+    def remote(self) -> ManagerRemote:
+        """What the manager owns of the remote tier (a replicating node tells it its
+        leaderships: ``ManagerRemote.set_role``)."""
+        return self._remote
+
+    @property
     def remote_log_manager(self) -> RemoteLogManager | None:
         """Tiering, once a topic enables remote.storage.enable (None until then)."""
         return self._remote.rlm

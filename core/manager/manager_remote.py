@@ -5,6 +5,12 @@ the partitions the tier could not be attached to (each left with an UnavailableR
 reports why) and their retries, and the tiering and tail-publishing work the manager's
 scheduler submits. The LogManager owns the logs and their lifecycle; this part only attaches
 the tier to them and runs the tier's work over them, so a slow or failing tier stays here.
+
+On a replicating node (its manager keeps no automatic high watermark) a partition's copies,
+tail publishes and remote retention run only while the node leads it (:meth:`set_role`, told
+by the replica manager) and holds its claim of the tier at that leader epoch; every partition
+starts as not led. A follower learns how far its leader has tiered (one GET of the manifest
+each tiering tick), so its local retention drops what the tier holds.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from tierlog.config import LONG_MAX
-from tierlog.errors import CopyLagExceededError, RemoteStorageError
+from tierlog.errors import CopyLagExceededError, RemoteStorageError, TierFencedError
 from tierlog.log.log import Log
 from tierlog.manager.manager_config import ManagerConfig
 from tierlog.plugin_manager import PluginHost
@@ -59,6 +65,14 @@ class ManagerRemote:
         #: remote.log.copy.lag.max.bytes, and when each partition's lag was last warned of.
         self._copy_lag_max = config["remote.log.copy.lag.max.bytes"]
         self._lag_warned: dict[TopicPartition, int] = {}
+        #: Replicated partitions (a replicating node keeps its high watermarks itself): the
+        #: ones this node leads, with the leader epoch and the owner name it leads them as,
+        #: and those whose claim found a newer leader (left until told of a new epoch).
+        self.replicated = not config["auto.high.watermark"]
+        self._roles: dict[TopicPartition, tuple[int, str]] = {}
+        self._stale: dict[TopicPartition, int] = {}
+        self._roles_lock = threading.Lock()
+        self._follow: Future[None] | None = None
 
     def manager(self) -> RemoteLogManager:
         """The RemoteLogManager, built on first call (a ConfigError there is every tiered
@@ -124,6 +138,81 @@ class ManagerRemote:
         self.attach(retried)  # no lock held: attaching reads the tier
         return retried
 
+    # -- replicated partitions: the leader tiers ---------------------------------------
+
+    def set_role(self, tp: TopicPartition, leader_epoch: int | None, owner: str) -> bool:
+        """This node leads ``tp`` at ``leader_epoch`` as ``owner`` (``node-<id>``), or no
+        longer leads it (None). A new leader claims the partition's tier at once (its first
+        tier action reads the manifest and stamps it with its epoch); returns whether it
+        tiers the partition now (False: the tier failed, tried again each tiering tick, or
+        a newer leader owns it). Blocking: it reads and writes the tier."""
+        with self._roles_lock:
+            self._stale.pop(tp, None)
+            if leader_epoch is None:
+                self._roles.pop(tp, None)
+            else:
+                self._roles[tp] = (leader_epoch, owner)
+        partition_log = self._logs().get(tp)
+        rlm = self.rlm
+        if partition_log is None or rlm is None or not partition_log.remote_storage_enabled:
+            return False
+        if leader_epoch is None:
+            rlm.release(partition_log)
+            return False
+        return self._claim(tp, partition_log, rlm, leader_epoch, owner)
+
+    def _claim(self, tp: TopicPartition, partition_log: Log, rlm: RemoteLogManager,
+               leader_epoch: int, owner: str) -> bool:
+        name = partition_log.directory.name
+        try:
+            highest = rlm.claim(partition_log, leader_epoch, owner)
+        except TierFencedError as exc:
+            with self._roles_lock:
+                if self._roles.get(tp, (None,))[0] == leader_epoch:
+                    self._stale[tp] = leader_epoch
+            log.warning("%s: not tiering it at leader epoch %d: %s", name, leader_epoch, exc)
+            return False
+        except REMOTE_FAILURES as exc:
+            log.warning("%s: the claim of its tier at leader epoch %d failed (tried again at "
+                        "the next tiering tick): %s", name, leader_epoch, exc)
+            return False
+        log.info("%s: %s tiers the partition at leader epoch %d (the tier holds offsets up "
+                 "to %d)", name, owner, leader_epoch, highest)
+        return True
+
+    def leading_logs(self) -> list[Log]:
+        """The tiered logs whose tier this node writes: all of them, but on a replicating node
+        only those it leads and holds the claim of."""
+        logs = self.tiered_logs()
+        rlm = self.rlm
+        if not self.replicated or rlm is None:
+            return logs
+        with self._roles_lock:
+            roles = set(self._roles)
+        return [lg for lg in logs if (lg.topic, lg.partition) in roles and rlm.leads(lg)]
+
+    def _follow_roles(self) -> None:
+        """A tiering tick on a replicating node (on the retry thread, never the scheduler's):
+        claim again the partitions this node leads whose claim failed or was lost (a write
+        that lost its compare-and-swap: the tier is read again, and a newer leader found
+        there stops it), and learn how far the leaders of the others have tiered."""
+        rlm = self.rlm
+        if rlm is None:
+            return
+        with self._roles_lock:
+            roles = {tp: role for tp, role in self._roles.items() if tp not in self._stale}
+        for partition_log in self.tiered_logs():
+            tp = (partition_log.topic, partition_log.partition)
+            try:
+                if tp in roles:
+                    if not rlm.leads(partition_log):
+                        self._claim(tp, partition_log, rlm, *roles[tp])
+                else:
+                    rlm.follow_tier(partition_log)
+            except REMOTE_FAILURES as exc:
+                log.warning("%s: could not read its tier's manifest: %s",
+                            partition_log.directory.name, exc)
+
     # -- the tier's work -------------------------------------------------------------
 
     def tiered_logs(self) -> list[Log]:
@@ -134,7 +223,8 @@ class ManagerRemote:
     def copy_candidates(self) -> int:
         """How many closed segments are ready to be copied to the remote tier now."""
         rlm = self.rlm
-        return 0 if rlm is None else sum(len(rlm.copy_candidates(lg)) for lg in self.tiered_logs())
+        return 0 if rlm is None else sum(len(rlm.copy_candidates(lg))
+                                         for lg in self.leading_logs())
 
     def update_copy_lag(self) -> dict[str, int]:
         """Measure each tiered log's local bytes not yet copied to the tier; refuse client
@@ -176,7 +266,9 @@ class ManagerRemote:
         tier is still unavailable to reports why."""
         unavailable = self.retry_unavailable()
         rlm = self.rlm
-        results = {} if rlm is None else rlm.tier(self.tiered_logs(), progress)
+        if rlm is not None and self.replicated:
+            self._follow_roles()
+        results = {} if rlm is None else rlm.tier(self.leading_logs(), progress)
         self.update_copy_lag()
         for partition_log in unavailable:
             if isinstance(partition_log.remote, UnavailableRemote):
@@ -190,9 +282,12 @@ class ManagerRemote:
         slow or hung remote tier never holds up the flush, retention and checkpoint tasks."""
         if self._unavailable and (self._reattach is None or self._reattach.done()):
             self._reattach = self._reattach_pool.submit(self.retry_unavailable)
+        if self.rlm is not None and self.replicated and (self._follow is None
+                                                         or self._follow.done()):
+            self._follow = self._reattach_pool.submit(self._follow_roles)
         if self.rlm is not None:
             self.update_copy_lag()
-            self.rlm.submit_tiering(self.tiered_logs())
+            self.rlm.submit_tiering(self.leading_logs())
 
     def submit_due_tails(self) -> None:
         """The scheduler's tail task: it only looks which tiered logs are due for tail
@@ -201,7 +296,7 @@ class ManagerRemote:
         if self.rlm is not None and self._copy_lag_max < LONG_MAX:
             self.update_copy_lag()  # no request: the limit follows the disk closely
         if self.rlm is not None and self.rlm.tail is not None:
-            self.rlm.tail.submit_due(self.tiered_logs())
+            self.rlm.tail.submit_due(self.leading_logs())
 
     def publish_tail_now(self) -> dict[str, bool]:
         """Publish the tail of every tiered log whose topic has ``remote.log.tail.ms`` >= 0
@@ -210,7 +305,7 @@ class ManagerRemote:
         rlm = self.rlm
         if rlm is None or rlm.tail is None:
             return {}
-        return {lg.directory.name: rlm.tail.publish(lg) for lg in self.tiered_logs()
+        return {lg.directory.name: rlm.tail.publish(lg) for lg in self.leading_logs()
                 if lg.config["remote.log.tail.ms"] >= 0}
 
     def await_tail_publishing(self, timeout_s: float | None = None) -> bool:

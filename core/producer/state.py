@@ -296,6 +296,14 @@ class ProducerStateManager:
         else:
             self.on_log_start_offset_incremented(log_start_offset)
 
+    def reload_from_snapshots(self, log_start_offset: int, current_time_ms: int) -> None:
+        """Forget the producers in memory and load the newest valid snapshot (a log restarted
+        from a snapshot taken elsewhere: ``restore_snapshot``)."""
+        self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
+        self._load_from_snapshot(log_start_offset, current_time_ms)
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget every producer and transaction, delete every snapshot; the map starts at
         ``offset``."""

@@ -21,15 +21,19 @@ from typing import TypeVar
 from tierlog.common.atomic import atomic_write_bytes
 from tierlog.errors import (
     CorruptRemoteMetadataError,
+    MetadataConflictError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
+    TierFencedError,
 )
 from tierlog.remote.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
     TopicIdPartition,
+    dumps,
     is_valid_transition,
+    load_json_object,
 )
 from tierlog.remote.metadata.metadata_cache import RemoteLogMetadataCache, segment_order
 from tierlog.remote.tier.layout import (
@@ -39,7 +43,12 @@ from tierlog.remote.tier.layout import (
     parse_partition_dir_name,
     partition_dir_name,
 )
-from tierlog.remote.tier.manifest import PartitionManifest, load_partition, remote_partitions
+from tierlog.remote.tier.manifest import (
+    PartitionManifest,
+    load_partition,
+    read_stored_manifest,
+    remote_partitions,
+)
 from tierlog.remote.tier.object_store import RemoteTier, RequestStats
 
 log = logging.getLogger(__name__)
@@ -50,6 +59,17 @@ _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 _DELETE_STARTED = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 _DELETE_FINISHED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 CACHE_FILE_SUFFIX = ".json"
+#: The manifest field naming the leader epoch of the leader that wrote it (replicated mode).
+LEADER_EPOCH_FIELD = "leaderEpoch"
+#: How often a claim re-reads and tries again after losing a compare-and-swap.
+CLAIM_ATTEMPTS = 5
+
+
+def manifest_leader_epoch(data: bytes, source: str) -> int | None:
+    """The leader epoch a stored manifest was written at (None: written by a LogManager of
+    its own, not a replicated partition's leader)."""
+    epoch = load_json_object(data, source).get(LEADER_EPOCH_FIELD)
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
 class _Partition:
@@ -376,6 +396,72 @@ class RemoteLogMetadataManager(PartitionMetadataStore):
     def __init__(self, tier: RemoteTier, cache_dir: str | os.PathLike[str] | None = None) -> None:
         super().__init__(cache_dir)
         self._tier = tier
+        #: Replicated mode (:meth:`fence_writes`): the partitions this node may write, each
+        #: with its leader epoch and the manifest version it last read or wrote; None: the
+        #: single writer of every partition (a LogManager of its own).
+        self._claims: dict[TopicIdPartition, tuple[int, str]] | None = None
+
+    # -- replicated partitions: one leader writes, fenced by compare-and-swap ----------------
+
+    def fence_writes(self) -> None:
+        """Replicated mode (issue 24): a partition is written only once claimed (:meth:`claim`) at a
+        leader epoch, every manifest write is a compare-and-swap on the version this node
+        last read or wrote (a lost one raises TierFencedError and drops the claim), a
+        segment's COPY_SEGMENT_FINISHED commits the manifest before its object, and loading
+        a partition never rewrites its manifest (a follower only reads)."""
+        if self._claims is None:
+            self._claims = {}
+
+    def claim(self, tip: TopicIdPartition, leader_epoch: int) -> None:
+        """Take up writing ``tip`` as its leader at ``leader_epoch``: read the stored manifest,
+        reload the partition from the tier, and write the manifest back stamped with the
+        epoch by compare-and-swap, so any later write of an older leader fails its own swap.
+        TierFencedError when the manifest names a higher leader epoch (this node is stale)."""
+        claims = self._claims
+        if claims is None:
+            return
+        part = self._partition(tip)
+        path = self._tier.path(manifest_key(tip))
+        with part.write_lock:
+            for _ in range(CLAIM_ATTEMPTS):
+                found = self._tier.read_versioned(path)
+                stored_epoch = None if found is None else manifest_leader_epoch(found[0], path)
+                if stored_epoch is not None and stored_epoch > leader_epoch:
+                    claims.pop(tip, None)
+                    raise TierFencedError(
+                        f"{tip}: {path} was written at leader epoch {stored_epoch}, newer "
+                        f"than this node's {leader_epoch}: another node leads the partition")
+                cache = self._load(part)
+                data = self._manifest_bytes(part.manifest(cache.segments()), leader_epoch)
+                try:
+                    version = self._tier.replace_if(data, path,
+                                                    None if found is None else found[1])
+                except MetadataConflictError:
+                    continue  # written meanwhile: read it again
+                claims[tip] = (leader_epoch, version)
+                log.info("%s: this node writes the partition's tier at leader epoch %d "
+                         "(%d segments)", tip, leader_epoch, len(cache.segments()))
+                return
+        raise TierFencedError(f"{tip}: the claim of {path} at leader epoch {leader_epoch} "
+                              f"lost {CLAIM_ATTEMPTS} compare-and-swaps in a row")
+
+    def release(self, tip: TopicIdPartition) -> None:
+        """Stop writing ``tip`` (this node no longer leads it)."""
+        if self._claims is not None:
+            self._claims.pop(tip, None)
+
+    def claimed_epoch(self, tip: TopicIdPartition) -> int | None:
+        """The leader epoch ``tip`` is claimed at (None: not claimed by this node); a
+        LogManager of its own writes every partition (-1)."""
+        if self._claims is None:
+            return -1
+        claim = self._claims.get(tip)
+        return None if claim is None else claim[0]
+
+    def stored_manifest(self, tip: TopicIdPartition) -> PartitionManifest | None:
+        """The partition's manifest as stored now (one GET; None when absent): what a
+        follower learns of the tier its leader writes."""
+        return read_stored_manifest(self._tier, tip)
 
     @property
     def tier(self) -> RemoteTier:
@@ -394,7 +480,9 @@ class RemoteLogMetadataManager(PartitionMetadataStore):
 
     def _stored_update(self, new: RemoteLogSegmentMetadata, manifest: PartitionManifest) -> None:
         object_path = self._tier.path(metadata_object_key(new))
-        if new.state is _DELETE_STARTED:
+        if new.state is _DELETE_STARTED or (new.state is _FINISHED and self._claims is not None):
+            # The manifest first: a fenced leader's commit fails before its object says
+            # COPY_SEGMENT_FINISHED, so its upload stays unfinished (cleaned by the leader).
             self._write_manifest(manifest)
             self._tier.put_bytes(new.to_json().encode(), object_path)
         elif new.state is _DELETE_FINISHED:
@@ -431,7 +519,7 @@ class RemoteLogMetadataManager(PartitionMetadataStore):
             known_log_start=cached.log_start_offset if cached is not None else None)
         now = (current.segments, current.log_start_offset)
         was = (stored.segments, stored.log_start_offset) if stored else ((), None)
-        if was != now:
+        if was != now and self._claims is None:  # replicated: only a claim writes it
             log.info("rewriting the remote manifest of %s (%d segments)", part.tip,
                      len(current.segments))
             self._write_manifest(current)
@@ -443,5 +531,33 @@ class RemoteLogMetadataManager(PartitionMetadataStore):
         return part.cache
 
     def _write_manifest(self, manifest: PartitionManifest) -> None:
-        self._tier.put_bytes(manifest.to_json().encode(),
-                             self._tier.path(manifest_key(manifest.topic_id_partition)))
+        tip = manifest.topic_id_partition
+        path = self._tier.path(manifest_key(tip))
+        if self._claims is None:
+            self._tier.put_bytes(manifest.to_json().encode(), path)
+            return
+        claim = self._claims.get(tip)
+        if claim is None:
+            raise TierFencedError(f"{tip}: this node does not lead the partition (no claim "
+                                  f"of its tier at a leader epoch); {path} is not written")
+        epoch, expected = claim
+        try:
+            version = self._tier.replace_if(self._manifest_bytes(manifest, epoch), path,
+                                            expected)
+        except MetadataConflictError as exc:
+            self._claims.pop(tip, None)
+            part = self._partition(tip)
+            with part.lock:
+                part.cache = None  # what this node holds may be stale: reload on next use
+            raise TierFencedError(
+                f"{tip}: {path} changed since this node (leader epoch {epoch}) last read or "
+                f"wrote it: another node leads the partition; nothing was committed ({exc})"
+            ) from exc
+        self._claims[tip] = (epoch, version)
+
+    @staticmethod
+    def _manifest_bytes(manifest: PartitionManifest, leader_epoch: int) -> bytes:
+        """The manifest's JSON stamped with the leader epoch of its writer."""
+        data = load_json_object(manifest.to_json(), "manifest")
+        data[LEADER_EPOCH_FIELD] = leader_epoch
+        return dumps(data).encode()

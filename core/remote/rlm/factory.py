@@ -68,6 +68,8 @@ def build_remote_log_manager(config: RemoteSettings, registries: Registries, log
         copy_threads=config["remote.log.manager.thread.pool.size"],
         reader_threads=config["remote.log.reader.threads"], events=events,
         limits=remote_limits(config),
+        # A replicating node's manager keeps the high watermark of its replicas itself.
+        replicated=not config["auto.high.watermark"],
     )
 
 

@@ -99,6 +99,11 @@ class RemoteLogReader:
         self._log = log_
         self._tip = topic_id_partition(log_)
 
+    @property
+    def services(self) -> ReadServices:
+        """The RemoteLogManager this reader reads through."""
+        return self._rlm
+
     def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
         epoch = self._log.leader_epoch_cache.epoch_for_offset(offset)
         metadata = self._rlm.rlmm.remote_log_segment_metadata(self._tip, offset, epoch)

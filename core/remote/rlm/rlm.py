@@ -47,7 +47,12 @@ from tierlog.remote.rlm.tail import TAIL_MS, TailPublisher
 from tierlog.remote.rlm.unfinished import roll_back_unfinished
 from tierlog.remote.tier.layout import table_key
 from tierlog.remote.tier.object_store import RemoteTier
-from tierlog.remote.tier.ownership import manager_owner, record_owner, tier_of
+from tierlog.remote.tier.ownership import (
+    claim_leadership,
+    manager_owner,
+    record_owner,
+    tier_of,
+)
 
 if TYPE_CHECKING:
     from tierlog.log.segment import LogSegment
@@ -146,9 +151,19 @@ class RemoteLogManager:
         events: EventDelivery | None = None,
         shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
         limits: RemoteLimits | None = None,
+        replicated: bool = False,
     ) -> None:
         self.rsm = rsm
         self.rlmm = rlmm
+        #: Whether the partitions are replicated (issue 24): only a partition's leader, once
+        #: it has claimed the partition's tier at its leader epoch (:meth:`claim`), writes it.
+        self.replicated = replicated
+        fence = getattr(rlmm, "fence_writes", None)
+        if replicated and callable(fence):
+            fence()
+        elif replicated:
+            log.warning("%r keeps no manifest to fence: a replicated partition's tier is "
+                        "written by its leader without a compare-and-swap", rlmm)
         self.index_cache = index_cache
         self._time_ms = time_ms
         self._events = events
@@ -202,7 +217,7 @@ class RemoteLogManager:
         # The metadata first: a tier that refuses us fails here with the store's message.
         copied = [m for m in self._list(tip) if m.state is _FINISHED]
         tier = tier_of(self.rlmm) or tier_of(self.rsm)
-        if tier is not None:  # a backfill must not write the partition behind our back
+        if tier is not None and not self.replicated:  # a backfill must not write behind us
             owner = manager_owner(log_.directory.parent)
             self._calls.call(f"{tip}: record the owner", lambda: record_owner(
                 tier, tip, owner, self._time_ms()))
@@ -211,6 +226,56 @@ class RemoteLogManager:
         log_.attach_remote(RemoteLogReader(self, log_), highest)
         log.info("%s: tiered storage attached (remote holds offsets up to %d)",
                  log_.directory.name, highest)
+
+    # -- replicated partitions (issue 24): the leader writes, followers read ---------------
+
+    def claim(self, log_: TieredLog, leader_epoch: int, owner: str) -> int:
+        """Take up tiering ``log_`` as its leader ``owner`` (``node-<id>``) at
+        ``leader_epoch``: record the owner (``_owner.json`` version 2) and claim the manifest,
+        both by compare-and-swap, reloading what the tier holds; returns the highest offset
+        the tier holds, which the log learns. TierFencedError when a newer leader owns it."""
+        tip = topic_id_partition(log_)
+        tier = tier_of(self.rlmm) or tier_of(self.rsm)
+        with self._lock_for(tip):
+            if tier is not None:
+                self._calls.call(f"{tip}: claim the owner record", lambda: claim_leadership(
+                    tier, tip, owner, leader_epoch, self._time_ms()))
+            claim = getattr(self.rlmm, "claim", None)
+            if callable(claim):
+                self._calls.call(f"{tip}: claim the manifest", lambda: claim(tip, leader_epoch))
+            highest = max((m.end_offset for m in self._list(tip) if m.state is _FINISHED),
+                          default=-1)
+        log_.update_highest_offset_in_remote(highest)
+        self.retries.succeeded(tip)
+        return highest
+
+    def release(self, log_: TieredLog) -> None:
+        """Stop writing ``log_``'s tier (this node no longer leads it)."""
+        release = getattr(self.rlmm, "release", None)
+        if callable(release):
+            release(topic_id_partition(log_))
+
+    def leads(self, log_: TieredLog) -> bool:
+        """Whether this node writes ``log_``'s tier: always for unreplicated partitions;
+        for a replicated one, while its claim holds (a lost compare-and-swap drops it)."""
+        claimed = getattr(self.rlmm, "claimed_epoch", None)
+        return not self.replicated or not callable(claimed) \
+            or claimed(topic_id_partition(log_)) is not None
+
+    def follow_tier(self, log_: TieredLog) -> int:
+        """A follower learns how far its leader has tiered ``log_`` (one GET of the stored
+        manifest): its local retention may then delete the segments wholly below it, as the
+        leader's does. Returns that offset (-1: nothing tiered)."""
+        tip = topic_id_partition(log_)
+        stored_manifest = getattr(self.rlmm, "stored_manifest", None)
+        if not callable(stored_manifest):
+            return log_.highest_offset_in_remote
+        manifest = self._calls.call(f"{tip}: read the leader's manifest",
+                                    lambda: stored_manifest(tip))
+        highest = -1 if manifest is None else max(
+            (m.end_offset for m in manifest.committed), default=-1)
+        log_.update_highest_offset_in_remote(highest)
+        return highest
 
     def _sweep_backfill_staging(self, tier: RemoteTier) -> None:
         """Once per RemoteLogManager (its first attach), the unfinished-upload sweep of the

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
+import hashlib
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -16,7 +19,12 @@ from typing import Any, NamedTuple
 import fsspec
 
 from tierlog.common.atomic import fsync_dir
-from tierlog.errors import CorruptRecordError, RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.errors import (
+    CorruptRecordError,
+    MetadataConflictError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+)
 from tierlog.remote.tier.layout import PARTIAL_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -33,6 +41,35 @@ _ERROR_TABLE: tuple[tuple[type[BaseException], type[RemoteStorageError], str], .
 )
 
 REQUEST_KINDS = ("puts", "gets", "heads", "deletes", "lists")
+#: The lock file of a local object's compare-and-swap, next to it: ``.partial`` hides it from
+#: every listing (no scrub or sweep sees it) and no publication uses this name.
+LOCK_SUFFIX = ".lock" + PARTIAL_SUFFIX
+#: How often a conditional PUT answered 409 (another conditional write of the key in flight)
+#: is sent again, and the pause before the n-th resend (n x it).
+CONFLICT_RETRIES = 3
+CONFLICT_BACKOFF_S = 0.05
+
+
+@contextlib.contextmanager
+def exclusive_lock(lock_path: str) -> Iterator[None]:
+    """Hold the exclusive ``flock`` of ``lock_path`` (created if absent): it excludes threads
+    of one process and other processes of one machine alike, and the kernel drops it when a
+    holder dies. The one lock of a local compare-and-swap (the tier's and the cluster
+    store's)."""
+    with translate_errors("lock", lock_path):
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        with translate_errors("lock", lock_path):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor of the open file drops the flock
+
+
+def content_version(data: bytes) -> str:
+    """A local object's version: the MD5 of its bytes (what S3 answers as the ETag of a
+    single PUT)."""
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
 @contextlib.contextmanager
@@ -262,6 +299,109 @@ class RemoteTier:
                 os.unlink(partial)
             fsync_dir(directory)
 
+    # -- compare-and-swap -------------------------------------------------------------
+
+    def read_versioned(self, path: str) -> tuple[bytes, str] | None:
+        """A small object's bytes and version (None when it does not exist), in one GET: the
+        version :meth:`replace_if` compares (the ETag on S3, the MD5 of the bytes on a local
+        or NFS directory)."""
+        if not self.is_local and "s3" in _protocols(self.fs):
+            from botocore.exceptions import ClientError
+
+            with translate_errors("read", path):
+                self.stats.record("gets")
+                try:
+                    response = self.s3_call(path, "get_object")
+                except ClientError as e:
+                    if s3_status(e) == 404:
+                        return None
+                    raise s3_translated(e) from e
+            data = bytes(response["Body"])
+            self.stats.record_bytes(len(data))
+            return data, str(response["ETag"])
+        try:
+            data = self.get_bytes(path)
+        except RemoteResourceNotFoundError:
+            return None
+        return data, content_version(data)
+
+    def replace_if(self, data: bytes, path: str, expected: str | None) -> str:
+        """Write the small object ``path`` if its version is still ``expected`` (None: only
+        if it does not exist), and return the new version; MetadataConflictError naming the
+        object and both versions when another write came first (nothing stored). On S3 one PUT
+        with ``If-Match`` (``If-None-Match: *`` for None); on a local or NFS directory a
+        compare and an atomic rename under the ``flock`` of ``<path>.lock.partial``. A failure
+        whose outcome is unknown raises RemoteStorageError (re-read to learn it)."""
+        if not self.supports_exclusive_create:
+            raise NotImplementedError(
+                f"replace {path}: {type(self.fs).__name__} offers no compare-and-swap (only "
+                f"S3-compatible stores and local or NFS directories do)")
+        if expected is None:
+            self.put_if_absent(data, path)
+            found = self.read_versioned(path)
+            if found is None or found[0] != data:
+                raise _conflict(path, None, found)
+            return found[1]
+        if self.is_local:
+            local = self.fs._strip_protocol(path)
+            with exclusive_lock(local + LOCK_SUFFIX):
+                found = self.read_versioned(path)
+                if found is None or found[1] != expected:
+                    raise _conflict(path, expected, found)
+                self.put_bytes(data, path)
+            return content_version(data)
+        return self._s3_replace(data, path, expected)
+
+    def _s3_replace(self, data: bytes, path: str, expected: str) -> str:
+        from botocore.exceptions import ClientError
+
+        for attempt in range(CONFLICT_RETRIES + 1):
+            if attempt:
+                time.sleep(CONFLICT_BACKOFF_S * attempt)
+            with translate_errors("replace (outcome unknown) of", path):
+                self.stats.record("puts")
+                try:
+                    response = self.s3_call(path, "put_object", Body=bytes(data),
+                                            IfMatch=expected)
+                    return str(response["ETag"])
+                except ClientError as e:
+                    status, resent = s3_status(e), s3_resent(e)
+                    if status not in (404, 409, 412):
+                        raise s3_translated(e) from e
+            if status == 409 and not resent:
+                continue
+            found = self.read_versioned(path)
+            if resent and found is not None and found[0] == data:
+                return found[1]  # an earlier attempt of this PUT landed
+            raise _conflict(path, expected, found)
+        raise MetadataConflictError(
+            f"replace of {path}: the store answered 409 (a concurrent conditional write) "
+            f"{CONFLICT_RETRIES + 1} times; nothing stored", key=path, expected=expected,
+            found=None)
+
+    def s3_call(self, path: str, method: str, **kwargs: object) -> dict[str, Any]:
+        """One call of the S3 client (``get_object``, ``put_object``, ...) on ``path``'s
+        bucket and key, on s3fs's event loop, with the filesystem's own request arguments
+        (``s3_additional_kwargs``, requester pays) and without s3fs's retries (a caller of a
+        conditional write must know whether an attempt was repeated: ``s3_resent``)."""
+        from fsspec.asyn import sync
+
+        fs = self.fs
+        bucket, key, _ = fs.split_path(path)
+
+        async def call() -> dict[str, Any]:
+            await fs.set_session()
+            client = await fs.get_s3(bucket)
+            call_method = getattr(client, method)
+            arguments = fs._get_s3_method_kwargs(call_method, Bucket=bucket, Key=key, **kwargs)
+            response: dict[str, Any] = await call_method(**arguments)
+            if "Body" in response:
+                async with response["Body"] as body:
+                    response["Body"] = await body.read()
+            return response
+
+        return sync(fs.loop, call)  # type: ignore[no-any-return]
+
     def delete(self, path: str) -> None:
         """Remove an object; one that does not exist is not an error."""
         with translate_errors("delete", path):
@@ -367,6 +507,33 @@ class RemoteTier:
                  for e in entries if e.get("type") == wanted)
         return sorted((f for f in found if f.name and not f.name.endswith(PARTIAL_SUFFIX)),
                       key=lambda f: f.name)
+
+
+def _conflict(path: str, expected: str | None, found: tuple[bytes, str] | None
+              ) -> MetadataConflictError:
+    version = None if found is None else found[1]
+    return MetadataConflictError(
+        f"replace of {path} lost: expected {'no object' if expected is None else expected}, "
+        f"found {'no object' if found is None else f'version {version}'}", key=path,
+        expected=expected, found=version)
+
+
+def s3_status(error: Any) -> int:  # noqa: ANN401 - a botocore ClientError (optional extra)
+    """The HTTP status of a botocore ClientError."""
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+def s3_resent(error: Any) -> bool:  # noqa: ANN401 - a botocore ClientError (optional extra)
+    """Whether botocore sent the request more than once (its retries of a 5xx or timeout)."""
+    return int(error.response.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
+
+
+def s3_translated(error: Any) -> BaseException:  # noqa: ANN401 - a botocore ClientError
+    """s3fs's translation of a botocore ClientError into a builtin (NoSuchBucket ->
+    FileNotFoundError, AccessDenied -> PermissionError, ...), for translate_errors."""
+    from s3fs.errors import translate_boto_error
+
+    return translate_boto_error(error)  # type: ignore[no-any-return]
 
 
 def cut_short_error(start: int, end: int, got: int, expected: int, found: int

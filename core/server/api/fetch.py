@@ -81,12 +81,15 @@ _REMOTE_NOT_NOW = (RemoteFetchTimeoutError, RemoteReaderBusyError, RemoteFetchQu
 
 def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
                     max_bytes: int,
-                    refused: Mapping[TopicPartition, ErrorCode] | None = None
-                    ) -> list[PartitionRead]:
+                    refused: Mapping[TopicPartition, ErrorCode] | None = None,
+                    *, from_follower: bool = False) -> list[PartitionRead]:
     """Read every partition of the fetch (on a worker thread) within the response's byte
     budget: the first partition with data may exceed it by one batch (as Kafka's
     min-one-message rule), the others read what is left. A partition in ``refused`` is
-    answered with its error (this node does not lead it, or the epoch named is not its)."""
+    answered with its error (this node does not lead it, or the epoch named is not its).
+    A follower's fetch of offsets only the remote tier holds is answered
+    OFFSET_MOVED_TO_TIERED_STORAGE with the offsets and no data (Kafka's leader: the
+    follower starts its log from the tier, ``tierlog.remote.rlm.tier_start``)."""
     reads: list[PartitionRead] = []
     remaining = max_bytes
     for tp, state in ctx.partitions:
@@ -98,6 +101,11 @@ def read_partitions(manager: LogManager, ctx: FetchContext, isolation: str,
             high_watermark = partition_log.high_watermark
             lso = partition_log.last_stable_offset
             start = partition_log.log_start_offset
+            if from_follower and partition_log.remote_storage_enabled \
+                    and start <= state.fetch_offset < partition_log.local_log_start_offset:
+                reads.append(PartitionRead(tp, ErrorCode.offset_moved_to_tiered_storage,
+                                           high_watermark, lso, start))
+                continue
             limit = min(state.max_bytes, max(remaining, 0))
             first = remaining == max_bytes
             if limit <= 0 and not first:
@@ -256,7 +264,8 @@ async def fetch(services: Services, ctx: RequestContext, request: FetchRequest) 
                 else {tp: cluster.replicas.leaders[tp].log.log_end_offset
                       for tp, _ in reading.partitions if tp not in refused})
         reads = await services.run_blocking(
-            partial(read_partitions, manager, reading, isolation, max_bytes, refused))
+            partial(read_partitions, manager, reading, isolation, max_bytes, refused,
+                    from_follower=args.replica_id >= 0))
         if cluster is not None and ends:
             followed_fetch(cluster, reading, args.replica_id, reads, ends)
         total = sum(r.size for r in reads)

@@ -13,8 +13,11 @@ One round (:meth:`LeaderFetcher.run_once`):
    re-stamping, no checks against this node's limits); the high watermark follows the
    leader's, capped at the log end, and the log start offset follows the leader's.
    OFFSET_OUT_OF_RANGE with the log end below the leader's log start restarts the log empty
-   there; otherwise the partition goes back to truncating. Another error leaves the
-   partition as it is for the next round (the leader moved, or is not ready).
+   there; otherwise the partition goes back to truncating. OFFSET_MOVED_TO_TIERED_STORAGE
+   (the offsets it needs are only in the remote tier) restarts the log from the tier
+   (``tierlog.remote.rlm.tier_start``: the tier's last committed offset + 1, its leader
+   epochs and producer snapshot there). Another error leaves the partition as it is for the
+   next round (the leader moved, or is not ready).
 
 A lost connection (BrokerConnectionError) ends the round; the caller backs off and runs the
 next. Log work runs on threads (``asyncio.to_thread``) so the event loop never blocks on disk.
@@ -38,8 +41,10 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from tierlog.cluster.truncation import truncation_offset
+from tierlog.errors import RemoteStorageError
 from tierlog.log.log import Log
 from tierlog.records.batch import iter_batches
+from tierlog.remote.rlm.tier_start import start_from_tier
 from tierlog.server.replication.wire_client import BrokerConnection
 
 __all__ = ["FetchRound", "FollowedPartition", "LeaderFetcher"]
@@ -186,6 +191,16 @@ class LeaderFetcher:
                 done.truncated[p.name] = leader_start
             else:  # ahead of the leader: agree on the epochs again
                 p.truncating = True
+            return
+        if code == ErrorCode.offset_moved_to_tiered_storage:
+            try:
+                start = await asyncio.to_thread(start_from_tier, p.log)
+            except (RemoteStorageError, OSError, ValueError) as exc:
+                log.warning("%s: cannot start from the remote tier (its leader holds the "
+                            "offsets it needs only there); trying again: %s", p.name, exc)
+                done.errors[p.name] = code.name
+                return
+            done.truncated[p.name] = start
             return
         if code != ErrorCode.none:
             done.errors[p.name] = code.name
