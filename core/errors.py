@@ -430,6 +430,12 @@ class NotEnoughReplicasAfterAppendError(NotEnoughReplicasError):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND): the records are in the log; names the partition."""
 
 
+class ReplicationTimeoutError(RetriableError, TimeoutError):
+    """A leader's append that every in-sync replica did not hold within its timeout (Kafka's
+    REQUEST_TIMED_OUT for an ``acks=all`` write): the records are in the leader's log and may
+    still be replicated; names the partition and the timeout."""
+
+
 class FencedPartitionEpochError(TierlogError, ValueError):
     """An in-sync set change (or a leader update) made against a partition epoch that is no
     longer the partition's (Kafka's INVALID_UPDATE_VERSION): another change got there first.
@@ -452,6 +458,16 @@ class BrokerConnectionError(RetriableError, ConnectionError):
 class InvalidReplicationFactorError(TierlogError, ValueError):
     """A topic asked for more replicas than there are live brokers, or fewer than one (Kafka's
     INVALID_REPLICATION_FACTOR); names the factor and the brokers."""
+
+
+class InvalidPartitionsError(TierlogError, ValueError):
+    """A CreatePartitions count that does not grow the topic (Kafka's INVALID_PARTITIONS);
+    names the topic and both counts."""
+
+
+class InvalidReplicaAssignmentError(TierlogError, ValueError):
+    """An explicit replica assignment Kafka refuses (INVALID_REPLICA_ASSIGNMENT): the wrong
+    number of partitions or replicas, a node named twice or not live; names the partition."""
 
 
 class NodeIdInUseError(RetriableError, RuntimeError):

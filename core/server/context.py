@@ -26,6 +26,7 @@ from tierlog.server.framing import EncodedResponse, SplicedResponse, response_cl
 
 if TYPE_CHECKING:
     from tierlog.manager.log_manager import LogManager
+    from tierlog.server.replication.node import ClusterNode
 
 _T = TypeVar("_T")
 
@@ -120,7 +121,14 @@ class BrokerServices(Protocol):
     host: str
     port: int
 
+    #: This node's cluster duties on a replicating node (``cluster.metadata.url``), else None.
+    cluster: ClusterNode | None
+
     def time_ms(self) -> int: ...
+
+    def appended(self) -> None:
+        """Wake the fetches waiting for data (an append, or a marker, may satisfy them)."""
+        ...
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """The (host, port) this node advertises on ``listener``."""

@@ -36,6 +36,10 @@ class Services:
         self.manager = manager
         self.timers = timers
         self.node_id, self.host, self.port = 1, "127.0.0.1", 9092
+        self.cluster = None
+
+    def appended(self) -> None:
+        pass
 
     def time_ms(self) -> int:
         return 1_700_000_000_000 + self.timers.now_ms

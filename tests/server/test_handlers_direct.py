@@ -57,10 +57,15 @@ from tierlog.server.api import (
     metadata,
     produce,
     txn_api,
+    txn_markers_api,
 )
 from tierlog.server.config import ServerConfig
 from tierlog.server.context import request_context
+from tierlog.server.coordinator.coordinator_locator import CoordinatorLocator
+from tierlog.server.coordinator.group.offsets_topic import OffsetsTopic
+from tierlog.server.coordinator.internal_log import InternalLog
 from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS, AdminChange, refusal
+from tierlog.server.coordinator.txn.txn_state_topic import TxnStateTopic
 from tierlog.server.framing import EncodedResponse, SplicedResponse
 from tierlog.server.registry import Endpoint, Registry, register
 from tierlog.server.server import SERVICE_APIS, install_handlers
@@ -68,7 +73,8 @@ from tierlog.server.services import Services
 
 _T = TypeVar("_T")
 MESSAGES = Path(inspect.getfile(api_versions)).with_name("messages.py")
-ALL_TABLES = (*SERVICE_APIS, api_versions, find_coordinator, groups_api, txn_api)
+ALL_TABLES = (*SERVICE_APIS, api_versions, find_coordinator, groups_api, txn_api,
+              txn_markers_api)
 
 
 @pytest.fixture
@@ -242,12 +248,14 @@ def test_version_dependent_fields_are_read_in_one_place(services: Services) -> N
                               protocols=(JoinGroupProtocolV0(name="range", metadata=b""),))
     assert groups_api.join_timeouts(join) == (10_000, 10_000, None)
 
+    locator = CoordinatorLocator(services, OffsetsTopic(services.manager, InternalLog(services)),
+                                 TxnStateTopic(services.manager, InternalLog(services)), {})
     found = run(lambda: find_coordinator.find_coordinator(
-        services, request_context(10, 1), FindCoordinatorRequest(key="g", key_type=i8(0))))
+        locator, request_context(10, 1), FindCoordinatorRequest(key="g", key_type=i8(0))))
     assert (found.error_code, found.node_id, found.port) == (
         ErrorCode.none, services.node_id, services.port)
     unknown_type = run(lambda: find_coordinator.find_coordinator(
-        services, request_context(10, 1), FindCoordinatorRequest(key="g", key_type=i8(7))))
+        locator, request_context(10, 1), FindCoordinatorRequest(key="g", key_type=i8(7))))
     assert (unknown_type.error_code, unknown_type.node_id) == (ErrorCode.invalid_request, -1)
 
 
@@ -289,7 +297,7 @@ def _aliases() -> dict[str, set[str]]:
 def test_every_handler_takes_the_kio_classes_of_exactly_its_versions() -> None:
     aliases = _aliases()
     rows: list[Endpoint[object]] = [row for module in ALL_TABLES for row in module.ENDPOINTS]
-    assert len(rows) == 31 and len({r.api_key for r in rows}) == 31
+    assert len(rows) == 32 and len({r.api_key for r in rows}) == 32
     for row in rows:
         annotation = inspect.signature(row.handler).parameters["request"].annotation
         served = {f"{cls.__module__.rsplit('.', 1)[0]}.{cls.__name__}"

@@ -1,6 +1,7 @@
-"""FindCoordinator: this node coordinates every consumer group and transactional id, so it
-names itself for every key of a known key type (group or transaction); on a replicating node,
-the cluster's coordinating node (:meth:`ClusterNode.coordinator`)."""
+"""FindCoordinator: the node coordinating each key of a known key type (group or
+transaction), as :class:`~tierlog.server.coordinator.coordinator_locator.CoordinatorLocator`
+finds it (this node on a node that is a cluster of one; the leader of the key's internal
+partition on a replicating node)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from kio.schema.errors import ErrorCode
 
 from tierlog.security.acl import AclOperation, ResourceType
 from tierlog.server.authorization import DENIED, request_auth
-from tierlog.server.context import BrokerServices, RequestContext
+from tierlog.server.context import RequestContext
+from tierlog.server.coordinator.coordinator_locator import CoordinatorLocator
 from tierlog.server.framing import make, nested
 from tierlog.server.registry import Endpoint
 
@@ -36,10 +38,11 @@ def key_type_and_keys(request: FindCoordinatorRequest) -> tuple[int, list[str]]:
     return int(request.key_type), [request.key]
 
 
-async def find_coordinator(services: BrokerServices, ctx: RequestContext,
+async def find_coordinator(locator: CoordinatorLocator, ctx: RequestContext,
                            request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    """This node, for every key of a known key type (INVALID_REQUEST for another) that the
-    principal may DESCRIBE (else GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    """The coordinator of every key of a known key type (INVALID_REQUEST for another) that
+    the principal may DESCRIBE (else GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    services = locator.services
     cls: type[FindCoordinatorResponse] = ctx.response_type
     key_type, keys = key_type_and_keys(request)
     resource = _KEY_TYPES.get(key_type)
@@ -53,8 +56,11 @@ async def find_coordinator(services: BrokerServices, ctx: RequestContext,
             error, message = DENIED[resource], f"not authorized to describe {key}"
         else:
             error, message = ErrorCode.none, None
-        node, host, port = (_coordinator(services, ctx) if error is ErrorCode.none
-                            else (-1, "", -1))
+        node, host, port = -1, "", -1
+        if error is ErrorCode.none:
+            error, node, host, port = await locator.locate(key_type, key, ctx.listener)
+            if error is not ErrorCode.none:
+                message = f"the coordinator of {key} is not available yet"
         answers.append((key, error, message, node, host, port))
     if ctx.api_version < 4:
         _, error, message, node, host, port = answers[0]
@@ -64,18 +70,6 @@ async def find_coordinator(services: BrokerServices, ctx: RequestContext,
     return make(cls, throttle_time=datetime.timedelta(0), coordinators=tuple(
         make(coordinator_t, key=key, node_id=node, host=host, port=port, error_code=error,
              error_message=message) for key, error, message, node, host, port in answers))
-
-
-def _coordinator(services: BrokerServices, ctx: RequestContext) -> tuple[int, str, int]:
-    """The coordinating node: this one; on a replicating node, the cluster's (one node for
-    every group and transactional id, so a group's members never split over two nodes, until
-    the coordinators follow their internal partitions' leadership)."""
-    cluster = getattr(services, "cluster", None)
-    if cluster is not None:
-        chosen = cluster.coordinator()
-        if chosen is not None:
-            return (chosen.node_id, *chosen.endpoint(ctx.listener))
-    return (services.node_id, *services.advertised(ctx.listener))
 
 
 ENDPOINTS = (Endpoint(API_KEY, find_coordinator, MIN_VERSION, MAX_VERSION),)

@@ -396,9 +396,8 @@ def _described(groups: GroupCoordinator, group_t: type[object], member_t: type[o
         return make(group_t, error_code=_DENIED_GROUP, group_id=group_id, group_state="",
                     protocol_type="", protocol_data="", members=(),
                     authorized_operations=UNKNOWN_OPERATIONS)
-    if not groups.loaded:
-        return make(group_t, error_code=ErrorCode.coordinator_load_in_progress,
-                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+    if (error := groups.check(group_id)) is not ErrorCode.none:
+        return make(group_t, error_code=error, group_id=group_id, group_state="", protocol_type="", protocol_data="",
                     members=(), authorized_operations=UNKNOWN_OPERATIONS)
     group = groups.groups.get(group_id)
     if group is None:

@@ -176,6 +176,7 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v1
     import kio.schema.txn_offset_commit.v2
     import kio.schema.txn_offset_commit.v3
+    import kio.schema.write_txn_markers.v1
 
     #: API key 0, versions 3-9.
     ProduceRequest: TypeAlias = (
@@ -685,3 +686,7 @@ if TYPE_CHECKING:
         | kio.schema.delete_acls.v2.DeleteAclsResponse
         | kio.schema.delete_acls.v3.DeleteAclsResponse
     )
+    #: API key 27, version 1.
+    WriteTxnMarkersRequest: TypeAlias = kio.schema.write_txn_markers.v1.WriteTxnMarkersRequest
+    #: API key 27, version 1.
+    WriteTxnMarkersResponse: TypeAlias = kio.schema.write_txn_markers.v1.WriteTxnMarkersResponse

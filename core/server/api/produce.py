@@ -36,6 +36,7 @@ from tierlog.server.coordinator.internal_topics import AdminChange, refusal
 from tierlog.server.error_codes import error_code_for, error_message
 from tierlog.server.framing import EncodedResponse
 from tierlog.server.registry import Endpoint, register
+from tierlog.server.replication.leader_appends import replicate
 from tierlog.server.replication.node import ClusterNode
 from tierlog.server.services import Services
 
@@ -185,21 +186,13 @@ def leader_refusals(cluster: ClusterNode, request: ProduceRequest,
 
 async def replicated(cluster: ClusterNode, services: Services, outcomes: list[Outcome],
                      acks: int, timeout_s: float) -> list[Outcome]:
-    """Report the appends to their leaders' rules (the high watermark may move), wake the
-    fetches waiting for data (the followers' first: the records are replicated only once they
-    fetch them), and for acks=all wait until every in-sync replica holds them (Kafka's
-    DelayedProduce): a partition still short when ``timeout_s`` passes answers
-    REQUEST_TIMED_OUT, one whose leadership moved NOT_LEADER_OR_FOLLOWER."""
-    required: dict[tuple[str, int], int] = {}
-    for name, index, info, _ in outcomes:
-        if isinstance(info, ErrorCode):
-            continue
-        cluster.replicas.appended((name, index))
-        required[(name, index)] = info.last_offset + 1
-    services.appended()
-    if acks != -1 or not required:
-        return outcomes
-    answers = await cluster.delayed.wait(required, max(timeout_s, 0.0))
+    """The outcomes once replicated as ``acks`` asks (:func:`replicate`): a partition still
+    short when ``timeout_s`` passes answers REQUEST_TIMED_OUT, one whose leadership moved
+    NOT_LEADER_OR_FOLLOWER."""
+    required = {(name, index): info.last_offset + 1 for name, index, info, _ in outcomes
+                if not isinstance(info, ErrorCode)}
+    answers = await replicate(cluster, services.appended, required, timeout_s,
+                              wait=acks == -1)
     done: list[Outcome] = []
     for name, index, info, message in outcomes:
         code = answers.get((name, index), ErrorCode.none)

@@ -14,6 +14,9 @@ COORDINATOR_KEYS = frozenset({
     "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes",
     "transaction.max.timeout.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    # A replicating node's internal topics (cluster.metadata.url), Kafka's names and defaults.
+    "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "offsets.commit.timeout.ms",
 })
 
 

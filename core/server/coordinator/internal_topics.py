@@ -93,15 +93,13 @@ def refusal(topic: str | None, change: AdminChange) -> tuple[ErrorCode, str] | N
 def append_records(log_: Log, records: Sequence[tuple[bytes, bytes | None]], now_ms: int, *,
                    producer_id: int = -1, producer_epoch: int = -1,
                    transactional: bool = False) -> LogAppendInfo:
-    """Append ``(key, value)`` records (value None: a tombstone) as one batch, atomically.
-    The coordinator's node is the partition's only replica, so its high watermark follows the
-    append (on a node whose replicated partitions do not, ``cluster.metadata.url``, too)."""
+    """Append ``(key, value)`` records (value None: a tombstone) as one batch, atomically
+    (the caller, :class:`~tierlog.server.coordinator.internal_log.InternalLog`, makes it as
+    durable as the partition's replication demands)."""
     batch = build_batch([Record(k, v, timestamp=now_ms) for k, v in records],
                         producer_id=producer_id, producer_epoch=producer_epoch,
                         is_transactional=transactional, now_ms=now_ms)
-    info = log_.append(batch, origin="coordinator")
-    log_.update_high_watermark(log_.log_end_offset)
-    return info
+    return log_.append(batch, origin="coordinator")
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,7 +126,7 @@ class ReplicaManager:
                  security: BrokerSecurity | None = None) -> None:
         self.node_id = node_id
         #: TLS and SASL of the connections to leaders (the inter-broker listener's).
-        self._security = security
+        self.security = security
         self.manager = manager
         self.store = store
         self.settings = settings
@@ -376,7 +376,7 @@ class ReplicaManager:
                 address[0], address[1], client_id=f"tierlog-replica-{self.node_id}",
                 timeout_s=settings.socket_timeout_ms / 1000,
                 max_response_bytes=settings.fetch_response_max_bytes + (1 << 20),
-                security=self._security)
+                security=self.security)
             fetcher = LeaderFetcher(connection, self.node_id,
                                     max_wait_ms=settings.fetch_wait_max_ms,
                                     min_bytes=settings.fetch_min_bytes,

@@ -48,7 +48,9 @@ from tierlog.server.coordinator.group.offsets_topic import (
     offset_records,
     tombstones,
 )
-from tierlog.server.error_codes import error_code_for
+from tierlog.server.coordinator.internal_log import coordinator_error
+from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS
+from tierlog.server.coordinator.owned_partitions import OwnedPartitions
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +67,36 @@ class GroupCoordinator:
         self.store = store
         self.settings = settings or GroupSettings()
         self.groups: dict[str, Group] = {}
-        self.loaded = False
+        #: The partitions of ``__consumer_offsets`` whose groups this node coordinates.
+        self.owned = OwnedPartitions()
         self._write_lock = asyncio.Lock()
 
     # -- load and close --------------------------------------------------------------
 
+    def check(self, group_id: str) -> ErrorCode:
+        """NONE when this node coordinates ``group_id`` and has loaded it, else the error to
+        answer (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+        return self.owned.check(self.store.partition_of(group_id))
+
+    @property
+    def loaded(self) -> bool:
+        """Whether every partition this node coordinates is loaded (none is loading)."""
+        return not self.owned.loading
+
     async def load(self) -> None:
-        """Create ``__consumer_offsets`` if missing and load every group from it."""
-        def load() -> dict[str, Any]:
-            self.store.ensure()
-            return self.store.load()
-        loaded = await self.services.run_blocking(load)
+        """A node that is a cluster of one: create ``__consumer_offsets`` if missing and load
+        every group from it."""
+        await self.services.run_blocking(self.store.ensure)
+        for partition in range(self.store.partitions):
+            await self.load_partition(partition)
+
+    async def load_partition(self, partition: int) -> None:
+        """Load the groups of ``partition`` (this node now leads it); their requests are
+        answered COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        ticket = self.owned.begin_load(partition)
+        loaded = await self.services.run_blocking(lambda: self.store.load_partition(partition))
+        if not self.owned.current(partition, ticket):
+            return  # unloaded (or loaded again) meanwhile
         for group_id, item in loaded.items():
             group = Group(group_id, offsets=dict(item.offsets),
                           pending_txn={p: dict(o) for p, o in item.pending.items()})
@@ -94,9 +115,32 @@ class GroupCoordinator:
                     group.members[m.member_id] = member
                     self._schedule_session(group, member)
                 group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+            old = self.groups.pop(group_id, None)
+            if old is not None:
+                self._cancel_timers(old)
             self.groups[group_id] = group
-        self.loaded = True
-        log.info("loaded %d consumer groups from __consumer_offsets", len(loaded))
+        self.owned.finish_load(partition, ticket)
+        log.info("loaded %d consumer groups from %s-%d", len(loaded), CONSUMER_OFFSETS,
+                 partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """This node no longer leads ``partition``: drop its groups (their members are told
+        NOT_COORDINATOR and find the new coordinator)."""
+        if not self.owned.unload(partition):
+            return
+        gone = [g for g in self.groups.values() if self.store.partition_of(g.group_id)
+                == partition]
+        for group in gone:
+            self._cancel_timers(group)
+            for member in group.members.values():
+                if member.join_future is not None and not member.join_future.done():
+                    member.join_future.set_result(JoinResult(ErrorCode.not_coordinator,
+                                                             member.member_id))
+                if member.sync_future is not None and not member.sync_future.done():
+                    member.sync_future.set_result(SyncResult(ErrorCode.not_coordinator))
+            del self.groups[group.group_id]
+        log.info("unloaded %d consumer groups of %s-%d: this node no longer leads it",
+                 len(gone), CONSUMER_OFFSETS, partition)
 
     def close(self) -> None:
         for group in self.groups.values():
@@ -119,8 +163,8 @@ class GroupCoordinator:
                    session_timeout_ms: int, rebalance_timeout_ms: int, client_id: str,
                    client_host: str, *, require_known_member_id: bool) -> JoinResult:
         """Kafka's JoinGroup: waits until the rebalance completes (or fails at once)."""
-        if not self.loaded:
-            return JoinResult(ErrorCode.coordinator_load_in_progress, member_id)
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return JoinResult(error, member_id)
         if not group_id:
             return JoinResult(ErrorCode.invalid_group_id, member_id)
         s = self.settings
@@ -338,8 +382,8 @@ class GroupCoordinator:
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: Mapping[str, bytes],
                    instance_id: str | None = None) -> SyncResult:
-        if not self.loaded:
-            return SyncResult(ErrorCode.coordinator_load_in_progress)
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return SyncResult(error)
         group = self.groups.get(group_id)
         if group is not None and group.fenced(member_id, instance_id):
             return SyncResult(ErrorCode.fenced_instance_id)
@@ -390,8 +434,8 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str,
                   instance_id: str | None = None) -> ErrorCode:
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return error
         group = self.groups.get(group_id)
         if group is not None and group.fenced(member_id, instance_id):
             return ErrorCode.fenced_instance_id
@@ -409,8 +453,8 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: Sequence[tuple[str, str | None]]
               ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
         """LeaveGroup: the group's error and one error per member."""
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress, []
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return error, []
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.unknown_member_id, [(m, i, ErrorCode.unknown_member_id)
@@ -494,15 +538,14 @@ class GroupCoordinator:
         now = self.services.time_ms()
         async with self._write_lock:
             try:
-                await self.services.run_blocking(lambda: self.store.write(
-                    group_id, records, now, producer_id=producer_id,
-                    producer_epoch=producer_epoch))
+                await self.store.write(group_id, records, now, producer_id=producer_id,
+                                       producer_epoch=producer_epoch)
             except (TierlogError, OSError) as exc:
-                code = error_code_for(exc)
+                code = coordinator_error(exc)
                 if code in (ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced):
                     return ErrorCode.producer_fenced
                 log.warning("group %s: writing to __consumer_offsets failed: %s", group_id, exc)
-                return ErrorCode.coordinator_not_available
+                return code
         return ErrorCode.none
 
     def _spawn(self, coro: Coroutine[object, object, object]) -> None:
@@ -544,8 +587,8 @@ class GroupCoordinator:
                              instance_id: str | None = None
                              ) -> dict[TopicPartitionKey, ErrorCode]:
         """OffsetCommit: an error per partition (all the same unless a metadata is too big)."""
-        if not self.loaded:
-            return dict.fromkeys(offsets, ErrorCode.coordinator_load_in_progress)
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
         if not group_id:
             return dict.fromkeys(offsets, ErrorCode.invalid_group_id)
         group = self.groups.get(group_id)
@@ -570,8 +613,8 @@ class GroupCoordinator:
                                  ) -> dict[TopicPartitionKey, ErrorCode]:
         """TxnOffsetCommit: written as the producer's transactional records, pending until
         its transaction's marker (:meth:`complete_txn`)."""
-        if not self.loaded:
-            return dict.fromkeys(offsets, ErrorCode.coordinator_load_in_progress)
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id)
         if generation >= 0 or member_id:
             error = self._check_commit(group, generation, member_id, instance_id)
@@ -604,8 +647,8 @@ class GroupCoordinator:
                                                  tuple[rec.OffsetValue | None, ErrorCode]]]:
         """OffsetFetch: each partition's committed offset (None: none); all committed
         partitions when ``partitions`` is None."""
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress, {}
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return error, {}
         group = self.groups.get(group_id)
         committed = group.offsets if group is not None else {}
         pending: set[TopicPartitionKey] = set()
@@ -625,6 +668,8 @@ class GroupCoordinator:
                              subscribed: Callable[[Group], set[str]]
                              ) -> tuple[ErrorCode, dict[TopicPartitionKey, ErrorCode]]:
         """OffsetDelete: partitions of topics the group is subscribed to are refused."""
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return error, {}
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.group_id_not_found, {}
@@ -642,6 +687,8 @@ class GroupCoordinator:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups for one group: only an empty group, with its offsets."""
+        if (error := self.check(group_id)) is not ErrorCode.none:
+            return error
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.group_id_not_found

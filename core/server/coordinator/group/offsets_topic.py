@@ -17,6 +17,7 @@ from tierlog.manager.log_manager import LogManager
 from tierlog.records.control import COMMIT
 from tierlog.server.coordinator.coordinator_wire import partition_for
 from tierlog.server.coordinator.group import offsets_topic_records as rec
+from tierlog.server.coordinator.internal_log import InternalLog
 from tierlog.server.coordinator.internal_topics import (
     CONSUMER_OFFSETS,
     append_records,
@@ -43,11 +44,14 @@ class LoadedGroup:
 
 
 class OffsetsTopic:
-    """The ``__consumer_offsets`` topic of one LogManager (blocking calls: run them on the
-    server's workers)."""
+    """The ``__consumer_offsets`` topic of one node: writes go through its
+    :class:`InternalLog`; ``ensure`` and ``load_partition`` block (run them on the server's
+    workers)."""
 
-    def __init__(self, manager: LogManager, partitions: int = DEFAULT_PARTITIONS) -> None:
+    def __init__(self, manager: LogManager, internal: InternalLog,
+                 partitions: int = DEFAULT_PARTITIONS) -> None:
         self.manager = manager
+        self.internal = internal
         self.partitions = partitions
 
     def ensure(self) -> None:
@@ -57,23 +61,21 @@ class OffsetsTopic:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
 
-    def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]],
-              now_ms: int, *, producer_id: int = -1, producer_epoch: int = -1) -> None:
-        """Append a group's records as one batch (transactional when ``producer_id`` >= 0)."""
-        log_ = self.manager.log(CONSUMER_OFFSETS, self.partition_of(group_id))
-        append_records(log_, records, now_ms, producer_id=producer_id,
-                       producer_epoch=producer_epoch, transactional=producer_id >= 0)
+    async def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]],
+                    now_ms: int, *, producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Append a group's records as one batch (transactional when ``producer_id`` >= 0);
+        returns once durable, else raises what the append raised."""
+        await self.internal.append(
+            CONSUMER_OFFSETS, self.partition_of(group_id),
+            lambda log_: append_records(log_, records, now_ms, producer_id=producer_id,
+                                        producer_epoch=producer_epoch,
+                                        transactional=producer_id >= 0))
 
-    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, *,
-                     commit: bool) -> None:
-        self.manager.log(CONSUMER_OFFSETS, partition).append_marker(
-            producer_id, producer_epoch, commit=commit)
-
-    def load(self) -> dict[str, LoadedGroup]:
-        """Every group's metadata, committed offsets and pending transactional offsets."""
+    def load_partition(self, partition: int) -> dict[str, LoadedGroup]:
+        """The metadata, committed offsets and pending transactional offsets of every group
+        of ``partition``."""
         groups: dict[str, LoadedGroup] = {}
-        for partition in range(self.partitions):
-            self._load_partition(partition, groups)
+        self._load_partition(partition, groups)
         return {g: v for g, v in groups.items()
                 if v.metadata is not None or v.offsets or v.pending}
 

@@ -25,11 +25,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.errors import TierlogError, UnknownTopicOrPartitionError
+from tierlog.errors import TierlogError
 from tierlog.server.context import BrokerServices
 from tierlog.server.coordinator.coordinator_config import setting_int
-from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS
+from tierlog.server.coordinator.internal_log import coordinator_error
+from tierlog.server.coordinator.internal_topics import TRANSACTION_STATE
+from tierlog.server.coordinator.owned_partitions import OwnedPartitions
 from tierlog.server.coordinator.txn.txn_log_records import TxnStatus, TxnValue
+from tierlog.server.coordinator.txn.txn_markers import MarkersAbandoned, TxnMarkers
 from tierlog.server.coordinator.txn.txn_producer_ids import ProducerIdBlocks
 from tierlog.server.coordinator.txn.txn_state_topic import TxnStateTopic
 
@@ -85,45 +88,85 @@ class TxnCoordinator:
     """Every transactional id of this node; also allocates idempotent producers' ids."""
 
     def __init__(self, services: BrokerServices, store: TxnStateTopic,
-                 producer_ids: ProducerIdBlocks, on_offsets: OffsetsCompletion,
-                 settings: TxnSettings | None = None) -> None:
+                 producer_ids: ProducerIdBlocks, markers: TxnMarkers,
+                 on_offsets: OffsetsCompletion, settings: TxnSettings | None = None) -> None:
         self.services = services
         self.store = store
         self.producer_ids = producer_ids
         self.on_offsets = on_offsets
         self.settings = settings or TxnSettings()
+        self.markers = markers
         self.txns: dict[str, TxnMetadata] = {}
-        self.loaded = False
+        #: The partitions of ``__transaction_state`` whose transactional ids this node
+        #: coordinates.
+        self.owned = OwnedPartitions()
         self._lock = asyncio.Lock()
         self._expiry: asyncio.Task[None] | None = None
 
     # -- load, expiry, close -----------------------------------------------------------
 
     async def load(self) -> None:
-        """Create ``__transaction_state`` if missing, load it and complete what a crash left
-        in a Prepare state; then start the timeout checks."""
-        def load() -> dict[str, TxnValue]:
-            self.store.ensure()
-            return self.store.load()
-        states = await self.services.run_blocking(load)
+        """A node that is a cluster of one: create ``__transaction_state`` if missing and load
+        every partition of it; then start the timeout checks."""
+        await self.services.run_blocking(self.store.ensure)
+        for partition in range(self.store.partitions):
+            await self.load_partition(partition)
+        self.start_expiry()
+
+    def start_expiry(self) -> None:
+        """Start aborting the transactions that outlive their timeouts."""
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().create_task(self._expire_forever())
+
+    async def load_partition(self, partition: int) -> None:
+        """Load the transactional ids of ``partition`` (this node now leads it) and complete
+        what the last coordinator left in a Prepare state; their requests are answered
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        ticket = self.owned.begin_load(partition)
+        states = await self.services.run_blocking(lambda: self.store.load_partition(partition))
+        if not self.owned.current(partition, ticket):
+            return
         highest = -1
+        loaded = []
         for tid, v in states.items():
             highest = max(highest, v.producer_id)
-            self.txns[tid] = TxnMetadata(
+            meta = TxnMetadata(
                 tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
                 {(t, p) for t, ps in v.partitions for p in ps}, v.start_ms, v.last_update_ms)
+            self.txns[tid] = meta
+            loaded.append(meta)
         self.producer_ids.raise_floor(highest + 1)
         async with self._lock:
-            for meta in list(self.txns.values()):
-                if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-                    log.info("completing the %s of transactional id %s left by the last run",
-                             meta.state.name, meta.transactional_id)
-                    await self._complete(meta, meta.state is TxnStatus.PREPARE_COMMIT)
-                elif meta.state is TxnStatus.PREPARE_EPOCH_FENCE:
-                    await self._complete(meta, False)
-        self.loaded = True
-        log.info("loaded %d transactional ids from __transaction_state", len(states))
-        self._expiry = asyncio.get_running_loop().create_task(self._expire_forever())
+            for meta in loaded:
+                if not self.owned.current(partition, ticket):
+                    return
+                try:
+                    if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                        log.info("completing the %s of transactional id %s left by the last "
+                                 "coordinator", meta.state.name, meta.transactional_id)
+                        await self._complete(meta, meta.state is TxnStatus.PREPARE_COMMIT)
+                    elif meta.state is TxnStatus.PREPARE_EPOCH_FENCE:
+                        await self._complete(meta, False)
+                except (TierlogError, OSError) as exc:
+                    log.warning("the %s of transactional id %s is not completed yet: %s",
+                                meta.state.name, meta.transactional_id, exc)
+        if self.owned.finish_load(partition, ticket):
+            log.info("loaded %d transactional ids from %s-%d", len(states), TRANSACTION_STATE,
+                     partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """This node no longer leads ``partition``: forget its transactional ids (their
+        producers find the new coordinator)."""
+        if not self.owned.unload(partition):
+            return
+        gone = [t for t in self.txns if self.store.partition_of(t) == partition]
+        for tid in gone:
+            del self.txns[tid]
+        log.info("unloaded %d transactional ids of %s-%d: this node no longer leads it",
+                 len(gone), TRANSACTION_STATE, partition)
+
+    def _coordinates(self, transactional_id: str) -> bool:
+        return self.owned.owns(self.store.partition_of(transactional_id))
 
     async def _expire_forever(self) -> None:
         interval = self.settings.abort_check_interval_ms / 1000
@@ -142,7 +185,8 @@ class TxnCoordinator:
         async with self._lock:
             for meta in list(self.txns.values()):
                 if (meta.state is TxnStatus.ONGOING
-                        and meta.start_ms + meta.timeout_ms <= now):
+                        and meta.start_ms + meta.timeout_ms <= now
+                        and self._coordinates(meta.transactional_id)):
                     log.info("aborting the transaction of %s: older than its timeout of %d ms",
                              meta.transactional_id, meta.timeout_ms)
                     await self._fence_and_abort(meta)
@@ -153,48 +197,41 @@ class TxnCoordinator:
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)
+        await self.markers.close()
 
     # -- writes ----------------------------------------------------------------------
 
     async def _store(self, meta: TxnMetadata) -> None:
+        """Write the transactional id's state (raises what the append raised)."""
         meta.last_update_ms = now = self.services.time_ms()
-        value = meta.value()
-        await self.services.run_blocking(
-            lambda: self.store.write(meta.transactional_id, value, now))
+        await self.store.write(meta.transactional_id, meta.value(), now)
 
     async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
-        """Write Prepare*, the markers, then Complete* (the partitions are cleared)."""
+        """Write Prepare*, the markers, then Complete* (the partitions are cleared). Raises
+        what writing the state raised (a failed Prepare leaves the transaction as it was) or
+        MarkersAbandoned (the next coordinator completes it)."""
+        before = meta.state
         meta.state = TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT
-        await self._store(meta)
+        try:
+            await self._store(meta)
+        except BaseException:
+            if before is TxnStatus.ONGOING:
+                meta.state = before
+            raise
         pid, epoch, partitions = meta.producer_id, meta.producer_epoch, sorted(meta.partitions)
-        manager = self.services.manager
-
-        def write_markers() -> list[int]:
-            offsets_partitions = []
-            for topic, partition in partitions:
-                try:
-                    manager.log(topic, partition).append_marker(pid, epoch, commit=commit)
-                except UnknownTopicOrPartitionError:
-                    log.warning("no marker for %s-%d of producer %d: the partition is gone",
-                                topic, partition, pid)
-                    continue
-                if topic == CONSUMER_OFFSETS:
-                    offsets_partitions.append(partition)
-            return offsets_partitions
-
-        offsets_partitions = await self.services.run_blocking(write_markers)
-        self.services_appended()
+        tid = meta.transactional_id
+        offsets_partitions = await self.markers.write(
+            pid, epoch, partitions, commit, coordinating=lambda: self._coordinates(tid))
+        self.services.appended()
         if offsets_partitions:
             self.on_offsets(pid, offsets_partitions, commit)
         meta.state = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
         meta.partitions = set()
-        await self._store(meta)
-
-    def services_appended(self) -> None:
-        """Wake long-polling fetches: markers move the last stable offset."""
-        appended = getattr(self.services, "appended", None)
-        if appended is not None:
-            appended()
+        try:
+            await self._store(meta)
+        except (TierlogError, OSError) as exc:  # the markers are written: a reload redoes it
+            log.warning("transactional id %s: its %s is done but not recorded yet: %s", tid,
+                        meta.state.name, exc)
 
     async def _fence_and_abort(self, meta: TxnMetadata) -> None:
         """Abort the ongoing transaction with the epoch bumped, fencing its producer."""
@@ -215,47 +252,53 @@ class TxnCoordinator:
         if not transactional_id:
             pid = await self.services.run_blocking(self.producer_ids.allocate)
             return ErrorCode.none, pid, 0
-        if getattr(self.services, "cluster", None) is not None:
-            # This node's coordinator would write its markers to its own replicas, led or
-            # not: refused until the coordinator follows its partition's leadership.
-            log.warning("refused transactional id %r: transactions on a replicating node "
-                        "(cluster.metadata.url) are not built yet", transactional_id)
-            return ErrorCode.invalid_request, -1, -1
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress, -1, -1
+        if (owned := self.owned.check(self.store.partition_of(transactional_id))) \
+                is not ErrorCode.none:
+            return owned, -1, -1
         if not 0 < timeout_ms <= self.settings.max_timeout_ms:
             return ErrorCode.invalid_transaction_timeout, -1, -1
         async with self._lock:
-            meta = self.txns.get(transactional_id)
-            if meta is None:
-                pid = await self.services.run_blocking(self.producer_ids.allocate)
-                meta = TxnMetadata(transactional_id, pid, 0, timeout_ms)
-                await self._store(meta)
-                self.txns[transactional_id] = meta
-                return ErrorCode.none, pid, 0
-            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id,
-                                                                       meta.producer_epoch):
-                return ErrorCode.producer_fenced, -1, -1
-            if meta.state is TxnStatus.ONGOING:
-                await self._fence_and_abort(meta)
-            if meta.producer_epoch >= MAX_EPOCH:
-                meta.producer_id = await self.services.run_blocking(self.producer_ids.allocate)
-                meta.producer_epoch = 0
-            else:
-                meta.producer_epoch += 1
-            meta.timeout_ms = timeout_ms
-            meta.state = TxnStatus.EMPTY
-            meta.partitions = set()
-            meta.start_ms = -1
+            try:
+                return await self._init_producer_id(transactional_id, timeout_ms, producer_id,
+                                                    producer_epoch)
+            except (TierlogError, OSError) as exc:
+                log.warning("InitProducerId of %s not done: %s", transactional_id, exc)
+                return coordinator_error(exc), -1, -1
+
+    async def _init_producer_id(self, transactional_id: str, timeout_ms: int,
+                                producer_id: int, producer_epoch: int
+                                ) -> tuple[ErrorCode, int, int]:
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            pid = await self.services.run_blocking(self.producer_ids.allocate)
+            meta = TxnMetadata(transactional_id, pid, 0, timeout_ms)
             await self._store(meta)
-            return ErrorCode.none, meta.producer_id, meta.producer_epoch
+            self.txns[transactional_id] = meta
+            return ErrorCode.none, pid, 0
+        if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id,
+                                                                   meta.producer_epoch):
+            return ErrorCode.producer_fenced, -1, -1
+        if meta.state is TxnStatus.ONGOING:
+            await self._fence_and_abort(meta)
+        if meta.producer_epoch >= MAX_EPOCH:
+            meta.producer_id = await self.services.run_blocking(self.producer_ids.allocate)
+            meta.producer_epoch = 0
+        else:
+            meta.producer_epoch += 1
+        meta.timeout_ms = timeout_ms
+        meta.state = TxnStatus.EMPTY
+        meta.partitions = set()
+        meta.start_ms = -1
+        await self._store(meta)
+        return ErrorCode.none, meta.producer_id, meta.producer_epoch
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn -----------------------------------------
 
     def _check(self, transactional_id: str, producer_id: int, producer_epoch: int
                ) -> tuple[ErrorCode, TxnMetadata | None]:
-        if not self.loaded:
-            return ErrorCode.coordinator_load_in_progress, None
+        if (owned := self.owned.check(self.store.partition_of(transactional_id))) \
+                is not ErrorCode.none:
+            return owned, None
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping, None
@@ -274,8 +317,7 @@ class TxnCoordinator:
             error, meta = self._check(transactional_id, producer_id, producer_epoch)
             if meta is None:
                 return dict.fromkeys(wanted, error)
-            manager = self.services.manager
-            unknown = {tp for tp in wanted if tp[1] not in manager.partitions(tp[0])}
+            unknown = {tp for tp in wanted if not self._exists(*tp)}
             if unknown:
                 return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                         else ErrorCode.operation_not_attempted for tp in wanted}
@@ -289,8 +331,16 @@ class TxnCoordinator:
                 except (TierlogError, OSError) as exc:
                     log.warning("storing the transaction of %s failed: %s", transactional_id,
                                 exc)
-                    return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+                    return dict.fromkeys(wanted, coordinator_error(exc))
             return dict.fromkeys(wanted, ErrorCode.none)
+
+    def _exists(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists: in the cluster on a replicating node (this node
+        need not hold a replica of it), else in this node's engine."""
+        cluster = self.services.cluster
+        if cluster is None:
+            return partition in self.services.manager.partitions(topic)
+        return cluster.view.partition(topic, partition) is not None
 
     # -- EndTxn ----------------------------------------------------------------------
 
@@ -301,7 +351,14 @@ class TxnCoordinator:
             if meta is None:
                 return error
             if meta.state is TxnStatus.ONGOING:
-                await self._complete(meta, commit)
+                try:
+                    await self._complete(meta, commit)
+                except MarkersAbandoned as exc:
+                    log.info("%s", exc)
+                    return ErrorCode.not_coordinator
+                except (TierlogError, OSError) as exc:
+                    log.warning("EndTxn of %s not done: %s", transactional_id, exc)
+                    return coordinator_error(exc)
                 return ErrorCode.none
             if (meta.state is TxnStatus.COMPLETE_COMMIT and commit) or (
                     meta.state is TxnStatus.COMPLETE_ABORT and not commit):
@@ -312,7 +369,12 @@ class TxnCoordinator:
 
     def check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
                        ) -> ErrorCode:
-        """TxnOffsetCommit's check that the producer owns an ongoing transaction."""
+        """TxnOffsetCommit's check that the producer owns an ongoing transaction, when this
+        node coordinates the transactional id (TxnOffsetCommit goes to the group's
+        coordinator, on a replicating node often another node: there, as in Kafka, the
+        producer's epoch is checked by the append to the group's partition)."""
+        if self.owned.check(self.store.partition_of(transactional_id)) is ErrorCode.not_coordinator:
+            return ErrorCode.none
         error, meta = self._check(transactional_id, producer_id, producer_epoch)
         if meta is not None and meta.state is not TxnStatus.ONGOING:
             return ErrorCode.invalid_txn_state
