@@ -206,7 +206,8 @@ class RemoteLogManager:
         self._table_step: TableStep | None = None
         self.tail: TailPublisher | None = (
             TailPublisher(tier, self._lock_for, time_ms=time_ms, threads=copy_threads,
-                          request_timeout_s=limits.request_timeout_ms / 1000)
+                          request_timeout_s=limits.request_timeout_ms / 1000,
+                          fenced=replicated, on_fenced=self._release_tip)
             if isinstance(tier, RemoteTier) else None)
 
     # -- attaching logs ------------------------------------------------------------------
@@ -243,6 +244,8 @@ class RemoteLogManager:
             claim = getattr(self.rlmm, "claim", None)
             if callable(claim):
                 self._calls.call(f"{tip}: claim the manifest", lambda: claim(tip, leader_epoch))
+            if self.tail is not None:
+                self.tail.claim(tip)
             highest = max((m.end_offset for m in self._list(tip) if m.state is _FINISHED),
                           default=-1)
         log_.update_highest_offset_in_remote(highest)
@@ -251,9 +254,12 @@ class RemoteLogManager:
 
     def release(self, log_: TieredLog) -> None:
         """Stop writing ``log_``'s tier (this node no longer leads it)."""
+        self._release_tip(topic_id_partition(log_))
+
+    def _release_tip(self, tip: TopicIdPartition) -> None:
         release = getattr(self.rlmm, "release", None)
         if callable(release):
-            release(topic_id_partition(log_))
+            release(tip)
 
     def leads(self, log_: TieredLog) -> bool:
         """Whether this node writes ``log_``'s tier: always for unreplicated partitions;

@@ -35,6 +35,7 @@ then the stored manifest is read again and the orphans swept.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -44,7 +45,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tierlog.errors import CorruptRecordError, RemoteStorageError
+from tierlog.errors import (
+    CorruptRecordError,
+    MetadataConflictError,
+    RemoteStorageError,
+    TierFencedError,
+)
 from tierlog.index.aborted_txns import collect_aborted_txns
 from tierlog.index.transaction_index import AbortedTxn
 from tierlog.records.batch import HEADER_SIZE, LOG_OVERHEAD, walk_headers
@@ -85,6 +91,8 @@ class _PartitionState:
     last_key: tuple[int, ...] | None = None
     #: A call to the tier abandoned on a timeout after it started, until it returns.
     abandoned: Future[Any] | None = None
+    #: The stored manifest's version as last read or written (a fenced publisher's swap).
+    version: str | None = None
 
     def paused(self) -> bool:
         """Whether an abandoned call may still write to the tier (nothing may run beside it);
@@ -126,8 +134,14 @@ class TailPublisher:
 
     def __init__(self, tier: RemoteTier, lock_for: Callable[[TopicIdPartition], threading.Lock],
                  *, time_ms: Callable[[], int], threads: int = 1,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, fenced: bool = False,
+                 on_fenced: Callable[[TopicIdPartition], None] | None = None) -> None:
         self.tier = tier
+        #: A replicated partition's leader (issue 24): ``_tail.json`` is replaced only by
+        #: compare-and-swap on the version this node last read or wrote (:meth:`claim`); a
+        #: lost swap calls ``on_fenced(tip)`` (the node stops writing the partition's tier).
+        self.fenced = fenced
+        self._on_fenced = on_fenced
         self._lock_for = lock_for
         self._time_ms = time_ms
         self._states: dict[TopicIdPartition, _PartitionState] = {}
@@ -239,10 +253,48 @@ class TailPublisher:
                         log_.directory.name, log_.config[TAIL_MS], exc)
             return False
 
-    def _publish(self, log_: TieredLog, tip: TopicIdPartition, state: _PartitionState) -> bool:
-        if not state.loaded:
+    def claim(self, tip: TopicIdPartition) -> None:
+        """A new leader's first tail action (the caller holds the partition's lock): read the
+        stored ``_tail.json`` and write it back as the next generation by compare-and-swap,
+        so a publish of an older leader fails its own swap (TierFencedError when this one
+        loses it)."""
+        if not self.fenced:
+            return
+        state = self._state(tip)
+        path = self.tier.path(tail_manifest_key(tip))
+        found = self._call(tip, "read the tail manifest", lambda: self.tier.read_versioned(path))
+        if found is None:
+            state.manifest, state.version, state.loaded = None, None, True
+            return
+        stored = TailManifest.from_json(found[0], path)
+        claimed = dataclasses.replace(stored, generation=stored.generation + 1)
+        state.version = self._swap(tip, path, claimed, found[1])
+        state.manifest, state.loaded = claimed, True
+
+    def _swap(self, tip: TopicIdPartition, path: str, manifest: TailManifest,
+              expected: str | None) -> str:
+        try:
+            return self._call(tip, f"swap tail generation {manifest.generation}", partial(
+                self.tier.replace_if, manifest.to_json().encode(), path, expected))
+        except MetadataConflictError as exc:
+            if self._on_fenced is not None:
+                self._on_fenced(tip)
+            raise TierFencedError(f"{tip}: {path} changed since this node last read or wrote "
+                                  f"it: another node leads the partition ({exc})") from exc
+
+    def _load(self, tip: TopicIdPartition, state: _PartitionState) -> None:
+        if not self.fenced:
             state.manifest = self._call(tip, "read the tail manifest",
                                         lambda: read_tail_manifest(self.tier, tip))
+            return
+        path = self.tier.path(tail_manifest_key(tip))
+        found = self._call(tip, "read the tail manifest", lambda: self.tier.read_versioned(path))
+        state.manifest = None if found is None else TailManifest.from_json(found[0], path)
+        state.version = None if found is None else found[1]
+
+    def _publish(self, log_: TieredLog, tip: TopicIdPartition, state: _PartitionState) -> bool:
+        if not state.loaded:
+            self._load(tip, state)
             state.loaded = True
         old = state.manifest
         view = _read_view(log_)
@@ -263,9 +315,12 @@ class TailPublisher:
         )
         if manifest.same_content(old):
             return False
-        body = manifest.to_json().encode()
-        self._call(tip, f"write tail generation {manifest.generation}",
-                   partial(self.tier.put_bytes, body, self.tier.path(tail_manifest_key(tip))))
+        path = self.tier.path(tail_manifest_key(tip))
+        if self.fenced:
+            state.version = self._swap(tip, path, manifest, state.version)
+        else:
+            self._call(tip, f"write tail generation {manifest.generation}",
+                       partial(self.tier.put_bytes, manifest.to_json().encode(), path))
         state.manifest = manifest
         for obj in dropped:
             self._call(tip, f"delete tail object {obj.name}", partial(
