@@ -1,11 +1,12 @@
 """The Jepsen-style harness of issue 24 at length: three ``tierlog serve`` nodes on 127.0.0.1,
-an idempotent acks=all producer (librdkafka) and a live consumer under random SIGKILLs,
-SIGSTOPs, restarts and cut links (``tests/support/jepsen_run.py``). After each run's heal:
-every acknowledged record present exactly once and in order, no record read live vanished,
-replicas byte-identical up to the high watermark.
+an idempotent acks=all producer (librdkafka), a transactional producer and a live consumer
+under random SIGKILLs, SIGSTOPs, restarts and cut links (``tests/support/jepsen_run.py``).
+After each run's heal: every acknowledged record present exactly once and in order, no record
+read live vanished, every transaction whole or absent to read_committed readers, replicas
+byte-identical up to the high watermark.
 
-Prints per run: faults, records acknowledged, leader changes, time to a new leader
-(p50/p99). ``--seconds S`` per run (default 120), ``--runs N`` (default 3, seeds 1..N).
+Prints per run: faults, records acknowledged, transactions committed/aborted/unknown, leader
+changes, time to a new leader (p50/p99). ``--seconds S`` per run (default 120), ``--runs N`` (default 3, seeds 1..N).
 """
 
 from __future__ import annotations

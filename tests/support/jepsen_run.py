@@ -1,5 +1,7 @@
 """The Jepsen-style run of issue 24: three ``tierlog serve`` nodes on 127.0.0.1, an idempotent
-``acks=all`` producer (librdkafka) and a consumer, faults drawn by
+``acks=all`` producer (librdkafka), a transactional producer (committing and aborting
+transactions over two partitions, through coordinators that move with their partitions'
+leadership) and a consumer, faults drawn by
 :mod:`support.fault_schedule` (SIGKILL and restart, SIGSTOP/SIGCONT, clean restarts, a node's
 links cut by its :class:`~support.link_proxy.LinkProxy`), bounded in time; then every fault
 healed, the cluster left to converge, and the verdicts of :mod:`support.jepsen_checks`.
@@ -25,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from support.cluster_procs import Cluster, wait_until
 from support.fault_schedule import (
@@ -38,10 +40,12 @@ from support.fault_schedule import (
 )
 from support.fault_schedule import run as run_faults
 from support.jepsen_checks import (
+    Txn,
     check_acknowledged_present,
     check_no_lost_reads,
     check_order,
     check_replicas_identical,
+    check_transactions_atomic,
     latency_percentiles,
     replica_batches,
 )
@@ -52,6 +56,17 @@ from tierlog.cluster.open_store import open_metadata_store
 log = logging.getLogger(__name__)
 
 TOPIC = "jepsen"
+#: The transactional producer's topic (two partitions: each transaction spans both).
+TXN_TOPIC = "jepsen-txn"
+TXN_PARTITIONS = 2
+#: What the cluster runs with: few internal partitions (each node loads its share quickly
+#: after a fault), and abandoned transactions aborted within seconds.
+CLUSTER_CONFIG = {"min.insync.replicas": 2, "offsets.topic.num.partitions": 4,
+                  "transaction.state.log.num.partitions": 4,
+                  "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
+#: The transactional producer's transaction timeout: a transaction its producer abandoned
+#: is aborted by the coordinator after this.
+TXN_TIMEOUT_MS = 10_000
 #: How long one producer instance produces before a fresh one (a new producer id) follows.
 GENERATION_S = 4.0
 
@@ -69,12 +84,15 @@ class JepsenReport:
     leader_changes: int
     failover_ms: list[float]
     violations: list[str] = field(default_factory=list)
+    transactions: dict[str, int] = field(default_factory=dict)
+    """How many transactions ended committed, aborted, or unknown (the client was not told)."""
 
     def summary(self) -> str:
         p50, p99 = latency_percentiles(self.failover_ms) if self.failover_ms else (0.0, 0.0)
         return (f"{self.seconds:.0f} s, seed {self.seed}: faults {dict(self.faults)}, "
                 f"{self.acknowledged} records acknowledged ({self.produce_errors} not), "
-                f"{self.consumed} read live, {self.leader_changes} leader changes, time to a "
+                f"{self.consumed} read live, transactions {dict(self.transactions)}, "
+                f"{self.leader_changes} leader changes, time to a "
                 f"new leader p50 {p50:.0f} ms / p99 {p99:.0f} ms over {len(self.failover_ms)} "
                 f"leader faults; {len(self.violations)} violations")
 
@@ -101,8 +119,10 @@ class _Workload:
         #: The producer's failures: every record is to be acknowledged in the end (its
         #: message.timeout.ms outlasts every fault), so each is a violation.
         self.errors: list[str] = []
+        self.txns: list[Txn] = []
         self.threads = [threading.Thread(target=self._produce, daemon=True),
-                        threading.Thread(target=self._consume, daemon=True)]
+                        threading.Thread(target=self._consume, daemon=True),
+                        threading.Thread(target=self._transact, daemon=True)]
 
     def start(self) -> None:
         for thread in self.threads:
@@ -162,6 +182,54 @@ class _Workload:
             time.sleep(gap)  # the workload's own pace, not a wait for background work
         producer.flush(150)
 
+    def _transact(self) -> None:
+        """Transactions of a few records over both partitions of TXN_TOPIC, every third
+        aborted, until stopped; each one's outcome as the client learned it. A producer that
+        is fenced or fails fatally is replaced (its successor's InitProducerId fences it)."""
+        number = 0
+        producer: Producer | None = None
+        while not self.stop.is_set():
+            try:
+                if producer is None:
+                    producer = Producer({"bootstrap.servers": self.bootstrap,
+                                         "transactional.id": "jepsen-txn",
+                                         "transaction.timeout.ms": TXN_TIMEOUT_MS,
+                                         "message.timeout.ms": TXN_TIMEOUT_MS,
+                                         "topic.metadata.refresh.interval.ms": 1000})
+                    producer.init_transactions(30)
+            except KafkaException:
+                producer = None
+                continue
+            number += 1
+            commit = number % 3 != 0
+            records = tuple((TXN_TOPIC, p, b"t%06d-%d-%d" % (number, p, i))
+                            for p in range(TXN_PARTITIONS) for i in range(2))
+            outcome = "unknown"
+            try:
+                producer.begin_transaction()
+                for _, partition, value in records:
+                    producer.produce(TXN_TOPIC, value, partition=partition)
+                if commit:
+                    producer.commit_transaction(30)
+                    outcome = "committed"
+                else:
+                    producer.abort_transaction(30)
+                    outcome = "aborted"
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.txn_requires_abort():
+                    try:
+                        producer.abort_transaction(30)
+                        outcome = "aborted"
+                    except KafkaException:
+                        producer = None
+                elif not error.retriable():
+                    producer = None
+                else:  # a commit or abort that timed out: its outcome is not known
+                    producer = None
+            with self.lock:
+                self.txns.append(Txn(outcome, records, f"transaction {number}"))
+
     def _consume(self) -> None:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "jepsen-live",
                              "enable.auto.commit": False, "fetch.wait.max.ms": 100,
@@ -192,6 +260,28 @@ def _final_read(bootstrap: str, partitions: int) -> dict[tuple[str, int], list[t
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             read[(TOPIC, msg.partition())].append((msg.offset(), msg.value()))
+    consumer.close()
+    return read
+
+
+def _committed_read(bootstrap: str) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+    """Every record of TXN_TOPIC a read_committed consumer gets, reading each partition until
+    its position reaches the high watermark (the last stable offset does once every
+    transaction is complete)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-committed",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    partitions = [TopicPartition(TXN_TOPIC, p, 0) for p in range(TXN_PARTITIONS)]
+    ends = {p.partition: consumer.get_watermark_offsets(p, timeout=30)[1] for p in partitions}
+    consumer.assign(partitions)
+    read: dict[tuple[str, int], list[tuple[int, bytes]]] = {(TXN_TOPIC, p): []
+                                                            for p in range(TXN_PARTITIONS)}
+    deadline = time.monotonic() + 120
+    while any(tp.offset < ends[tp.partition] for tp in consumer.position(partitions)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the read_committed read did not reach {ends}")
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            read[(TXN_TOPIC, msg.partition())].append((msg.offset(), msg.value()))
     consumer.close()
     return read
 
@@ -305,16 +395,23 @@ def _verdicts(cluster: Cluster, workload: _Workload, bootstrap: str,
     """The checks once healed (the cluster is stopped on the way); the violations, and how many
     records the final read found."""
     final = _final_read(bootstrap, partitions)
+    committed = _committed_read(bootstrap)
     violations = (list(workload.errors)
                   + check_acknowledged_present(workload.acked, final)
                   + check_order(workload.sent, final)
-                  + check_no_lost_reads(workload.observed, final))
-    ends = {p: (final[(TOPIC, p)][-1][0] + 1 if final[(TOPIC, p)] else 0)
+                  + check_no_lost_reads(workload.observed, final)
+                  + check_transactions_atomic(workload.txns, committed))
+    ends = {(TOPIC, p): (final[(TOPIC, p)][-1][0] + 1 if final[(TOPIC, p)] else 0)
             for p in range(partitions)}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-ends"})
+    for p in range(TXN_PARTITIONS):
+        ends[(TXN_TOPIC, p)] = consumer.get_watermark_offsets(TopicPartition(TXN_TOPIC, p),
+                                                              timeout=30)[1]
+    consumer.close()
     cluster.stop()
-    for p in range(partitions):
-        dumps = {n: replica_batches(cluster.data_dir(n), TOPIC, p) for n in cluster.nodes}
-        violations += check_replicas_identical(dumps, ends[p], partition=f"{TOPIC}-{p}")
+    for (topic, p), end in ends.items():
+        dumps = {n: replica_batches(cluster.data_dir(n), topic, p) for n in cluster.nodes}
+        violations += check_replicas_identical(dumps, end, partition=f"{topic}-{p}")
     return violations, sum(len(r) for r in final.values())
 
 
@@ -323,7 +420,7 @@ def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, ra
     """One run (see the module docstring); the report, with every violation found."""
     ports = {i: _free_port() for i in (1, 2, 3)}
     proxies = {i: LinkProxy("127.0.0.1", ports[i], name=f"node-{i}") for i in (1, 2, 3)}
-    cluster = Cluster(root, 3, {"min.insync.replicas": 2})
+    cluster = Cluster(root, 3, CLUSTER_CONFIG)
     for i, node in cluster.nodes.items():
         node.port = ports[i]
         node.config["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{proxies[i].port}"
@@ -334,6 +431,7 @@ def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, ra
     try:
         cluster.start()
         cluster.create_topic(TOPIC, partitions, 3)
+        cluster.create_topic(TXN_TOPIC, TXN_PARTITIONS, 3)
         watch.thread.start()
         workload = _Workload(bootstrap, partitions, rate)
         workload.start()
@@ -348,9 +446,15 @@ def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, ra
         elapsed = time.monotonic() - started
         watch.stop.set()
         violations, _ = _verdicts(cluster, workload, bootstrap, partitions)
+        outcomes: dict[str, int] = defaultdict(int)
+        for txn in workload.txns:
+            outcomes[txn.outcome] += 1
+        if not outcomes.get("committed"):
+            violations.append("no transaction was committed: the transactional workload did "
+                              "not run")
         return JepsenReport(elapsed, seed, dict(applied.faults), len(workload.acked),
                             workload.failed, len(workload.observed), len(watch.changes),
-                            faults.failover_ms(), violations)
+                            faults.failover_ms(), violations, dict(outcomes))
     finally:
         if workload is not None:
             workload.stop.set()  # a failed run leaves no client polling the stopped nodes
