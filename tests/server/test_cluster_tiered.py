@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ def _check_tier(cluster: Cluster) -> list[RemoteLogSegmentMetadata]:
     manifest = _manifest(cluster)
     assert manifest is not None
     committed = sorted(manifest.committed, key=lambda m: m.start_offset)
-    for before, after in zip(committed, committed[1:], strict=False):
+    for before, after in pairwise(committed):
         assert after.start_offset == before.end_offset + 1, (before, after)
     tier = _tier(cluster)
     names = set()

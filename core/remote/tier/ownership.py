@@ -20,6 +20,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from tierlog.errors import (
     CorruptRemoteMetadataError,
@@ -69,14 +70,16 @@ class PartitionOwner:
         obj = load_json_object(data, source)
         owner, since, epoch = obj.get("owner"), obj.get("sinceMs"), obj.get("leaderEpoch")
         version = obj.get("version")
-        if version not in (OWNER_VERSION, LEADER_OWNER_VERSION) or not isinstance(owner, str) \
-                or not _is_int(since) \
-                or (version == LEADER_OWNER_VERSION and not (_is_int(epoch) and epoch >= 0)):
+        if version == OWNER_VERSION:
+            epoch = None
+        elif version != LEADER_OWNER_VERSION or not _is_int(epoch) or epoch < 0:
             raise CorruptRemoteMetadataError(f"{source} is not a partition owner record")
-        return cls(owner, since, epoch if version == LEADER_OWNER_VERSION else None)
+        if not isinstance(owner, str) or not _is_int(since):
+            raise CorruptRemoteMetadataError(f"{source} is not a partition owner record")
+        return cls(owner, since, epoch)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
