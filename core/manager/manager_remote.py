@@ -318,14 +318,27 @@ class ManagerRemote:
         its remote data goes; nothing when a partition's tier is unavailable (deleting it
         raises that next, and deleting again drops the table then)."""
         if self.rlm is None or any(lg.remote is None or isinstance(lg.remote, UnavailableRemote)
-                                   for lg in logs):
+                                   for lg in logs) or not all(map(self._writes, logs)):
             return
         self.rlm.drop_table(logs)
 
     def delete_partition(self, partition_log: Log) -> None:
-        """Delete the partition's remote data, if it has any."""
-        if partition_log.remote is not None and self.rlm is not None:
+        """Delete the partition's remote data, if it has any (on a replicating node only
+        while it writes the partition's tier: its leader deletes it, its followers leave it)."""
+        if partition_log.remote is not None and self.rlm is not None \
+                and self._writes(partition_log):
             self.rlm.delete_partition(partition_log)
+
+    def _writes(self, partition_log: Log) -> bool:
+        """Whether this node writes the partition's tier (see :meth:`leading_logs`)."""
+        if self.rlm is None or not self.replicated:
+            return True
+        if (partition_log.topic, partition_log.partition) in self._roles \
+                and self.rlm.leads(partition_log):
+            return True
+        log.info("%s: its remote data is left to the partition's leader",
+                 partition_log.directory.name)
+        return False
 
     def close(self) -> None:
         """Stop the retries, then the remote work (waiting a bounded time for a hung upload)."""

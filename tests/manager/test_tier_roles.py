@@ -86,3 +86,18 @@ def test_only_the_claimed_leader_tiers_and_a_superseded_one_stops(
     assert not any(r.copied for r in results.values())
     assert a.remote.leading_logs() == []
     assert _committed_ends(tmp_path) == tiered
+
+
+def test_only_the_leader_deletes_a_deleted_topics_tier(nodes: tuple[LogManager, LogManager],
+                                                      tmp_path: Path) -> None:
+    a, b = nodes
+    _append(a, 1, 30)
+    assert a.remote.set_role(TP, 1, "node-1")
+    a.remote.tier_now()
+    tiered = _committed_ends(tmp_path)
+    assert tiered
+    b.delete_topic("orders")  # a follower's replica goes; the tier stays for its leader
+    assert _committed_ends(tmp_path) == tiered
+    a.delete_topic("orders")
+    tier = _tier(tmp_path)
+    assert all(not load_partition(tier, tip)[0].committed for tip in remote_partitions(tier))
