@@ -331,3 +331,45 @@ def test_static_members_rejoin_without_a_rebalance_and_fence_old_ids(tmp_path: P
         a = await static_join(c, "inst-a", ids["a"])
         assert a.generation_id == 3 and [i for _, i, _ in a.members] == ["inst-a"]
     run(tmp_path, second)
+
+
+def test_a_partition_unloaded_and_loaded_again_moves_its_groups(tmp_path: Path) -> None:
+    """What a coordinator does when its node stops and starts leading a partition of
+    ``__consumer_offsets`` (on a replicating node): its groups' requests answer NOT_COORDINATOR,
+    a waiting JoinGroup is told so at once, and a reload brings the committed offsets back
+    from the log; a load overtaken by an unload installs nothing."""
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        groups = c.groups
+        partition = groups.store.partition_of("g")
+        mid = (await join(c)).member_id
+        first = await join(c, mid)
+        await groups.sync("g", first.generation_id, mid, None, None, {mid: b"x"})
+        committed = {("t", 0): rec.OffsetValue(42, "m", 0, -1)}
+        assert set((await groups.commit_offsets(
+            "g", first.generation_id, mid, committed)).values()) == {ErrorCode.none}
+        # A second member's join waits for the first to rejoin; the unload answers it.
+        other = (await join(c)).member_id
+        waiting = asyncio.ensure_future(join(c, other))
+        await asyncio.sleep(0)
+        groups.unload_partition(partition)
+        assert (await waiting).error is ErrorCode.not_coordinator
+        assert groups.heartbeat("g", first.generation_id, mid) is ErrorCode.not_coordinator
+        assert groups.fetch_offsets("g", None, False) == (ErrorCode.not_coordinator, {})
+        assert "g" not in groups.groups
+        # Another group's partition is untouched.
+        elsewhere = next(g for g in (f"h{i}" for i in range(100))
+                         if groups.store.partition_of(g) != partition)
+        assert groups.check(elsewhere) is ErrorCode.none
+        # Loaded again (this node leads it again): the offsets are back, from the log.
+        await groups.load_partition(partition)
+        error, offsets = groups.fetch_offsets("g", None, False)
+        assert error is ErrorCode.none
+        assert offsets[("t", 0)][0] is not None and offsets[("t", 0)][0].offset == 42
+        # A load that an unload overtook installs nothing.
+        groups.unload_partition(partition)
+        overtaken = asyncio.ensure_future(groups.load_partition(partition))
+        await asyncio.sleep(0)
+        groups.unload_partition(partition)
+        await overtaken
+        assert groups.check("g") is ErrorCode.not_coordinator and "g" not in groups.groups
+    run(tmp_path, scenario)

@@ -111,11 +111,13 @@ class Coordinators:
         if topic not in INTERNAL_TOPICS:
             return
         self.locator.learn_partitions()
+        # A new leader epoch of a partition this node already led reloads it from its log:
+        # what it held in memory is dropped first (members waiting on it are told).
+        if topic == CONSUMER_OFFSETS:
+            self.groups.unload_partition(partition)
+        else:
+            self.txns.unload_partition(partition)
         if leader_epoch is None:
-            if topic == CONSUMER_OFFSETS:
-                self.groups.unload_partition(partition)
-            else:
-                self.txns.unload_partition(partition)
             return
         load = (self.groups.load_partition(partition) if topic == CONSUMER_OFFSETS
                 else self.txns.load_partition(partition))
