@@ -6,8 +6,9 @@ Only the leader copies to the tier (``_owner.json`` names it at its leader epoch
 log says it copied), followers drop the local segments the tier holds, a new leader goes on
 from where the tier is, an old leader stopped and resumed cannot corrupt the tier, and an
 empty follower starts its log from the tier and can then lead, serving the old offsets from
-the tier. Local ``file://`` tier only (the compare-and-swap on S3 is covered by
-``tests/remote/test_tier_fencing.py`` on moto).
+the tier. Local ``file://`` tier only: a node opens its cluster store with the tier's
+storage options, so an S3 tier needs an S3 cluster store too, which moto does not serialize;
+the tier's compare-and-swap on S3 is covered by ``tests/remote/test_tier_fencing.py`` on moto.
 """
 
 from __future__ import annotations
