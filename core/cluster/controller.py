@@ -20,7 +20,8 @@ and lands only if that state is still current, so every state the store ever hol
 the rules from the one before (no unclean election, the in-sync set never emptied). A new
 controller gives every broker a whole session before judging it dead.
 
-:func:`create_topic` writes a new topic's assignment and its partitions' first states.
+:func:`create_topic` writes a new topic's assignment and its partitions' first states (over
+a deleted topic of the same name: see ``topic_changes``, which owns the later changes).
 """
 
 from __future__ import annotations
@@ -34,16 +35,22 @@ from dataclasses import dataclass, field
 from tierlog.cluster.controller_rules import assign_replicas, new_partition, on_brokers_changed
 from tierlog.cluster.keys import (
     CONTROLLER,
-    TOPICS,
     ControllerRecord,
     PartitionRecord,
     TopicRecord,
+    is_deleted_partition,
     partition_key,
     topic_key,
-    topic_of,
 )
 from tierlog.cluster.registry import LivenessTracker, fence, live_brokers, read_brokers
 from tierlog.cluster.store import MetadataStore, Versioned
+from tierlog.cluster.topic_changes import (
+    MAX_PREVIOUS_IDS,
+    mark_partitions_deleted,
+    read_topic,
+    read_topic_records,
+    write_first_states,
+)
 from tierlog.errors import MetadataConflictError, TopicExistsError
 
 __all__ = ["Controller", "ControllerStep", "create_topic", "partition_states", "read_topics"]
@@ -68,28 +75,23 @@ class ControllerStep:
 
 
 def read_topics(store: MetadataStore) -> dict[str, TopicRecord]:
-    """Every topic's assignment (a LIST, then a GET each; one removed between the two is left
-    out)."""
-    topics: dict[str, TopicRecord] = {}
-    for key in store.list_keys(TOPICS):
-        topic = topic_of(key)
-        found = None if topic is None else store.read(key)
-        if topic is not None and found is not None:
-            topics[topic] = TopicRecord.from_value(key, found.value)
-    return topics
+    """Every live topic's assignment (a LIST, then a GET each; one removed between the two,
+    or deleted, is left out)."""
+    return {topic: record for topic, (record, _) in read_topic_records(store).items()
+            if not record.deleted}
 
 
 def partition_states(store: MetadataStore, topics: Mapping[str, TopicRecord] | None = None
                      ) -> Iterator[tuple[str, int, PartitionRecord, Versioned | None]]:
     """Every partition of every topic (``topics``, as :func:`read_topics` gives them; read
     here when None), in order, with its state and version; a partition the topic's assignment
-    names but the store does not hold (its creator stopped before writing it) comes with its
-    first state and version None."""
+    names but the store does not hold (its creator stopped before writing it, or it still
+    holds a deleted topic's marker) comes with its first state and version None."""
     for topic, record in (read_topics(store) if topics is None else topics).items():
         for partition, replicas in enumerate(record.assignment):
             pkey = partition_key(topic, partition)
             current = store.read(pkey)
-            if current is None:
+            if current is None or is_deleted_partition(current.value):
                 yield topic, partition, new_partition(replicas), None
             else:
                 yield topic, partition, PartitionRecord.from_value(pkey, current.value), current
@@ -130,16 +132,19 @@ class Controller:
                 done.fenced.append(node_id)
                 log.warning("controller (epoch %d) fenced node %d: silent for %d ms",
                             self.epoch, node_id, self._tracker.session_timeout_ms)
-        for topic, partition, state, version in partition_states(self.store):
+        topics = read_topics(self.store)
+        for topic, partition, state, version in partition_states(self.store, topics):
+            if version is None:  # a creator stopped before writing it: its first state
+                topic_record = topics[topic]
+                if write_first_states(self.store, topic, topic_record.topic_id,
+                                      topic_record.assignment, [partition]):
+                    done.changed.append((topic, partition, state))
+                continue
             after = on_brokers_changed(state, live)
-            if after == state and version is not None:
+            if after == state:
                 continue
             try:
-                if version is None:  # a creator stopped before writing it: its first state
-                    self.store.create(partition_key(topic, partition), after.to_value())
-                else:
-                    self.store.replace(partition_key(topic, partition), after.to_value(),
-                                       version)
+                self.store.replace(partition_key(topic, partition), after.to_value(), version)
             except MetadataConflictError:
                 done.conflicts += 1
                 continue
@@ -192,17 +197,25 @@ def create_topic(store: MetadataStore, topic: str, topic_id: str, partitions: in
     n = max(1, len(live))
     assignment = assign_replicas(live, partitions, replication_factor,
                                  start=rng.randrange(n), shift=rng.randrange(n))
-    record = TopicRecord(topic_id, tuple(assignment), dict(configs or {}))
+    key = topic_key(topic)
+    found = read_topic(store, topic)
+    if found is not None and not found[0].deleted:
+        raise TopicExistsError(f"topic {topic!r} already exists in the cluster")
+    previous: tuple[str, ...] = ()
+    if found is not None:  # created again: the deleted one's partitions marked first
+        tombstone = found[0]
+        mark_partitions_deleted(store, topic, tombstone.topic_id)
+        previous = (*tombstone.previous_ids, tombstone.topic_id)[-MAX_PREVIOUS_IDS:]
+    record = TopicRecord(topic_id, tuple(assignment), dict(configs or {}),
+                         previous_ids=previous)
     try:
-        store.create(topic_key(topic), record.to_value())
+        if found is None:
+            store.create(key, record.to_value())
+        else:
+            store.replace(key, record.to_value(), found[1])
     except MetadataConflictError as e:
         raise TopicExistsError(f"topic {topic!r} already exists in the cluster") from e
-    for p, replicas in enumerate(assignment):
-        key = partition_key(topic, p)
-        try:
-            store.create(key, new_partition(replicas).to_value())
-        except MetadataConflictError:  # a retry of this call wrote it: keep the stored state
-            continue
+    write_first_states(store, topic, topic_id, assignment, range(partitions))
     log.info("created topic %s (%d partitions, %d replicas each)", topic, partitions,
              replication_factor)
     return record

@@ -4,8 +4,9 @@ in and out. Built and parsed here only.
 ```text
 brokers/<nodeId>              BrokerRecord: a registered node, its address and incarnation
 controller                    the controller's claim
-topics/t_<topic>              a topic's assignment and configuration overrides
-partitions/t_<topic>/<p>      a partition's leader, epochs and in-sync set
+topics/t_<topic>              a topic's id, assignment and configuration overrides (or its
+                              tombstone, once deleted)
+partitions/t_<topic>/<p>      a partition's leader, epochs and in-sync set (or {"deleted": true})
 producer-ids                  the start of the next free block of producer ids
 ```
 
@@ -18,14 +19,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tierlog.common.int_bounds import INT32_MAX
 from tierlog.errors import CorruptRemoteMetadataError, InvalidTopicError
 
-__all__ = ["BROKERS", "CONTROLLER", "NO_LEADER", "PRODUCER_IDS", "TOPICS", "BrokerRecord",
-           "ControllerRecord", "PartitionRecord", "TopicRecord", "broker_key", "node_id_of",
-           "partition_key", "partitions_prefix", "topic_key", "topic_of"]
+__all__ = ["BROKERS", "CONTROLLER", "DELETED_PARTITION", "NO_LEADER", "PRODUCER_IDS", "TOPICS",
+           "BrokerRecord", "ControllerRecord", "PartitionRecord", "TopicRecord", "broker_key",
+           "is_deleted_partition", "node_id_of", "partition_key", "partitions_prefix",
+           "topic_key", "topic_of"]
 
 #: The prefix under which each node registers (``brokers/<nodeId>``).
 BROKERS = "brokers"
@@ -167,17 +170,32 @@ class ControllerRecord:
 
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
-    """A topic's id and the replicas of each of its partitions (``assignment[p]``)."""
+    """A topic's id and the replicas of each of its partitions (``assignment[p]``).
+
+    A deleted topic keeps its key as a tombstone (``deleted``; the store has no delete):
+    readers take it for an absent topic, and a node that still holds the topic's logs deletes
+    them on seeing it. A topic created again under the same name replaces the tombstone with a
+    new id, and lists the ids the name had before in ``previous_ids``: a node that missed the
+    deletion deletes its logs of any of those ids (and only those: a log whose id the store
+    never named is kept)."""
 
     topic_id: str
     assignment: tuple[tuple[int, ...], ...]
     configs: Mapping[str, str] = field(default_factory=dict)
     """The topic's configuration overrides (``min.insync.replicas``, ``retention.ms``, ...),
-    which every replica's log is created with."""
+    which every replica's log is created with and follows when they change."""
+    deleted: bool = False
+    previous_ids: tuple[str, ...] = ()
 
     def to_value(self) -> dict[str, Any]:
-        return {"topicId": self.topic_id, "assignment": [list(r) for r in self.assignment],
-                "configs": dict(self.configs)}
+        value: dict[str, Any] = {"topicId": self.topic_id,
+                                 "assignment": [list(r) for r in self.assignment],
+                                 "configs": dict(self.configs)}
+        if self.deleted:
+            value["deleted"] = True
+        if self.previous_ids:
+            value["previousTopicIds"] = list(self.previous_ids)
+        return value
 
     @classmethod
     def from_value(cls, key: str, value: Mapping[str, Any]) -> TopicRecord:
@@ -190,12 +208,29 @@ class TopicRecord:
                     for r in assignment):
                 raise TypeError("assignment must be a non-empty list of replica lists")
             configs = value.get("configs") or {}
-            if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+            if not isinstance(configs, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
                 raise TypeError("configs must map names to strings")
+            previous = value.get("previousTopicIds") or []
+            if not isinstance(previous, list) or not all(isinstance(i, str) for i in previous):
+                raise TypeError("previousTopicIds must be a list of topic ids")
+            deleted = value.get("deleted", False)
+            if not isinstance(deleted, bool):
+                raise TypeError(f"field 'deleted' is {deleted!r:.40}, not a bool")
             return cls(_typed(value, "topicId", str), tuple(tuple(r) for r in assignment),
-                       configs)
+                       configs, deleted, tuple(previous))
         except (KeyError, TypeError) as e:
             raise CorruptRemoteMetadataError(f"cluster metadata {key!r}: {e}") from e
+
+
+#: The value a deleted topic's partition objects are replaced with: no state, so that no
+#: reader takes it for a partition of a topic created again under the name.
+DELETED_PARTITION: Mapping[str, Any] = MappingProxyType({"deleted": True})
+
+
+def is_deleted_partition(value: Mapping[str, Any]) -> bool:
+    """Whether a partition object's value is :data:`DELETED_PARTITION`."""
+    return value.get("deleted") is True
 
 
 def topic_of(key: str) -> str | None:

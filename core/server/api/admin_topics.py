@@ -1,6 +1,8 @@
 """The topic admin APIs: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords and
 OffsetsForLeaderEpoch, over the LogManager (one node: a replication factor above 1 is
-refused with INVALID_REPLICATION_FACTOR, as a one-broker Kafka cluster refuses it). Each
+refused with INVALID_REPLICATION_FACTOR, as a one-broker Kafka cluster refuses it); on a
+replicating node topics are created, deleted and grown in the cluster store
+(:class:`~tierlog.server.replication.node.ClusterNode`), and DeleteRecords is the leader's. Each
 topic is checked against the authorizer first (``tierlog.server.authorization``): a refused
 one answers TOPIC_AUTHORIZATION_FAILED whether or not it exists."""
 
@@ -248,11 +250,6 @@ async def create_cluster_topics(services: Services, cluster: ClusterNode, ctx: R
     return make(cls, throttle_time=_NO_THROTTLE, topics=tuple(topics))
 
 
-#: What a replicating node does not do yet: change a topic's partitions in the cluster.
-_NOT_IN_CLUSTER: _Result = (ErrorCode.invalid_request,
-                   "not supported on a replicating node (cluster.metadata.url) yet")
-
-
 def _delete_one(manager: LogManager, name: str | None) -> _Result:
     if name is None:
         return ErrorCode.unknown_topic_id, "deleting by topic id is not supported: name the topic"
@@ -262,6 +259,21 @@ def _delete_one(manager: LogManager, name: str | None) -> _Result:
     return _attempt(partial(manager.delete_topic, name))
 
 
+async def _delete_in_cluster(cluster: ClusterNode, name: str | None) -> _Result:
+    """One topic deleted from the cluster store (answered once stored; every replica deletes
+    its logs at its next poll)."""
+    if name is None:
+        return ErrorCode.unknown_topic_id, "deleting by topic id is not supported: name the topic"
+    refused = refusal(name, AdminChange.DELETE_TOPIC)
+    if refused is not None:
+        return refused
+    try:
+        await cluster.delete_topic(name)
+    except Exception as exc:  # noqa: BLE001 - an item's own error code
+        return error_code_for(exc), error_message(exc)
+    return _OK
+
+
 async def delete_topics(services: Services, ctx: RequestContext,
                         request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     """Delete each named topic (internal topics are refused; each needs DELETE on it)."""
@@ -269,7 +281,8 @@ async def delete_topics(services: Services, ctx: RequestContext,
     names = deleted_topic_names(request)
     denied = _denied(request_auth(services, ctx), AclOperation.DELETE, names, "delete")
     if services.cluster is not None:
-        results = [_NOT_IN_CLUSTER for _ in names]
+        results = [await _delete_in_cluster(services.cluster, n) if n not in denied
+                   else denied[n] for n in names]
     else:
         results = await services.run_blocking(lambda: [
             denied[n] if n in denied else _delete_one(manager, n) for n in names])
@@ -300,6 +313,27 @@ def _grow(manager: LogManager, name: str, count: int, validate_only: bool,
     return _attempt(lambda: manager.create_partitions(name, count))
 
 
+def _replicas(assignments: Sequence[object] | None) -> list[list[int]] | None:
+    """The replica lists of a CreatePartitionsTopic's ``assignments`` (None: none given)."""
+    if not assignments:
+        return None
+    return [[int(b) for b in getattr(a, "broker_ids", ())] for a in assignments]
+
+
+async def _grow_in_cluster(cluster: ClusterNode, name: str, count: int,
+                           assignments: list[list[int]] | None, validate_only: bool) -> _Result:
+    """One CreatePartitions item on a replicating node: the topic's record grown in the
+    cluster store (answered once stored; each replica creates its new logs at its next
+    poll)."""
+    if (refused := refusal(name, AdminChange.CREATE_PARTITIONS)) is not None:
+        return refused
+    try:
+        await cluster.create_partitions(name, count, assignments, validate_only)
+    except Exception as exc:  # noqa: BLE001 - an item's own error code
+        return error_code_for(exc), error_message(exc)
+    return _OK
+
+
 async def create_partitions(services: Services, ctx: RequestContext,
                             request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     """Grow each topic to its new partition count (each needs ALTER on it)."""
@@ -309,8 +343,13 @@ async def create_partitions(services: Services, ctx: RequestContext,
     asked = [(t.name, int(t.count)) for t in request.topics]
     denied = _denied(request_auth(services, ctx), AclOperation.ALTER, (n for n, _ in asked),
                      "alter")
-    if services.cluster is not None:
-        results = [_NOT_IN_CLUSTER for _ in asked]
+    cluster = services.cluster
+    if cluster is not None:
+        wanted = {t.name: _replicas(t.assignments) for t in request.topics}
+        results = [denied[name] if name in denied
+                   else await _grow_in_cluster(cluster, name, count, wanted[name],
+                                               validate_only)
+                   for name, count in asked]
     else:
         results = await services.run_blocking(lambda: [
             denied[name] if name in denied else _grow(manager, name, count, validate_only,
@@ -341,13 +380,29 @@ def _delete_records_before(manager: LogManager, topic: str, partition: int,
 async def delete_records(services: Services, ctx: RequestContext,
                          request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     """Move each partition's log start offset up to the offset given (-1: the high
-    watermark); each topic needs DELETE on it."""
+    watermark); each topic needs DELETE on it. On a replicating node only the partition's
+    leader does (NOT_LEADER_OR_FOLLOWER elsewhere); its followers move theirs when their next
+    fetch answer carries the new log start (the answer does not wait for them)."""
     manager = services.manager
-    denied = _denied(request_auth(services, ctx), AclOperation.DELETE,
-                     (t.name for t in request.topics), "delete records of")
+    denied = {name: code for name, (code, _) in _denied(
+        request_auth(services, ctx), AclOperation.DELETE, (t.name for t in request.topics),
+        "delete records of").items()}
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    cluster = services.cluster
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, int(p.partition_index))
+            if t.name in denied:
+                refused[tp] = denied[t.name]
+            elif cluster is not None and refusal(t.name, AdminChange.DELETE_RECORDS) is None:
+                try:
+                    cluster.replicas.leader_role(tp)
+                except TierlogError as exc:
+                    refused[tp] = error_code_for(exc)
     results = await services.run_blocking(lambda: [
         (t.name, int(p.partition_index),
-         *((denied[t.name][0], -1) if t.name in denied else
+         *((refused[(t.name, int(p.partition_index))], -1)
+           if (t.name, int(p.partition_index)) in refused else
            _delete_records_before(manager, t.name, int(p.partition_index), int(p.offset))))
         for t in request.topics for p in t.partitions])
     cls: type[DeleteRecordsResponse] = ctx.response_type

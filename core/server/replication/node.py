@@ -21,17 +21,18 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tierlog.checkpoint.partition_metadata import new_topic_id
+from tierlog.cluster import topic_changes
 from tierlog.cluster.controller import (
     Controller,
     create_topic,
     partition_states,
-    read_topics,
 )
 from tierlog.cluster.keys import (
     CONTROLLER,
@@ -48,12 +49,15 @@ from tierlog.cluster.registry import (
     read_brokers,
 )
 from tierlog.cluster.store import MetadataStore, Versioned
+from tierlog.cluster.topic_changes import read_topic_records
 from tierlog.common.atomic import atomic_write_text
 from tierlog.common.clock import system_time_ms
+from tierlog.config import LogConfig
 from tierlog.errors import (
     BrokerFencedError,
     InvalidReplicationFactorError,
     TopicExistsError,
+    UnknownTopicOrPartitionError,
 )
 from tierlog.server.replication import tier_roles
 from tierlog.server.replication.delayed_produce import DelayedProduces
@@ -62,6 +66,7 @@ from tierlog.server.replication.sasl_client import BrokerSecurity
 from tierlog.server.replication.settings import ClusterSettings
 
 if TYPE_CHECKING:
+    from tierlog.manager.log_manager import LogManager
     from tierlog.server.services import Services
 
 __all__ = ["ClusterNode", "ClusterView", "dirs_id"]
@@ -111,7 +116,10 @@ class ClusterView:
 class _Read:
     brokers: dict[int, tuple[BrokerRecord, Versioned]]
     controller: Versioned | None
+    records: dict[str, TopicRecord]
+    """Every topic record, tombstones included."""
     topics: dict[str, TopicRecord]
+    """The live topics."""
     partitions: dict[TopicPartition, tuple[PartitionRecord, Versioned]]
 
 
@@ -119,11 +127,52 @@ def _read_cluster(store: MetadataStore) -> _Read:
     """One poll of the store (blocking)."""
     brokers = read_brokers(store)
     controller = store.read(CONTROLLER)
-    topics = read_topics(store)
+    records = {t: r for t, (r, _) in read_topic_records(store).items()}
+    topics = {t: r for t, r in records.items() if not r.deleted}
     partitions = {(t, p): (state, version)
                   for t, p, state, version in partition_states(store, topics)
                   if version is not None}
-    return _Read(brokers, controller, topics, partitions)
+    return _Read(brokers, controller, records, topics, partitions)
+
+
+@dataclass
+class _LocalChanges:
+    """What a poll found this node's logs to need before it creates and follows the cluster's
+    topics."""
+
+    doomed: list[str] = field(default_factory=list)
+    """Topics whose local logs go: deleted in the cluster, or of an id the name had before."""
+    reconfigured: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    """Topics whose overrides differ from their record's: the record's to apply."""
+    foreign: list[str] = field(default_factory=list)
+    """Topics whose local logs carry an id the store never named for them (kept)."""
+
+    @property
+    def affected(self) -> set[str]:
+        return {*self.doomed, *self.reconfigured}
+
+
+def _local_changes(manager: LogManager, records: Mapping[str, TopicRecord],
+                   applied: Mapping[str, TopicRecord]) -> _LocalChanges:
+    """Compare each local topic with its record (blocking: reads the overrides on disk of a
+    topic whose record is not the one ``applied`` last)."""
+    changes = _LocalChanges()
+    for topic in manager.topics():
+        record = records.get(topic)
+        partitions = manager.partitions(topic)
+        if record is None or not partitions:
+            continue  # a LIST may miss a record: only a tombstone or an id deletes
+        local_id = manager.log(topic, partitions[0]).topic_id
+        if record.deleted or (local_id != record.topic_id
+                              and local_id in record.previous_ids):
+            changes.doomed.append(topic)
+            continue
+        if local_id != record.topic_id:
+            changes.foreign.append(topic)
+        if applied.get(topic) != record and \
+                LogConfig(dict(record.configs)).overrides != manager.topic_overrides(topic):
+            changes.reconfigured[topic] = record.configs
+    return changes
 
 
 class ClusterNode:
@@ -156,6 +205,10 @@ class ClusterNode:
         self._registration: BrokerRegistration | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._refresh_lock = asyncio.Lock()
+        #: What a poll warned of once (foreign topic ids, configs a node could not apply).
+        self._warned: set[object] = set()
+        #: The record of each local topic whose overrides the logs had at the last poll.
+        self._applied: dict[str, TopicRecord] = {}
 
     def _hw_moved(self, tp: TopicPartition) -> None:
         self.delayed.poke(tp)
@@ -245,19 +298,78 @@ class ClusterNode:
                         CONTROLLER, read.controller.value).node_id
             self.view = ClusterView({n: r for n, (r, _) in read.brokers.items()}, live,
                                     controller_id, read.topics, read.partitions)
+            await self._apply_topic_changes(read, live)
             await self._create_local_logs(read.topics)
             await self.replicas.apply(read.partitions, self.view.brokers, live)
             self.replicas.shrink_isr()
 
+    async def _apply_topic_changes(self, read: _Read, live: frozenset[int]) -> None:
+        """Delete this node's logs of topics deleted in the cluster (or of an id the name had
+        before it was created again) and apply changed overrides, each after giving up the
+        node's roles in the topic's partitions: its leader and fetcher hold the logs, which a
+        deletion closes and a config change reopens. The roles are taken up again by the
+        poll's ``apply``."""
+        manager = self.services.manager
+        changes = await self.services.run_blocking(
+            lambda: _local_changes(manager, read.records, self._applied))
+        self._applied = {t: r for t, r in read.topics.items()
+                         if t not in changes.affected and manager.partitions(t)}
+        for topic in changes.foreign:
+            if topic not in self._warned:
+                self._warned.add(topic)
+                log.warning("node %d: its logs of %s carry a topic id the cluster store never "
+                            "named for the topic (made before replicas shared ids?): kept",
+                            self.node_id, topic)
+        affected = changes.affected
+        if not affected:
+            return
+        await self.replicas.apply({tp: s for tp, s in read.partitions.items()
+                                   if tp[0] not in affected}, self.view.brokers, live)
+        for topic in changes.doomed:
+            try:
+                await self.services.run_blocking(partial(manager.delete_topic, topic))
+            except Exception:
+                log.exception("node %d could not delete its replicas of %s", self.node_id,
+                              topic)
+                continue
+            log.info("node %d deleted its replicas of %s (deleted in the cluster)",
+                     self.node_id, topic)
+        for topic, configs in changes.reconfigured.items():
+            current = await self.services.run_blocking(partial(manager.topic_overrides, topic))
+
+            def alter(topic: str = topic, configs: Mapping[str, str] = configs,
+                      current: Mapping[str, object] = current) -> None:
+                manager.alter_topic_config(topic, dict(configs),
+                                           [k for k in current if k not in configs])
+
+            try:
+                await self.services.run_blocking(alter)
+            except Exception as exc:  # noqa: BLE001 - logged once per record; the next poll retries
+                if (topic, str(sorted(configs.items()))) not in self._warned:
+                    self._warned.add((topic, str(sorted(configs.items()))))
+                    log.warning("node %d could not apply %s's configs %s: %s", self.node_id,
+                                topic, dict(configs), exc)
+                continue
+            log.info("node %d applied %s's configs from the cluster: %s", self.node_id, topic,
+                     dict(configs))
+
     async def _create_local_logs(self, topics: Mapping[str, TopicRecord]) -> None:
+        """Create the logs of the topics (and the partitions of grown topics) this node
+        replicates, with the topic's id and overrides."""
         manager = self.services.manager
         for topic, record in topics.items():
-            if manager.partitions(topic) or not any(self.node_id in r for r in
-                                                   record.assignment):
+            have = manager.partitions(topic)
+            count = len(record.assignment)
+            if len(have) >= count or not any(self.node_id in r for r in record.assignment):
                 continue
 
-            def create(topic: str = topic, record: TopicRecord = record) -> None:
-                manager.create_topic(topic, len(record.assignment), dict(record.configs))
+            def create(topic: str = topic, record: TopicRecord = record, grow: bool = bool(have),
+                       count: int = count) -> None:
+                if grow:
+                    manager.create_partitions(topic, count)
+                else:
+                    manager.create_topic(topic, count, dict(record.configs),
+                                         topic_id=record.topic_id)
 
             try:
                 await self.services.run_blocking(create)
@@ -268,7 +380,7 @@ class ClusterNode:
                               topic)
                 continue
             log.info("node %d created its replicas of %s (%d partitions)", self.node_id, topic,
-                     len(record.assignment))
+                     count)
 
     def coordinator(self) -> BrokerRecord | None:
         """The node that coordinates every consumer group (the live node of the lowest id,
@@ -296,4 +408,53 @@ class ClusterNode:
                 f"{sorted(live)}")
         await self.services.run_blocking(lambda: create_topic(
             self.store, name, new_topic_id(), partitions, factor, live, configs=configs))
+        await self.refresh()
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete ``name`` from the cluster (its tombstone, then its partitions marked), then
+        read the cluster again: this node gives up its roles in it and deletes its logs of it
+        at once, every other node at its next poll. UnknownTopicOrPartitionError when the
+        cluster has no such topic."""
+        await self.services.run_blocking(partial(topic_changes.delete_topic, self.store, name))
+        await self.refresh()
+
+    async def create_partitions(self, name: str, count: int,
+                                assignments: Sequence[Sequence[int]] | None,
+                                validate_only: bool) -> None:
+        """Grow ``name`` to ``count`` partitions in the cluster (the new replicas as
+        ``assignments`` name them, else assigned over the live nodes), then read the cluster
+        again; with ``validate_only`` only check it against this node's view.
+        UnknownTopicOrPartitionError, InvalidPartitionsError, InvalidReplicaAssignmentError,
+        InvalidReplicationFactorError."""
+        live = set(self.view.live)
+        if validate_only:
+            record = self.view.topics.get(name)
+            if record is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name} (in the cluster)")
+            topic_changes.grown(record, name, count, live, assignments)
+            return
+        await self.services.run_blocking(partial(
+            topic_changes.create_partitions, self.store, name, count, live, assignments))
+        await self.refresh()
+
+    async def alter_topic_configs(self, name: str,
+                                  change: Callable[[Mapping[str, str]], Mapping[str, str]],
+                                  validate_only: bool) -> None:
+        """Replace ``name``'s overrides in its cluster record with ``change(current)`` (which
+        checks them, raising to refuse), then read the cluster again (this node applies them
+        at once, the others at their next poll); with ``validate_only`` only check them
+        against this node's view. UnknownTopicOrPartitionError; ConfigError."""
+        def checked(current: Mapping[str, str]) -> Mapping[str, str]:
+            after = change(current)
+            tier_roles.check_topic(self, name, after)
+            return after
+
+        if validate_only:
+            record = self.view.topics.get(name)
+            if record is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name} (in the cluster)")
+            await self.services.run_blocking(lambda: checked(record.configs))
+            return
+        await self.services.run_blocking(partial(
+            topic_changes.alter_topic_configs, self.store, name, checked))
         await self.refresh()
