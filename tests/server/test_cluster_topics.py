@@ -35,8 +35,11 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from support.cluster_procs import Cluster, wait_until
 
 from tierlog import Record
-from tierlog.checkpoint.partition_metadata import PartitionMetadataFile
+from tierlog.checkpoint.partition_metadata import PartitionMetadataFile, new_topic_id
+from tierlog.cluster.keys import TopicRecord
+from tierlog.manager.log_manager import LogManager
 from tierlog.records import build_batch
+from tierlog.server.replication.node import local_changes
 from tierlog.server.replication.wire_client import BrokerConnection
 
 TOPIC_RESOURCE = 2
@@ -269,3 +272,28 @@ def test_a_topic_config_altered_on_one_node_holds_on_every_node(cluster: Cluster
     assert _describe(ports[other], "tuned", "max.message.bytes") == ("2000", 1)
     admin = AdminClient({"bootstrap.servers": cluster.nodes[other].bootstrap})
     assert admin.list_topics(timeout=10).topics["tuned"].error is None
+
+
+def test_a_poll_deletes_logs_only_on_a_tombstone_or_an_earlier_id(tmp_path: Path) -> None:
+    """What a node's poll decides for its local logs (no server: a LogManager and records)."""
+    ids = {name: new_topic_id() for name in ("same", "old", "foreign", "gone", "tuned",
+                                             "unlisted", "new")}
+    with LogManager.open([tmp_path], start_scheduler=False) as manager:
+        for name in ("same", "old", "foreign", "gone", "tuned", "unlisted"):
+            manager.create_topic(name, 1, topic_id=ids[name])
+        records = {
+            "same": TopicRecord(ids["same"], ((1,),)),
+            # Created again while this node was away: its logs carry the earlier id.
+            "old": TopicRecord(ids["new"], ((1,),), previous_ids=(ids["old"],)),
+            # An id the store never named for the topic: kept (warned).
+            "foreign": TopicRecord(new_topic_id(), ((1,),)),
+            "gone": TopicRecord(ids["gone"], ((1,),), deleted=True),
+            "tuned": TopicRecord(ids["tuned"], ((1,),), {"retention.ms": "1000"}),
+            # "unlisted": a LIST that missed its record deletes nothing.
+        }
+        changes = local_changes(manager, records, {})
+        assert sorted(changes.doomed) == ["gone", "old"]
+        assert changes.foreign == ["foreign"]
+        assert changes.reconfigured == {"tuned": {"retention.ms": "1000"}}
+        # A record already applied is not compared with the disk again.
+        assert local_changes(manager, records, {"tuned": records["tuned"]}).reconfigured == {}

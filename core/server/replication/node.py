@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from tierlog.manager.log_manager import LogManager
     from tierlog.server.services import Services
 
-__all__ = ["ClusterNode", "ClusterView", "dirs_id"]
+__all__ = ["ClusterNode", "ClusterView", "LocalChanges", "dirs_id", "local_changes"]
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def _read_cluster(store: MetadataStore) -> _Read:
 
 
 @dataclass
-class _LocalChanges:
+class LocalChanges:
     """What a poll found this node's logs to need before it creates and follows the cluster's
     topics."""
 
@@ -152,11 +152,11 @@ class _LocalChanges:
         return {*self.doomed, *self.reconfigured}
 
 
-def _local_changes(manager: LogManager, records: Mapping[str, TopicRecord],
-                   applied: Mapping[str, TopicRecord]) -> _LocalChanges:
+def local_changes(manager: LogManager, records: Mapping[str, TopicRecord],
+                   applied: Mapping[str, TopicRecord]) -> LocalChanges:
     """Compare each local topic with its record (blocking: reads the overrides on disk of a
     topic whose record is not the one ``applied`` last)."""
-    changes = _LocalChanges()
+    changes = LocalChanges()
     for topic in manager.topics():
         record = records.get(topic)
         partitions = manager.partitions(topic)
@@ -311,7 +311,7 @@ class ClusterNode:
         poll's ``apply``."""
         manager = self.services.manager
         changes = await self.services.run_blocking(
-            lambda: _local_changes(manager, read.records, self._applied))
+            lambda: local_changes(manager, read.records, self._applied))
         self._applied = {t: r for t, r in read.topics.items()
                          if t not in changes.affected and manager.partitions(t)}
         for topic in changes.foreign:
