@@ -786,23 +786,31 @@ class LogManager:
             overrides = {k: v for k, v in {**current, **set_configs}.items()
                          if k not in deleted}
             own = LogConfig(overrides)
-            new_config = self.config.topic_defaults.with_overrides(own.overrides)
-            self._check_cleanup_policies(new_config)
-            check_topic_config(new_config)
-            old_config = self.topic_config(topic)
-            if old_config["remote.storage.enable"] and not new_config["remote.storage.enable"]:
-                raise ConfigError("remote.storage.enable",
-                                  f"cannot be disabled on topic {topic}, whose segments may "
-                                  f"already be in the remote tier (Kafka refuses it too)")
-            if new_config["remote.storage.enable"]:
-                self._remote.manager()  # a configuration mistake fails before any change
-                self._check_table_catalog(new_config)
+            new_config = self.check_topic_change(topic, self.topic_config(topic), own.overrides)
             for p in self.partitions(topic):
                 self._reopen(topic, p, own.overrides, new_config)
             log.info("altered topic %s: set %s, deleted %s", topic,
                      ", ".join(sorted(set_configs)) or "nothing",
                      ", ".join(sorted(deleted)) or "nothing")
             return new_config
+
+    def check_topic_change(self, topic: str, old_config: LogConfig,
+                           overrides: Mapping[str, Any]) -> LogConfig:
+        """The config topic ``topic`` would have with ``overrides`` (all of its own), checked
+        as :meth:`alter_topic_config` checks it, without changing anything (a replicating
+        node checks a change here before storing it for every replica): ConfigError naming
+        the key."""
+        new_config = self.config.topic_defaults.with_overrides(LogConfig(overrides).overrides)
+        self._check_cleanup_policies(new_config)
+        check_topic_config(new_config)
+        if old_config["remote.storage.enable"] and not new_config["remote.storage.enable"]:
+            raise ConfigError("remote.storage.enable",
+                              f"cannot be disabled on topic {topic}, whose segments may "
+                              f"already be in the remote tier (Kafka refuses it too)")
+        if new_config["remote.storage.enable"]:
+            self._remote.manager()  # a configuration mistake fails before any change
+            self._check_table_catalog(new_config)
+        return new_config
 
     def _reopen(self, topic: str, partition: int, overrides: Mapping[str, Any],
                 config: LogConfig) -> None:

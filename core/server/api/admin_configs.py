@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from kio.schema.errors import ErrorCode
 
 from tierlog.cluster.keys import TopicRecord
-from tierlog.config import LogConfig, check_topic_config, is_sensitive_config, topic_config_key
+from tierlog.config import LogConfig, is_sensitive_config, topic_config_key
 from tierlog.errors import ConfigError, UnknownTopicOrPartitionError
 from tierlog.manager.log_manager import LogManager
 from tierlog.security.acl import CLUSTER_NAME, AclOperation, Action, ResourceType
@@ -140,19 +140,19 @@ def alter_topic(manager: LogManager, topic: str, ops: Iterable[ConfigOp],
     if validate_only:  # the config the alter would make, checked as the alter checks it
         own = {k: v for k, v in {**manager.topic_overrides(topic), **set_configs}.items()
                if k not in deleted}
-        check_topic_config(manager.config.topic_defaults.with_overrides(own))
+        manager.check_topic_change(topic, manager.topic_config(topic), own)
         return
     manager.alter_topic_config(topic, set_configs, deleted)
 
 
-def altered_overrides(manager: LogManager, current: Mapping[str, str],
+def altered_overrides(manager: LogManager, topic: str, current: Mapping[str, str],
                       ops: Iterable[ConfigOp]) -> dict[str, str]:
     """A replicated topic's overrides (as its record keeps them, text) after ``ops``, checked
     as an alter checks them (ConfigError naming the key)."""
     config = manager.config.topic_defaults.with_overrides(current)
     set_configs, deleted = planned_changes(config, ops)
     own = {k: v for k, v in {**current, **set_configs}.items() if k not in deleted}
-    check_topic_config(manager.config.topic_defaults.with_overrides(own))
+    manager.check_topic_change(topic, config, own)
     return own
 
 
@@ -260,7 +260,7 @@ async def _alter_in_cluster(manager: LogManager, cluster: ClusterNode, rtype: in
             raise ConfigError(name, "only topic configs can be altered on a running tierlog "
                                     "server")
         await cluster.alter_topic_configs(
-            name, lambda current: altered_overrides(manager, current, ops), validate_only)
+            name, lambda current: altered_overrides(manager, name, current, ops), validate_only)
     except Exception as exc:  # noqa: BLE001 - an item's own error code
         return error_code_for(exc), error_message(exc)
     return ErrorCode.none, None
