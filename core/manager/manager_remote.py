@@ -71,6 +71,10 @@ class ManagerRemote:
         self.replicated = not config["auto.high.watermark"]
         self._roles: dict[TopicPartition, tuple[int, str]] = {}
         self._stale: dict[TopicPartition, int] = {}
+        #: The last leadership of each partition this node gave up (a deleted topic's
+        #: partitions are given up before they are deleted: their last leader deletes the
+        #: remote data, if no newer leader owns the tier).
+        self._last_led: dict[TopicPartition, tuple[int, str]] = {}
         self._roles_lock = threading.Lock()
         self._follow: Future[None] | None = None
 
@@ -149,7 +153,8 @@ class ManagerRemote:
         with self._roles_lock:
             self._stale.pop(tp, None)
             if leader_epoch is None:
-                self._roles.pop(tp, None)
+                if tp in self._roles:
+                    self._last_led[tp] = self._roles.pop(tp)
             else:
                 self._roles[tp] = (leader_epoch, owner)
         partition_log = self._logs().get(tp)
@@ -330,11 +335,17 @@ class ManagerRemote:
             self.rlm.delete_partition(partition_log)
 
     def _writes(self, partition_log: Log) -> bool:
-        """Whether this node writes the partition's tier (see :meth:`leading_logs`)."""
-        if self.rlm is None or not self.replicated:
+        """Whether this node writes the partition's tier (see :meth:`leading_logs`), or led
+        it last and may claim it again (no newer leader owns the tier)."""
+        rlm = self.rlm
+        if rlm is None or not self.replicated:
             return True
-        if (partition_log.topic, partition_log.partition) in self._roles \
-                and self.rlm.leads(partition_log):
+        tp = (partition_log.topic, partition_log.partition)
+        with self._roles_lock:
+            role, last = self._roles.get(tp), self._last_led.get(tp)
+        if role is not None and rlm.leads(partition_log):
+            return True
+        if role is None and last is not None and self._claim(tp, partition_log, rlm, *last):
             return True
         log.info("%s: its remote data is left to the partition's leader",
                  partition_log.directory.name)

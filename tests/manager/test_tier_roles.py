@@ -98,6 +98,7 @@ def test_only_the_leader_deletes_a_deleted_topics_tier(nodes: tuple[LogManager, 
     assert tiered
     b.delete_topic("orders")  # a follower's replica goes; the tier stays for its leader
     assert _committed_ends(tmp_path) == tiered
-    a.delete_topic("orders")
+    a.remote.set_role(TP, None, "node-1")  # a node gives up a deleted topic's leadership
+    a.delete_topic("orders")  # then deletes it: as its last leader, it deletes the tier
     tier = _tier(tmp_path)
     assert all(not load_partition(tier, tip)[0].committed for tip in remote_partitions(tier))
