@@ -21,6 +21,7 @@ from tierlog.server.coordinator.coordinators import Coordinators
 from tierlog.server.coordinator.group import offsets_topic_records as rec
 from tierlog.server.coordinator.group.group_model import GroupState
 from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from tierlog.server.coordinator.txn.txn_log_records import TxnStatus
 
 _T = TypeVar("_T")
 
@@ -372,4 +373,32 @@ def test_a_partition_unloaded_and_loaded_again_moves_its_groups(tmp_path: Path) 
         groups.unload_partition(partition)
         await overtaken
         assert groups.check("g") is ErrorCode.not_coordinator and "g" not in groups.groups
+    run(tmp_path, scenario)
+
+
+def test_a_decided_transaction_is_completed_never_overwritten(tmp_path: Path) -> None:
+    """A transaction whose commit is stored (PrepareCommit) but whose markers are not all
+    written (a coordinator that lost a partition leader meanwhile): a new producer's
+    InitProducerId is answered CONCURRENT_TRANSACTIONS (its client retries) rather than
+    forgetting the decision, and completing it commits the records."""
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        data = _txn_topic(manager)
+        _, pid, epoch = await c.txns.init_producer_id("tx", 60_000)
+        await c.txns.add_partitions("tx", pid, epoch, [("data", 0)])
+        data.append_records([Record(b"k", b"decided")], producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0, transactional=True)
+        meta = c.txns.txns["tx"]
+        meta.state = TxnStatus.PREPARE_COMMIT  # stored, then the markers failed
+        await c.txns.store.write("tx", meta.value(), 0)
+        assert data.last_stable_offset == 0
+        error, _, _ = await c.txns.init_producer_id("tx", 60_000)
+        assert error is ErrorCode.concurrent_transactions
+        assert meta.state is TxnStatus.PREPARE_COMMIT and data.last_stable_offset == 0
+        assert await c.txns.complete_decided("tx")
+        assert meta.state is TxnStatus.COMPLETE_COMMIT
+        assert data.last_stable_offset == data.log_end_offset
+        read = data.read(0, 1 << 20, isolation="read_committed")
+        assert [r.value for r in read.records()] == [b"decided"]
+        error, pid2, epoch2 = await c.txns.init_producer_id("tx", 60_000)
+        assert error is ErrorCode.none and (pid2, epoch2) == (pid, epoch + 1)
     run(tmp_path, scenario)

@@ -6,10 +6,13 @@ leadership) and a consumer, faults drawn by
 links cut by its :class:`~support.link_proxy.LinkProxy`), bounded in time; then every fault
 healed, the cluster left to converge, and the verdicts of :mod:`support.jepsen_checks`.
 
-Each node's listener sits behind its own proxy, and the node advertises the proxy's address:
-clients and the other nodes reach it only through it, so a cut isolates the node from both
-(the metadata store stays reachable: a node cut off from its peers keeps its registration, as
-a Kafka broker partitioned from its peers but not from the controller).
+Each node has two listeners, one for clients (CLIENT) and one for the other nodes
+(REPLICATION, its ``inter.broker.listener.name``), each behind its own proxy, and advertises
+the proxies' addresses: clients and the other nodes reach it only through them. A cut of
+scope ``node`` isolates the node from both; one of scope ``peers`` only from the other nodes,
+so a leader cut off from its followers still takes its clients' writes (the metadata store
+stays reachable either way: a node cut off from its peers keeps its registration, as a Kafka
+broker partitioned from its peers but not from the controller).
 
 :func:`run_jepsen` is run briefly by ``tests/server/test_jepsen_replication.py`` and at length
 by ``benchmarks/bench_jepsen.py``.
@@ -33,6 +36,7 @@ from support.cluster_procs import Cluster, wait_until
 from support.fault_schedule import (
     KINDS,
     CutMode,
+    CutScope,
     FaultActions,
     Role,
     RunReport,
@@ -199,6 +203,7 @@ class _Workload:
                     producer.init_transactions(30)
             except KafkaException:
                 producer = None
+                self.stop.wait(0.5)  # a client's backoff before it tries again
                 continue
             number += 1
             commit = number % 3 != 0
@@ -329,9 +334,11 @@ class _Faults:
     """The fault schedule's actions on a cluster whose nodes sit behind ``proxies``; notes
     each fault that hit a partition's leader (for the time to a new leader)."""
 
-    def __init__(self, cluster: Cluster, proxies: dict[int, LinkProxy], watch: _LeaderWatch,
+    def __init__(self, cluster: Cluster, proxies: dict[int, LinkProxy],
+                 peer_proxies: dict[int, LinkProxy], watch: _LeaderWatch,
                  rng: random.Random) -> None:
         self.cluster, self.proxies, self.watch, self.rng = cluster, proxies, watch, rng
+        self.peer_proxies = peer_proxies
         self.paused: set[int] = set()
         self.leader_faults: list[tuple[float, int, int]] = []  # (time, partition, node)
 
@@ -340,8 +347,7 @@ class _Faults:
         return FaultActions(
             resolve=self.resolve, kill=lambda n: nodes[n].kill(),
             start=lambda n: nodes[n].start(), stop=self.stop, cont=self.cont,
-            restart=lambda n: nodes[n].restart(), cut=self.cut,
-            heal=lambda a, b: self.proxies[b].heal())
+            restart=lambda n: nodes[n].restart(), cut=self.cut, heal=self.heal)
 
     def resolve(self, role: Role, exclude: frozenset[int]) -> int | None:
         free = [n for n, node in self.cluster.nodes.items()
@@ -371,8 +377,17 @@ class _Faults:
         self._signal(n, signal.SIGCONT)
         self.paused.discard(n)
 
-    def cut(self, a: int, b: int, mode: CutMode) -> None:
-        self.proxies[b].cut(mode)  # b's listener: unreachable for a, the others and clients
+    def cut(self, a: int, b: int, mode: CutMode, scope: CutScope) -> None:
+        """Cut b's links: its inter-broker listener (scope ``peers``: a and the other node
+        lose it, its clients do not), and with scope ``node`` its client listener too."""
+        self.peer_proxies[b].cut(mode)
+        if scope == "node":
+            self.proxies[b].cut(mode)
+
+    def heal(self, a: int, b: int) -> None:
+        self.peer_proxies[b].heal()
+        if self.proxies[b].mode is not None:
+            self.proxies[b].heal()
 
     def _signal(self, n: int, signum: int) -> None:
         proc = self.cluster.nodes[n].proc
@@ -418,15 +433,23 @@ def _verdicts(cluster: Cluster, workload: _Workload, bootstrap: str,
 def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, rate: int = 200,
                mean_gap_ms: int = 2500) -> JepsenReport:
     """One run (see the module docstring); the report, with every violation found."""
-    ports = {i: _free_port() for i in (1, 2, 3)}
-    proxies = {i: LinkProxy("127.0.0.1", ports[i], name=f"node-{i}") for i in (1, 2, 3)}
+    client_ports = {i: _free_port() for i in (1, 2, 3)}
+    peer_ports = {i: _free_port() for i in (1, 2, 3)}
+    proxies = {i: LinkProxy("127.0.0.1", client_ports[i], name=f"node-{i}") for i in (1, 2, 3)}
+    peer_proxies = {i: LinkProxy("127.0.0.1", peer_ports[i], name=f"node-{i}-peers")
+                    for i in (1, 2, 3)}
     cluster = Cluster(root, 3, CLUSTER_CONFIG)
     for i, node in cluster.nodes.items():
-        node.port = ports[i]
-        node.config["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{proxies[i].port}"
+        node.config.update({
+            "listeners": f"CLIENT://127.0.0.1:{client_ports[i]},"
+                         f"REPLICATION://127.0.0.1:{peer_ports[i]}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{proxies[i].port},"
+                                    f"REPLICATION://127.0.0.1:{peer_proxies[i].port}",
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+            "inter.broker.listener.name": "REPLICATION"})
     bootstrap = ",".join(f"127.0.0.1:{p.port}" for p in proxies.values())
     watch = _LeaderWatch(cluster.store_url, partitions)
-    faults = _Faults(cluster, proxies, watch, random.Random(seed))
+    faults = _Faults(cluster, proxies, peer_proxies, watch, random.Random(seed))
     workload: _Workload | None = None
     try:
         cluster.start()
@@ -462,7 +485,7 @@ def run_jepsen(root: Path, *, seconds: float, seed: int, partitions: int = 2, ra
             faults.cont(n)
         watch.stop.set()
         cluster.stop()
-        for proxy in proxies.values():
+        for proxy in (*proxies.values(), *peer_proxies.values()):
             proxy.close()
 
 

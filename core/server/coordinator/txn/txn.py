@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 
 #: The last usable epoch: at it, a new producer id is allocated instead of a bump.
 MAX_EPOCH = 32766
+#: The states in which a transaction's outcome is decided and stored, its markers not all
+#: written yet.
+PREPARE_STATES = frozenset({TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT,
+                            TxnStatus.PREPARE_EPOCH_FENCE})
+#: Between two attempts at completing a decided transaction whose completion failed.
+RETRY_COMPLETION_S = 0.5
 
 TopicPartitionKey = tuple[str, int]
 
@@ -101,6 +107,8 @@ class TxnCoordinator:
         #: coordinates.
         self.owned = OwnedPartitions()
         self._lock = asyncio.Lock()
+        #: Transactional ids whose stored decision is being completed in the background.
+        self._finishing: set[str] = set()
         self._expiry: asyncio.Task[None] | None = None
 
     # -- load, expiry, close -----------------------------------------------------------
@@ -148,8 +156,9 @@ class TxnCoordinator:
                     elif meta.state is TxnStatus.PREPARE_EPOCH_FENCE:
                         await self._complete(meta, False)
                 except (TierlogError, OSError) as exc:
-                    log.warning("the %s of transactional id %s is not completed yet: %s",
-                                meta.state.name, meta.transactional_id, exc)
+                    log.warning("the %s of transactional id %s is not completed yet (retrying):"
+                                " %s", meta.state.name, meta.transactional_id, exc)
+                    self._finish_later(meta.transactional_id)
         if self.owned.finish_load(partition, ticket):
             log.info("loaded %d transactional ids from %s-%d", len(states), TRANSACTION_STATE,
                      partition)
@@ -189,7 +198,15 @@ class TxnCoordinator:
                         and self._coordinates(meta.transactional_id)):
                     log.info("aborting the transaction of %s: older than its timeout of %d ms",
                              meta.transactional_id, meta.timeout_ms)
-                    await self._fence_and_abort(meta)
+                    try:
+                        await self._fence_and_abort(meta)
+                    except MarkersAbandoned as exc:
+                        log.info("%s", exc)
+                        continue
+                    except (TierlogError, OSError) as exc:  # undecided: tried again next round
+                        log.warning("the transaction of %s is not aborted yet: %s",
+                                    meta.transactional_id, exc)
+                        continue
                     aborted.append(meta.transactional_id)
         return aborted
 
@@ -206,17 +223,21 @@ class TxnCoordinator:
         meta.last_update_ms = now = self.services.time_ms()
         await self.store.write(meta.transactional_id, meta.value(), now)
 
-    async def _complete(self, meta: TxnMetadata, commit: bool) -> None:
-        """Write Prepare*, the markers, then Complete* (the partitions are cleared). Raises
-        what writing the state raised (a failed Prepare leaves the transaction as it was) or
+    async def _complete(self, meta: TxnMetadata, commit: bool, *,
+                        new_identity: tuple[int, int] | None = None) -> None:
+        """Write Prepare* (with the producer id and epoch ``new_identity`` when given), the
+        markers, then Complete* (the partitions are cleared). Raises what writing the state
+        raised, leaving an Ongoing transaction as it was (the client retries); or
         MarkersAbandoned (the next coordinator completes it)."""
-        before = meta.state
+        before = (meta.state, meta.producer_id, meta.producer_epoch)
+        if new_identity is not None:
+            meta.producer_id, meta.producer_epoch = new_identity
         meta.state = TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT
         try:
             await self._store(meta)
         except BaseException:
-            if before is TxnStatus.ONGOING:
-                meta.state = before
+            if before[0] not in PREPARE_STATES:  # nothing was decided: as it was
+                meta.state, meta.producer_id, meta.producer_epoch = before
             raise
         pid, epoch, partitions = meta.producer_id, meta.producer_epoch, sorted(meta.partitions)
         tid = meta.transactional_id
@@ -236,11 +257,47 @@ class TxnCoordinator:
     async def _fence_and_abort(self, meta: TxnMetadata) -> None:
         """Abort the ongoing transaction with the epoch bumped, fencing its producer."""
         if meta.producer_epoch >= MAX_EPOCH:
-            meta.producer_id = await self.services.run_blocking(self.producer_ids.allocate)
-            meta.producer_epoch = 0
+            bumped = (await self.services.run_blocking(self.producer_ids.allocate), 0)
         else:
-            meta.producer_epoch += 1
-        await self._complete(meta, False)
+            bumped = (meta.producer_id, meta.producer_epoch + 1)
+        await self._complete(meta, False, new_identity=bumped)
+
+    def _finish_later(self, transactional_id: str) -> None:
+        """Complete a transaction whose decision is stored (a Prepare state) but whose
+        completion failed, retrying until it is done or this node no longer coordinates it
+        (Kafka's coordinator retries its markers the same way)."""
+        if transactional_id in self._finishing:
+            return
+        self._finishing.add(transactional_id)
+        task = asyncio.get_running_loop().create_task(self._finish(transactional_id))
+        task.add_done_callback(lambda _: self._finishing.discard(transactional_id))
+
+    async def _finish(self, transactional_id: str) -> None:
+        while self._coordinates(transactional_id):
+            await asyncio.sleep(RETRY_COMPLETION_S)
+            if await self.complete_decided(transactional_id):
+                return
+
+    async def complete_decided(self, transactional_id: str) -> bool:
+        """Complete the transaction of ``transactional_id`` if its outcome is decided (a
+        Prepare state) and this node coordinates it; returns whether nothing is left to do
+        (completed now, not decided, or not coordinated here)."""
+        async with self._lock:
+            meta = self.txns.get(transactional_id)
+            if (meta is None or meta.state not in PREPARE_STATES
+                    or not self._coordinates(transactional_id)):
+                return True
+            decided = meta.state
+            try:
+                await self._complete(meta, decided is TxnStatus.PREPARE_COMMIT)
+            except MarkersAbandoned:
+                return True
+            except (TierlogError, OSError) as exc:
+                log.info("the %s of transactional id %s is not completed yet: %s",
+                         decided.name, transactional_id, exc)
+                return False
+            log.info("completed the %s of transactional id %s", decided.name, transactional_id)
+            return True
 
     # -- InitProducerId --------------------------------------------------------------
 
@@ -268,6 +325,8 @@ class TxnCoordinator:
     async def _init_producer_id(self, transactional_id: str, timeout_ms: int,
                                 producer_id: int, producer_epoch: int
                                 ) -> tuple[ErrorCode, int, int]:
+        if not self._coordinates(transactional_id):  # unloaded while this waited
+            return ErrorCode.not_coordinator, -1, -1
         meta = self.txns.get(transactional_id)
         if meta is None:
             pid = await self.services.run_blocking(self.producer_ids.allocate)
@@ -278,6 +337,9 @@ class TxnCoordinator:
         if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id,
                                                                    meta.producer_epoch):
             return ErrorCode.producer_fenced, -1, -1
+        if meta.state in PREPARE_STATES:  # being completed: the client retries
+            self._finish_later(transactional_id)
+            return ErrorCode.concurrent_transactions, -1, -1
         if meta.state is TxnStatus.ONGOING:
             await self._fence_and_abort(meta)
         if meta.producer_epoch >= MAX_EPOCH:
@@ -304,8 +366,7 @@ class TxnCoordinator:
             return ErrorCode.invalid_producer_id_mapping, None
         if meta.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced, None
-        if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT,
-                          TxnStatus.PREPARE_EPOCH_FENCE):
+        if meta.state in PREPARE_STATES:
             return ErrorCode.concurrent_transactions, None
         return ErrorCode.none, meta
 
