@@ -18,6 +18,7 @@ from support.fault_schedule import (
     KINDS,
     CutLink,
     CutMode,
+    CutScope,
     FaultActions,
     FaultSchedule,
     Kill,
@@ -72,7 +73,7 @@ class ModelCluster:
             return followers[0] if followers else None
         return up[len(up) // 2]
 
-    def cut(self, a: NodeId, b: NodeId, mode: CutMode) -> None:
+    def cut(self, a: NodeId, b: NodeId, mode: CutMode, scope: CutScope) -> None:
         assert a != b and frozenset((a, b)) not in self.cut_links
         self.record("cut", a, b)
         self.cut_links[frozenset((a, b))] = mode
@@ -145,6 +146,7 @@ def test_a_schedule_draws_every_kind_and_role_over_a_long_run() -> None:
     roles = {f.roles[0] if isinstance(f, CutLink) else f.role for f in schedule.faults}
     assert roles == {"leader", "follower", "controller", "any"}
     assert {f.mode for f in schedule.faults if isinstance(f, CutLink)} == {"reset", "blackhole"}
+    assert {f.scope for f in schedule.faults if isinstance(f, CutLink)} == {"node", "peers"}
 
 
 def test_bad_schedule_arguments_are_named() -> None:

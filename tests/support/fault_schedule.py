@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 Role = Literal["leader", "follower", "controller", "any"]
 ROLES: tuple[Role, ...] = ("leader", "follower", "controller", "any")
 CutMode = Literal["reset", "blackhole"]
+#: What a cut reaches: ``node``, every link to the node (its clients' and its peers'), or
+#: ``peers``, only the links the other nodes use (its inter-broker listener): the node still
+#: answers its clients, as a leader partitioned from its followers but not from producers.
+CutScope = Literal["node", "peers"]
 NodeId = int
 
 
@@ -63,6 +67,7 @@ class CutLink:
     roles: tuple[Role, Role]
     duration_ms: int
     mode: CutMode = "reset"
+    scope: CutScope = "node"
 
 
 Fault = Kill | Pause | Restart | CutLink
@@ -116,7 +121,8 @@ def make_schedule(seed: int, nodes: int, duration_ms: int, *, mean_gap_ms: int =
             fault, length = Restart(at, role), 0
         else:
             mode: CutMode = rng.choice(("reset", "blackhole"))
-            fault = CutLink(at, (role, rng.choice(roles)), length, mode)
+            scope: CutScope = rng.choice(("node", "peers"))
+            fault = CutLink(at, (role, rng.choice(roles)), length, mode, scope)
         faults.append(fault)
         if not overlap:
             at += length
@@ -139,7 +145,7 @@ class FaultActions:
     cont: Callable[[NodeId], None]
     """SIGCONT."""
     restart: Callable[[NodeId], None]
-    cut: Callable[[NodeId, NodeId, CutMode], None]
+    cut: Callable[[NodeId, NodeId, CutMode, CutScope], None]
     heal: Callable[[NodeId, NodeId], None]
 
 
@@ -239,9 +245,9 @@ def run(schedule: FaultSchedule, actions: FaultActions, *,
             if first is None or second is None or frozenset((first, second)) in cut:
                 report.skipped.append(fault)
                 return
-            a, b, mode = first, second, fault.mode
+            a, b, mode, scope = first, second, fault.mode, fault.scope
             cut.add(frozenset((a, b)))
-            act("cut", (a, b), fault, lambda: actions.cut(a, b, mode))
+            act("cut", (a, b), fault, lambda: actions.cut(a, b, mode, scope))
             later(fault.duration_ms, _Undo("heal", (a, b), fault, lambda: actions.heal(a, b)))
             return
         node = _resolve(actions, fault.role, frozenset(held))

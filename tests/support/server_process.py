@@ -49,7 +49,7 @@ class ServerProcess:
         self.log_path = self.tmp_path / f"server-{self.runs}.log"
         self.runs += 1
         config = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **self.config}
-        if self.port:
+        if self.port and "listeners" not in self.config:  # a restart binds the same port
             config["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "tierlog.cli", "serve", "--data-dir", str(self.data_dir),
                 "--port-file", str(port_file), *self.args]
