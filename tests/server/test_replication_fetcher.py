@@ -103,3 +103,34 @@ def test_a_gone_leader_ends_the_round_and_the_next_one_goes_on(server: ServerPro
             await fetcher.connection.close()
 
     asyncio.run(scenario())
+
+
+def test_a_stopped_leader_holds_up_no_role_change(server: ServerProcess,
+                                                  tmp_path: Path) -> None:
+    """While a fetch waits on a leader that stopped answering (SIGSTOP), the fetcher's lock is
+    free: the partition can be given up at once (a new leader elected elsewhere), not after
+    ``replica.socket.timeout.ms``; the answer that comes late is not applied to it."""
+    produce(server, "replicated", 10)
+
+    async def scenario() -> None:
+        with Log.open(tmp_path / "follower" / "replicated-0", {}) as log:
+            fetcher = _fetcher(server)
+            fetcher.follow(FollowedPartition("replicated", 0, log, leader_epoch=0))
+            await _catch_up(fetcher, log, 10)
+            produce(server, "replicated", 5)  # what the late answer would bring
+            assert server.proc is not None
+            server.proc.send_signal(19)  # SIGSTOP
+            try:
+                pending = asyncio.ensure_future(fetcher.run_once())
+                await asyncio.sleep(0.2)  # the fetch is on its way to the stopped leader
+                assert not pending.done()
+                async with asyncio.timeout(1):
+                    async with fetcher.lock:
+                        fetcher.unfollow("replicated", 0)
+            finally:
+                server.proc.send_signal(18)  # SIGCONT
+            done = await pending
+            assert done.appended == {} and log.log_end_offset == 10
+            await fetcher.connection.close()
+
+    asyncio.run(scenario())

@@ -22,6 +22,12 @@ One round (:meth:`LeaderFetcher.run_once`):
 A lost connection (BrokerConnectionError) ends the round; the caller backs off and runs the
 next. Log work runs on threads (``asyncio.to_thread``) so the event loop never blocks on disk.
 One task drives one fetcher; a partition is appended to only by it.
+
+The fetcher's ``lock`` is held while it changes a log and by whoever changes what it follows
+(:meth:`follow`, :meth:`unfollow`), never across a request to the leader (Kafka's
+``partitionMapLock``): a leader that stopped answering holds up no role change. An answer is
+applied only to a partition still followed as it was when asked (the same
+:class:`FollowedPartition`); one followed anew or given up meanwhile ignores it.
 """
 
 from __future__ import annotations
@@ -99,13 +105,20 @@ class LeaderFetcher:
         self.max_wait_ms, self.min_bytes = max_wait_ms, min_bytes
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
+        #: Held while a log changes and while what is followed changes (the module docstring).
+        self.lock = asyncio.Lock()
+
+    def _still(self, p: FollowedPartition) -> bool:
+        """Whether ``p`` is still followed as it was (not given up or followed anew)."""
+        return self.partitions.get((p.topic, p.partition)) is p
 
     def follow(self, partition: FollowedPartition) -> None:
-        """Follow ``partition`` (again: from truncating)."""
+        """Follow ``partition`` (again: from truncating). The caller holds ``lock``."""
         partition.truncating = True
         self.partitions[(partition.topic, partition.partition)] = partition
 
     def unfollow(self, topic: str, partition: int) -> None:
+        """Stop following the partition. The caller holds ``lock``."""
         self.partitions.pop((topic, partition), None)
 
     async def run_once(self) -> FetchRound:
@@ -124,8 +137,10 @@ class LeaderFetcher:
     async def _truncate(self, p: FollowedPartition, done: FetchRound) -> None:
         latest = p.log.leader_epoch_cache.latest_epoch
         if latest is None:  # no epoch to agree on: keep what is below the high watermark
-            await self._truncate_to(p, p.log.high_watermark, done)
-            p.truncating = False
+            async with self.lock:
+                if self._still(p):
+                    await self._truncate_to(p, p.log.high_watermark, done)
+                    p.truncating = False
             return
         answer = await self.connection.send(epoch_v4.OffsetForLeaderEpochRequest(
             replica_id=BrokerId(self.node_id), topics=(epoch_v4.OffsetForLeaderTopic(
@@ -136,9 +151,16 @@ class LeaderFetcher:
         if result.error_code != ErrorCode.none:
             done.errors[p.name] = result.error_code.name
             return
+        async with self.lock:
+            if self._still(p):
+                await self._agree(p, int(result.leader_epoch), int(result.end_offset), done)
+
+    async def _agree(self, p: FollowedPartition, leader_epoch: int, leader_end: int,
+                     done: FetchRound) -> None:
+        """Truncate where the leader's answer for its epoch says (under ``lock``)."""
         end = p.log.log_end_offset
         step = truncation_offset(
-            int(result.leader_epoch), int(result.end_offset), fetch_offset=p.log.high_watermark,
+            leader_epoch, leader_end, fetch_offset=p.log.high_watermark,
             log_end_offset=end,
             end_offset_for=lambda epoch: p.log.leader_epoch_cache.end_offset_for(epoch, end))
         await self._truncate_to(p, step.offset, done)
@@ -174,12 +196,15 @@ class LeaderFetcher:
                     partition_max_bytes=i32(self.partition_max_bytes)) for p in followed))
                 for topic, followed in by_topic.items()),
             forgotten_topics_data=(), rack_id="")
+        asked = {(p.topic, p.partition): p for ps in by_topic.values() for p in ps}
         answer = await self.connection.send(request, FetchResponse)
-        for topic in answer.responses:
-            for data in topic.partitions:
-                followed = self.partitions.get((str(topic.topic), int(data.partition_index)))
-                if followed is not None and not followed.truncating:
-                    await self._apply(followed, data, done)
+        async with self.lock:
+            for topic in answer.responses:
+                for data in topic.partitions:
+                    followed = asked.get((str(topic.topic), int(data.partition_index)))
+                    if followed is not None and self._still(followed) \
+                            and not followed.truncating:
+                        await self._apply(followed, data, done)
 
     async def _apply(self, p: FollowedPartition, data: PartitionData,
                      done: FetchRound) -> None:

@@ -9,8 +9,10 @@ partition states the cluster store holds.
   compare-and-swap on the partition's object at the version this leader last read or wrote
   (a change made meanwhile by the controller wins; the leader re-reads).
 - **Follower**: a :class:`~tierlog.server.replication.fetcher.LeaderFetcher` per leader node
-  truncates and fetches; its rounds and every role change of its partitions are serialized
-  (one lock per fetcher), so a partition is never appended to by its fetcher once it leads.
+  truncates and fetches; its log changes and every role change of its partitions are
+  serialized (the fetcher's lock, never held across a request to the leader), so a partition
+  is never appended to by its fetcher once it leads, and a leader that stopped answering holds
+  up no role change.
 
 Everything here runs on the event loop (``PartitionLeader`` is not thread-safe); log and
 store work goes to the worker pool through ``run_blocking``.
@@ -82,7 +84,8 @@ class _Fetching:
 
     def __init__(self, fetcher: LeaderFetcher, backoff_s: float) -> None:
         self.fetcher = fetcher
-        self.lock = asyncio.Lock()
+        #: The fetcher's lock: a role change waits for a log change, never for the leader.
+        self.lock = fetcher.lock
         self.wake = asyncio.Event()
         self.backoff_s = backoff_s
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -95,8 +98,7 @@ class _Fetching:
                 await self.wake.wait()
                 continue
             try:
-                async with self.lock:
-                    done = await self.fetcher.run_once()
+                done = await self.fetcher.run_once()
             except BrokerConnectionError as exc:
                 log.info("replica fetcher from %s: %s; retrying in %.1f s", leader, exc,
                          self.backoff_s)
