@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -80,6 +80,15 @@ def _metadata_code(port: int, topic: str) -> ErrorCode:
 
 def _partition_count(port: int, topic: str) -> int:
     return len(_metadata_topic(port, topic).partitions)
+
+
+def _wait_on_node(cluster: Cluster, n: int, check: Callable[[], object], what: str) -> None:
+    """wait_until(check), failing with the end of node ``n``'s log (why it did not)."""
+    try:
+        wait_until(check, f"node {n}: {what}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- node {n}'s log ---\n"
+                             f"{cluster.nodes[n].log_text()[-6000:]}") from None
 
 
 def _partition_dirs(cluster: Cluster, node: int, topic: str) -> list[Path]:
@@ -151,13 +160,14 @@ def test_a_deleted_topic_leaves_every_node_and_comes_back_new(cluster: Cluster) 
         wait_until(lambda node=node: _metadata_code(node.port, "doomed")
                    == ErrorCode.unknown_topic_or_partition, "the topic gone from Metadata")
     for n in cluster.nodes:
-        wait_until(lambda n=n: not _partition_dirs(cluster, n, "doomed"),
-                   f"node {n}'s logs of the topic deleted")
+        _wait_on_node(cluster, n, lambda n=n: not _partition_dirs(cluster, n, "doomed"),
+                      "its logs of the topic deleted")
 
     cluster.create_topic("doomed", partitions=1, replication_factor=3)
     for n in cluster.nodes:  # the store names the replicas a poll before each creates its log
-        wait_until(lambda n=n: [d.name for d in _partition_dirs(cluster, n, "doomed")]
-                   == ["doomed-0"], f"node {n}'s log of the new topic")
+        _wait_on_node(cluster, n, lambda n=n: [
+            d.name for d in _partition_dirs(cluster, n, "doomed")
+            if (d / "partition.metadata").exists()] == ["doomed-0"], "its log of the new topic")
     new_ids = {PartitionMetadataFile(d / "partition.metadata").read()
                for n in cluster.nodes for d in _partition_dirs(cluster, n, "doomed")}
     assert len(new_ids) == 1 and new_ids != old_ids
@@ -227,8 +237,8 @@ def test_delete_records_is_the_leaders_and_the_followers_follow(cluster: Cluster
         ErrorCode.not_leader_or_follower, -1)
     assert _delete_records(cluster.nodes[leader].port, "trim", 4) == (ErrorCode.none, 4)
     for n in cluster.nodes:
-        wait_until(lambda n=n: _checkpointed_start(cluster, n, "trim") == 4,
-                   f"node {n}'s log start at 4")
+        _wait_on_node(cluster, n, lambda n=n: _checkpointed_start(cluster, n, "trim") == 4,
+                      "its log start at 4")
     assert _consume(cluster.bootstrap, "trim", 6) == [b"r%d" % i for i in range(4, 10)]
 
 
@@ -282,18 +292,20 @@ def test_a_poll_deletes_logs_only_on_a_tombstone_or_an_earlier_id(tmp_path: Path
         for name in ("same", "old", "foreign", "gone", "tuned", "unlisted"):
             manager.create_topic(name, 1, topic_id=ids[name])
         records = {
-            "same": TopicRecord(ids["same"], ((1,),)),
             # Created again while this node was away: its logs carry the earlier id.
             "old": TopicRecord(ids["new"], ((1,),), previous_ids=(ids["old"],)),
             # An id the store never named for the topic: kept (warned).
             "foreign": TopicRecord(new_topic_id(), ((1,),)),
             "gone": TopicRecord(ids["gone"], ((1,),), deleted=True),
             "tuned": TopicRecord(ids["tuned"], ((1,),), {"retention.ms": "1000"}),
+            # Overrides this node cannot parse: to apply (which fails and says why).
+            "same": TopicRecord(ids["same"], ((1,),), {"retention.ms": "soon"}),
             # "unlisted": a LIST that missed its record deletes nothing.
         }
         changes = local_changes(manager, records, {})
         assert sorted(changes.doomed) == ["gone", "old"]
         assert changes.foreign == ["foreign"]
-        assert changes.reconfigured == {"tuned": {"retention.ms": "1000"}}
+        assert changes.reconfigured == {"tuned": {"retention.ms": "1000"},
+                                        "same": {"retention.ms": "soon"}}
         # A record already applied is not compared with the disk again.
-        assert local_changes(manager, records, {"tuned": records["tuned"]}).reconfigured == {}
+        assert local_changes(manager, records, records).reconfigured == {}

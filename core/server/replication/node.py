@@ -55,6 +55,7 @@ from tierlog.common.clock import system_time_ms
 from tierlog.config import LogConfig
 from tierlog.errors import (
     BrokerFencedError,
+    ConfigError,
     InvalidReplicationFactorError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -162,17 +163,30 @@ def local_changes(manager: LogManager, records: Mapping[str, TopicRecord],
         partitions = manager.partitions(topic)
         if record is None or not partitions:
             continue  # a LIST may miss a record: only a tombstone or an id deletes
-        local_id = manager.log(topic, partitions[0]).topic_id
+        try:
+            local_id = manager.log(topic, partitions[0]).topic_id
+            local_overrides = (manager.topic_overrides(topic) if applied.get(topic) != record
+                               else None)
+        except UnknownTopicOrPartitionError:
+            continue  # gone meanwhile
         if record.deleted or (local_id != record.topic_id
                               and local_id in record.previous_ids):
             changes.doomed.append(topic)
             continue
         if local_id != record.topic_id:
             changes.foreign.append(topic)
-        if applied.get(topic) != record and \
-                LogConfig(dict(record.configs)).overrides != manager.topic_overrides(topic):
+        if local_overrides is not None and _differ(record.configs, local_overrides):
             changes.reconfigured[topic] = record.configs
     return changes
+
+
+def _differ(configs: Mapping[str, str], local_overrides: Mapping[str, object]) -> bool:
+    """Whether a record's overrides are not the local ones (True for overrides this node
+    cannot parse: applying them fails, and says why, rather than wedge the poll)."""
+    try:
+        return LogConfig(dict(configs)).overrides != local_overrides
+    except ConfigError:
+        return True
 
 
 class ClusterNode:
