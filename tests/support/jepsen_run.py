@@ -341,13 +341,27 @@ class _Faults:
         self.peer_proxies = peer_proxies
         self.paused: set[int] = set()
         self.leader_faults: list[tuple[float, int, int]] = []  # (time, partition, node)
+        #: When each node last came back (SIGCONT, start): a leadership it kept until then
+        #: was not taken away by the fault.
+        self.back: dict[int, list[float]] = defaultdict(list)
 
     def actions(self) -> FaultActions:
-        nodes = self.cluster.nodes
         return FaultActions(
-            resolve=self.resolve, kill=lambda n: nodes[n].kill(),
-            start=lambda n: nodes[n].start(), stop=self.stop, cont=self.cont,
-            restart=lambda n: nodes[n].restart(), cut=self.cut, heal=self.heal)
+            resolve=self.resolve, kill=self.kill, start=self.start, stop=self.stop,
+            cont=self.cont, restart=self.restart, cut=self.cut, heal=self.heal)
+
+    def kill(self, n: int) -> None:
+        self._took_leader(n)
+        self.cluster.nodes[n].kill()
+
+    def start(self, n: int) -> None:
+        self.cluster.nodes[n].start()
+        self._came_back(n)
+
+    def restart(self, n: int) -> None:
+        self._took_leader(n)
+        self.cluster.nodes[n].restart()
+        self._came_back(n)
 
     def resolve(self, role: Role, exclude: frozenset[int]) -> int | None:
         free = [n for n, node in self.cluster.nodes.items()
@@ -364,18 +378,27 @@ class _Faults:
             found = self.rng.choice(free) if free else -1
         if found not in free:
             return None
-        now = time.monotonic()
-        self.leader_faults += [(now, p, found) for p in range(partitions)
-                               if self.watch.leader(p) == found]
         return found
 
+    def _took_leader(self, n: int) -> None:
+        """Note the partitions node ``n`` leads as a fault takes it away (a kill, a pause,
+        a restart; a cut leaves it leading: it still reaches the store)."""
+        now = time.monotonic()
+        self.leader_faults += [(now, p, n) for p in range(self.watch.partitions)
+                               if self.watch.leader(p) == n]
+
+    def _came_back(self, n: int) -> None:
+        self.back[n].append(time.monotonic())
+
     def stop(self, n: int) -> None:
+        self._took_leader(n)
         self.paused.add(n)
         self._signal(n, signal.SIGSTOP)
 
     def cont(self, n: int) -> None:
         self._signal(n, signal.SIGCONT)
         self.paused.discard(n)
+        self._came_back(n)
 
     def cut(self, a: int, b: int, mode: CutMode, scope: CutScope) -> None:
         """Cut b's links: its inter-broker listener (scope ``peers``: a and the other node
@@ -395,11 +418,14 @@ class _Faults:
             proc.send_signal(signum)
 
     def failover_ms(self) -> list[float]:
-        """For each fault that hit a leader: how long until another node led its partition."""
+        """For each kill, pause or restart of a leader whose partition another node came to
+        lead before the node was back (a pause shorter than the session keeps its leadership,
+        as it should): how long that took."""
         found = []
         for at, p, node in self.leader_faults:
+            until = min((t for t in self.back[node] if t >= at), default=float("inf"))
             later = [t for t, q, old, new in self.watch.changes
-                     if q == p and t >= at and old == node and new not in (node, -1)]
+                     if q == p and at <= t <= until and old == node and new not in (node, -1)]
             if later:
                 found.append((later[0] - at) * 1000)
         return found
