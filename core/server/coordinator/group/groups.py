@@ -69,7 +69,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         #: The partitions of ``__consumer_offsets`` whose groups this node coordinates.
         self.owned = OwnedPartitions()
-        self._write_lock = asyncio.Lock()
+        #: One writer at a time per partition of ``__consumer_offsets`` (its records keep the
+        #: order of the changes); the partitions' writes wait for their replicas side by side.
+        self._write_locks: dict[int, asyncio.Lock] = {}
 
     # -- load and close --------------------------------------------------------------
 
@@ -536,7 +538,8 @@ class GroupCoordinator:
     async def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]], *,
                      producer_id: int = -1, producer_epoch: int = -1) -> ErrorCode:
         now = self.services.time_ms()
-        async with self._write_lock:
+        lock = self._write_locks.setdefault(self.store.partition_of(group_id), asyncio.Lock())
+        async with lock:
             try:
                 await self.store.write(group_id, records, now, producer_id=producer_id,
                                        producer_epoch=producer_epoch)
