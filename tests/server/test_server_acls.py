@@ -48,6 +48,7 @@ from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
 from kio.schema.sync_group.v5 import request as sync_group
 from kio.schema.txn_offset_commit.v3 import request as txn_offset_commit
+from kio.schema.write_txn_markers.v1 import request as write_txn_markers
 from support.acl_wire import (
     AUTH_FAILURES,
     AUTHORIZER,
@@ -214,6 +215,12 @@ CASES = (
             leader_epoch.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
                                                   leader_epoch=0),)),)),
          ((_T, TOPIC, _Op.DESCRIBE),), _TOPIC_DENIED),
+    Case("write txn markers (another broker's)", lambda: write_txn_markers.WriteTxnMarkersRequest(
+        markers=(write_txn_markers.WritableTxnMarker(
+            producer_id=424242, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=(write_txn_markers.WritableTxnMarkerTopic(name=TOPIC,
+                                                             partition_indexes=(0,)),)),)),
+         ((_C, CLUSTER_NAME, _Op.CLUSTER_ACTION),), _CLUSTER_DENIED),
     Case("add partitions to txn", lambda: add_partitions.AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=TXN, v3_and_below_producer_id=99,
         v3_and_below_producer_epoch=0, v3_and_below_topics=(
