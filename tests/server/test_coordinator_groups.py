@@ -402,3 +402,25 @@ def test_a_decided_transaction_is_completed_never_overwritten(tmp_path: Path) ->
         error, pid2, epoch2 = await c.txns.init_producer_id("tx", 60_000)
         assert error is ErrorCode.none and (pid2, epoch2) == (pid, epoch + 1)
     run(tmp_path, scenario)
+
+
+def test_a_marker_reaching_a_loading_partition_settles_its_offsets(tmp_path: Path) -> None:
+    """A transaction's marker that reaches a ``__consumer_offsets`` partition while it loads
+    (WriteTxnMarkers to a new leader) settles the transaction's offsets once loaded, though
+    the replay did not see it."""
+    async def scenario(c: Coordinators, manager: LogManager) -> None:
+        groups = c.groups
+        partition = groups.store.partition_of("g")
+        offsets = {("t", 0): rec.OffsetValue(7, "", 0, -1)}
+        assert set((await groups.commit_txn_offsets(
+            "g", 77, 0, -1, "", offsets)).values()) == {ErrorCode.none}
+        groups.unload_partition(partition)
+        loading = asyncio.ensure_future(groups.load_partition(partition))
+        await asyncio.sleep(0)  # the replay is under way
+        assert groups.check("g") is ErrorCode.coordinator_load_in_progress
+        groups.complete_txn(77, [partition], True)  # the marker's append came after the replay
+        await loading
+        error, found = groups.fetch_offsets("g", None, True)
+        assert error is ErrorCode.none
+        assert found[("t", 0)][0] is not None and found[("t", 0)][0].offset == 7
+    run(tmp_path, scenario)

@@ -51,12 +51,12 @@ async def write_txn_markers(apis: MarkerApis, ctx: RequestContext,
     auth = request_auth(apis.groups.services, ctx)
     allowed = not auth.enabled or auth.may_cluster(AclOperation.CLUSTER_ACTION)
 
-    async def one(producer_id: int, producer_epoch: int, commit: bool, topic: str,
-                  partition: int) -> ErrorCode:
+    async def one(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                  topic: str, partition: int) -> ErrorCode:
         if not allowed:
             return ErrorCode.cluster_authorization_failed
         error = await apis.markers.append_here((topic, partition), producer_id,
-                                               producer_epoch, commit)
+                                               producer_epoch, commit, coordinator_epoch)
         if error is ErrorCode.none and topic == CONSUMER_OFFSETS:
             apis.groups.complete_txn(producer_id, [partition], commit)
         return error
@@ -64,7 +64,8 @@ async def write_txn_markers(apis: MarkerApis, ctx: RequestContext,
     asked = [(m, t, int(p)) for m in request.markers for t in m.topics
              for p in t.partition_indexes]
     codes = await asyncio.gather(*(
-        one(int(m.producer_id), int(m.producer_epoch), bool(m.transaction_result), t.name, p)
+        one(int(m.producer_id), int(m.producer_epoch), bool(m.transaction_result),
+            int(m.coordinator_epoch), t.name, p)
         for m, t, p in asked))
     found: dict[int, dict[str, list[tuple[int, ErrorCode]]]] = {}
     for (marker, topic, partition), code in zip(asked, codes, strict=True):

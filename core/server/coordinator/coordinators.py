@@ -120,7 +120,7 @@ class Coordinators:
         if leader_epoch is None:
             return
         load = (self.groups.load_partition(partition) if topic == CONSUMER_OFFSETS
-                else self.txns.load_partition(partition))
+                else self.txns.load_partition(partition, leader_epoch))
         task = asyncio.get_running_loop().create_task(load)
         self._loads.add(task)
         task.add_done_callback(self._loaded)

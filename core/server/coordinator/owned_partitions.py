@@ -32,6 +32,7 @@ class OwnedPartitions:
     def __init__(self) -> None:
         self._states: dict[int, PartitionState] = {}
         self._tickets: dict[int, int] = {}
+        self._epochs: dict[int, int] = {}
         self._next_ticket = 0
 
     def check(self, partition: int) -> ErrorCode:
@@ -57,12 +58,22 @@ class OwnedPartitions:
     def loaded(self) -> frozenset[int]:
         return frozenset(p for p, s in self._states.items() if s is PartitionState.LOADED)
 
-    def begin_load(self, partition: int) -> int:
-        """Mark ``partition`` loading; returns the load's ticket."""
+    def begin_load(self, partition: int, leader_epoch: int = 0) -> int:
+        """Mark ``partition`` loading, led at ``leader_epoch``; returns the load's ticket."""
         self._next_ticket += 1
         self._tickets[partition] = self._next_ticket
+        self._epochs[partition] = leader_epoch
         self._states[partition] = PartitionState.LOADING
         return self._next_ticket
+
+    def epoch(self, partition: int) -> int:
+        """The leader epoch ``partition`` is coordinated at here (Kafka's coordinator epoch:
+        it fences the markers of an older coordinator); -1 when not coordinated here."""
+        return self._epochs.get(partition, -1) if partition in self._states else -1
+
+    def held(self, partition: int) -> bool:
+        """Whether ``partition`` is loaded or loading here (not given up)."""
+        return partition in self._states
 
     def current(self, partition: int, ticket: int) -> bool:
         """Whether the load holding ``ticket`` is still the partition's latest (not unloaded
@@ -80,4 +91,5 @@ class OwnedPartitions:
         """Forget ``partition`` (its pending loads go stale); returns whether it was owned
         or loading."""
         self._tickets.pop(partition, None)
+        self._epochs.pop(partition, None)
         return self._states.pop(partition, None) is not None

@@ -69,6 +69,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         #: The partitions of ``__consumer_offsets`` whose groups this node coordinates.
         self.owned = OwnedPartitions()
+        #: Per partition loading now: the markers (producer id, commit) that reached it.
+        self._settled_while_loading: dict[int, list[tuple[int, bool]]] = {}
         #: One writer at a time per partition of ``__consumer_offsets`` (its records keep the
         #: order of the changes); the partitions' writes wait for their replicas side by side.
         self._write_locks: dict[int, asyncio.Lock] = {}
@@ -96,6 +98,7 @@ class GroupCoordinator:
         """Load the groups of ``partition`` (this node now leads it); their requests are
         answered COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         ticket = self.owned.begin_load(partition)
+        self._settled_while_loading[partition] = []
         loaded = await self.services.run_blocking(lambda: self.store.load_partition(partition))
         if not self.owned.current(partition, ticket):
             return  # unloaded (or loaded again) meanwhile
@@ -121,6 +124,10 @@ class GroupCoordinator:
             if old is not None:
                 self._cancel_timers(old)
             self.groups[group_id] = group
+        # Markers that reached the partition while it loaded (their replay may have missed
+        # them; settling again what the replay settled is a no-op).
+        for producer_id, commit in self._settled_while_loading.pop(partition, []):
+            self._settle(producer_id, {partition}, commit)
         self.owned.finish_load(partition, ticket)
         log.info("loaded %d consumer groups from %s-%d", len(loaded), CONSUMER_OFFSETS,
                  partition)
@@ -128,6 +135,7 @@ class GroupCoordinator:
     def unload_partition(self, partition: int) -> None:
         """This node no longer leads ``partition``: drop its groups (their members are told
         NOT_COORDINATOR and find the new coordinator)."""
+        self._settled_while_loading.pop(partition, None)
         if not self.owned.unload(partition):
             return
         gone = [g for g in self.groups.values() if self.store.partition_of(g.group_id)
@@ -635,8 +643,15 @@ class GroupCoordinator:
 
     def complete_txn(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
         """A transaction's marker reached these ``__consumer_offsets`` partitions: its
-        pending offsets count (commit) or are dropped (abort)."""
+        pending offsets count (commit) or are dropped (abort); a partition still loading
+        settles them once loaded."""
         wanted = set(partitions)
+        for partition in wanted:
+            if partition in self._settled_while_loading:
+                self._settled_while_loading[partition].append((producer_id, commit))
+        self._settle(producer_id, wanted, commit)
+
+    def _settle(self, producer_id: int, wanted: set[int], commit: bool) -> None:
         for group in self.groups.values():
             if self.store.partition_of(group.group_id) not in wanted:
                 continue

@@ -106,19 +106,23 @@ class TxnCoordinator:
         #: The partitions of ``__transaction_state`` whose transactional ids this node
         #: coordinates.
         self.owned = OwnedPartitions()
-        self._lock = asyncio.Lock()
+        #: One state change at a time per transactional id (a transaction waiting on a
+        #: partition's leader holds up no other).
+        self._locks: dict[str, asyncio.Lock] = {}
         #: Transactional ids whose stored decision is being completed in the background.
-        self._finishing: set[str] = set()
+        self._finishing: dict[str, asyncio.Task[None]] = {}
         self._expiry: asyncio.Task[None] | None = None
 
     # -- load, expiry, close -----------------------------------------------------------
 
     async def load(self) -> None:
         """A node that is a cluster of one: create ``__transaction_state`` if missing and load
-        every partition of it; then start the timeout checks."""
+        every partition of it (completing what the last run left decided); then start the
+        timeout checks."""
         await self.services.run_blocking(self.store.ensure)
         for partition in range(self.store.partitions):
             await self.load_partition(partition)
+        await asyncio.gather(*self._finishing.values(), return_exceptions=True)
         self.start_expiry()
 
     def start_expiry(self) -> None:
@@ -126,42 +130,34 @@ class TxnCoordinator:
         if self._expiry is None:
             self._expiry = asyncio.get_running_loop().create_task(self._expire_forever())
 
-    async def load_partition(self, partition: int) -> None:
-        """Load the transactional ids of ``partition`` (this node now leads it) and complete
-        what the last coordinator left in a Prepare state; their requests are answered
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
-        ticket = self.owned.begin_load(partition)
+    async def load_partition(self, partition: int, leader_epoch: int = 0) -> None:
+        """Load the transactional ids of ``partition`` (this node now leads it, at
+        ``leader_epoch``: its markers carry it as their coordinator epoch) and complete in the
+        background what the last coordinator left decided (a Prepare state); their requests
+        are answered COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        ticket = self.owned.begin_load(partition, leader_epoch)
         states = await self.services.run_blocking(lambda: self.store.load_partition(partition))
         if not self.owned.current(partition, ticket):
             return
         highest = -1
-        loaded = []
+        decided = []
         for tid, v in states.items():
             highest = max(highest, v.producer_id)
             meta = TxnMetadata(
                 tid, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
                 {(t, p) for t, ps in v.partitions for p in ps}, v.start_ms, v.last_update_ms)
             self.txns[tid] = meta
-            loaded.append(meta)
+            if meta.state in PREPARE_STATES:
+                decided.append(tid)
         self.producer_ids.raise_floor(highest + 1)
-        async with self._lock:
-            for meta in loaded:
-                if not self.owned.current(partition, ticket):
-                    return
-                try:
-                    if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-                        log.info("completing the %s of transactional id %s left by the last "
-                                 "coordinator", meta.state.name, meta.transactional_id)
-                        await self._complete(meta, meta.state is TxnStatus.PREPARE_COMMIT)
-                    elif meta.state is TxnStatus.PREPARE_EPOCH_FENCE:
-                        await self._complete(meta, False)
-                except (TierlogError, OSError) as exc:
-                    log.warning("the %s of transactional id %s is not completed yet (retrying):"
-                                " %s", meta.state.name, meta.transactional_id, exc)
-                    self._finish_later(meta.transactional_id)
-        if self.owned.finish_load(partition, ticket):
-            log.info("loaded %d transactional ids from %s-%d", len(states), TRANSACTION_STATE,
-                     partition)
+        if not self.owned.finish_load(partition, ticket):
+            return
+        log.info("loaded %d transactional ids from %s-%d", len(states), TRANSACTION_STATE,
+                 partition)
+        for tid in decided:
+            log.info("completing the %s of transactional id %s left by the last coordinator",
+                     self.txns[tid].state.name, tid)
+            self._finish_later(tid, at_once=True)
 
     def unload_partition(self, partition: int) -> None:
         """This node no longer leads ``partition``: forget its transactional ids (their
@@ -171,11 +167,21 @@ class TxnCoordinator:
         gone = [t for t in self.txns if self.store.partition_of(t) == partition]
         for tid in gone:
             del self.txns[tid]
+            self._locks.pop(tid, None)
         log.info("unloaded %d transactional ids of %s-%d: this node no longer leads it",
                  len(gone), TRANSACTION_STATE, partition)
 
     def _coordinates(self, transactional_id: str) -> bool:
+        """Whether this node coordinates ``transactional_id`` (its partition loaded here)."""
         return self.owned.owns(self.store.partition_of(transactional_id))
+
+    def _holds(self, transactional_id: str) -> bool:
+        """Whether the partition of ``transactional_id`` is loaded or loading here: its
+        decided transactions are this node's to complete."""
+        return self.owned.held(self.store.partition_of(transactional_id))
+
+    def _lock_for(self, transactional_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(transactional_id, asyncio.Lock())
 
     async def _expire_forever(self) -> None:
         interval = self.settings.abort_check_interval_ms / 1000
@@ -191,29 +197,34 @@ class TxnCoordinator:
         epoch (so the producer is fenced); returns their transactional ids."""
         now = self.services.time_ms()
         aborted = []
-        async with self._lock:
-            for meta in list(self.txns.values()):
-                if (meta.state is TxnStatus.ONGOING
-                        and meta.start_ms + meta.timeout_ms <= now
-                        and self._coordinates(meta.transactional_id)):
-                    log.info("aborting the transaction of %s: older than its timeout of %d ms",
-                             meta.transactional_id, meta.timeout_ms)
-                    try:
-                        await self._fence_and_abort(meta)
-                    except MarkersAbandoned as exc:
-                        log.info("%s", exc)
-                        continue
-                    except (TierlogError, OSError) as exc:  # undecided: tried again next round
-                        log.warning("the transaction of %s is not aborted yet: %s",
-                                    meta.transactional_id, exc)
-                        continue
-                    aborted.append(meta.transactional_id)
+        for meta in list(self.txns.values()):
+            tid = meta.transactional_id
+            if not (meta.state is TxnStatus.ONGOING and meta.start_ms + meta.timeout_ms <= now
+                    and self._coordinates(tid)):
+                continue
+            async with self._lock_for(tid):
+                if self.txns.get(tid) is not meta or meta.state is not TxnStatus.ONGOING:
+                    continue  # changed while this waited
+                log.info("aborting the transaction of %s: older than its timeout of %d ms",
+                         tid, meta.timeout_ms)
+                try:
+                    await self._fence_and_abort(meta)
+                except MarkersAbandoned as exc:
+                    log.info("%s", exc)
+                    continue
+                except (TierlogError, OSError) as exc:  # undecided: tried again next round
+                    log.warning("the transaction of %s is not aborted yet: %s", tid, exc)
+                    continue
+                aborted.append(tid)
         return aborted
 
     async def close(self) -> None:
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)
+        for task in list(self._finishing.values()):
+            task.cancel()
+        await asyncio.gather(*self._finishing.values(), return_exceptions=True)
         await self.markers.close()
 
     # -- writes ----------------------------------------------------------------------
@@ -242,7 +253,9 @@ class TxnCoordinator:
         pid, epoch, partitions = meta.producer_id, meta.producer_epoch, sorted(meta.partitions)
         tid = meta.transactional_id
         offsets_partitions = await self.markers.write(
-            pid, epoch, partitions, commit, coordinating=lambda: self._coordinates(tid))
+            pid, epoch, partitions, commit,
+            coordinator_epoch=self.owned.epoch(self.store.partition_of(tid)),
+            coordinating=lambda: self._holds(tid))
         self.services.appended()
         if offsets_partitions:
             self.on_offsets(pid, offsets_partitions, commit)
@@ -262,18 +275,21 @@ class TxnCoordinator:
             bumped = (meta.producer_id, meta.producer_epoch + 1)
         await self._complete(meta, False, new_identity=bumped)
 
-    def _finish_later(self, transactional_id: str) -> None:
-        """Complete a transaction whose decision is stored (a Prepare state) but whose
-        completion failed, retrying until it is done or this node no longer coordinates it
-        (Kafka's coordinator retries its markers the same way)."""
+    def _finish_later(self, transactional_id: str, *, at_once: bool = False) -> None:
+        """Complete a transaction whose decision is stored (a Prepare state) in the
+        background, retrying until it is done or this node gives its partition up (Kafka's
+        coordinator retries its markers the same way)."""
         if transactional_id in self._finishing:
             return
-        self._finishing.add(transactional_id)
-        task = asyncio.get_running_loop().create_task(self._finish(transactional_id))
-        task.add_done_callback(lambda _: self._finishing.discard(transactional_id))
+        task = asyncio.get_running_loop().create_task(
+            self._finish(transactional_id, at_once))
+        self._finishing[transactional_id] = task
+        task.add_done_callback(lambda _: self._finishing.pop(transactional_id, None))
 
-    async def _finish(self, transactional_id: str) -> None:
-        while self._coordinates(transactional_id):
+    async def _finish(self, transactional_id: str, at_once: bool) -> None:
+        if at_once and await self.complete_decided(transactional_id):
+            return
+        while self._holds(transactional_id):
             await asyncio.sleep(RETRY_COMPLETION_S)
             if await self.complete_decided(transactional_id):
                 return
@@ -282,7 +298,7 @@ class TxnCoordinator:
         """Complete the transaction of ``transactional_id`` if its outcome is decided (a
         Prepare state) and this node coordinates it; returns whether nothing is left to do
         (completed now, not decided, or not coordinated here)."""
-        async with self._lock:
+        async with self._lock_for(transactional_id):
             meta = self.txns.get(transactional_id)
             if (meta is None or meta.state not in PREPARE_STATES
                     or not self._coordinates(transactional_id)):
@@ -314,10 +330,13 @@ class TxnCoordinator:
             return owned, -1, -1
         if not 0 < timeout_ms <= self.settings.max_timeout_ms:
             return ErrorCode.invalid_transaction_timeout, -1, -1
-        async with self._lock:
+        async with self._lock_for(transactional_id):
             try:
                 return await self._init_producer_id(transactional_id, timeout_ms, producer_id,
                                                     producer_epoch)
+            except MarkersAbandoned as exc:  # it lost the partition while aborting
+                log.info("%s", exc)
+                return ErrorCode.not_coordinator, -1, -1
             except (TierlogError, OSError) as exc:
                 log.warning("InitProducerId of %s not done: %s", transactional_id, exc)
                 return coordinator_error(exc), -1, -1
@@ -374,7 +393,7 @@ class TxnCoordinator:
                              producer_epoch: int, partitions: Iterable[TopicPartitionKey]
                              ) -> dict[TopicPartitionKey, ErrorCode]:
         wanted = list(partitions)
-        async with self._lock:
+        async with self._lock_for(transactional_id):
             error, meta = self._check(transactional_id, producer_id, producer_epoch)
             if meta is None:
                 return dict.fromkeys(wanted, error)
@@ -407,7 +426,7 @@ class TxnCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> ErrorCode:
-        async with self._lock:
+        async with self._lock_for(transactional_id):
             error, meta = self._check(transactional_id, producer_id, producer_epoch)
             if meta is None:
                 return error

@@ -60,20 +60,27 @@ class TxnMarkers:
 
     async def write(self, producer_id: int, producer_epoch: int,
                     partitions: Sequence[TopicPartitionKey], commit: bool, *,
-                    coordinating: Callable[[], bool]) -> list[int]:
-        """Write the marker to each of ``partitions``; returns the ``__consumer_offsets``
-        partitions whose marker was appended on this node (their groups' pending offsets
-        settle here; a leader elsewhere settles its own). MarkersAbandoned once
-        ``coordinating()`` turns false with markers unwritten."""
+                    coordinator_epoch: int, coordinating: Callable[[], bool]) -> list[int]:
+        """Write the marker, stamped with ``coordinator_epoch`` (the leader epoch of the
+        coordinator's ``__transaction_state`` partition: a partition refuses the markers of an
+        older coordinator once it has one of a newer), to each of ``partitions``; returns the
+        ``__consumer_offsets`` partitions whose marker was appended on this node (their
+        groups' pending offsets settle here; a leader elsewhere settles its own).
+        MarkersAbandoned once ``coordinating()`` turns false with markers unwritten, or when a
+        newer coordinator fenced this one."""
         if self.services.cluster is None:
-            return await self.services.run_blocking(
-                lambda: self._write_local(producer_id, producer_epoch, partitions, commit))
+            return await self.services.run_blocking(lambda: self._write_local(
+                producer_id, producer_epoch, partitions, commit, coordinator_epoch))
         pending = list(partitions)
         settled: list[int] = []
         while True:
             failed = []
             for tp, error in (await self._round(producer_id, producer_epoch, pending, commit,
-                                                settled)).items():
+                                                coordinator_epoch, settled)).items():
+                if error is ErrorCode.transaction_coordinator_fenced:
+                    raise MarkersAbandoned(
+                        f"markers of producer {producer_id}: {tp[0]}-{tp[1]} has one of a "
+                        f"newer coordinator than epoch {coordinator_epoch}")
                 if error is not ErrorCode.none:
                     failed.append(tp)
                     log.info("marker of producer %d on %s-%d not written (%s); retrying",
@@ -88,13 +95,15 @@ class TxnMarkers:
             await asyncio.sleep(RETRY_BACKOFF_S)
 
     def _write_local(self, producer_id: int, producer_epoch: int,
-                     partitions: Sequence[TopicPartitionKey], commit: bool) -> list[int]:
+                     partitions: Sequence[TopicPartitionKey], commit: bool,
+                     coordinator_epoch: int) -> list[int]:
         manager = self.services.manager
         settled = []
         for topic, partition in partitions:
             try:
-                manager.log(topic, partition).append_marker(producer_id, producer_epoch,
-                                                            commit=commit)
+                manager.log(topic, partition).append_marker(
+                    producer_id, producer_epoch, commit=commit,
+                    coordinator_epoch=coordinator_epoch)
             except UnknownTopicOrPartitionError:
                 log.warning("no marker for %s-%d of producer %d: the partition is gone", topic,
                             partition, producer_id)
@@ -106,6 +115,7 @@ class TxnMarkers:
 
     async def _round(self, producer_id: int, producer_epoch: int,
                      partitions: Sequence[TopicPartitionKey], commit: bool,
+                     coordinator_epoch: int,
                      settled: list[int]) -> dict[TopicPartitionKey, ErrorCode]:
         """One attempt at every marker: each partition's error code."""
         cluster = self.services.cluster
@@ -123,28 +133,31 @@ class TxnMarkers:
             if state is None or state.leader < 0:
                 results[tp] = ErrorCode.leader_not_available
             elif state.leader == self.services.node_id:
-                results[tp] = await self.append_here(tp, producer_id, producer_epoch, commit)
+                results[tp] = await self.append_here(tp, producer_id, producer_epoch, commit,
+                                                     coordinator_epoch)
                 if results[tp] is ErrorCode.none and tp[0] == CONSUMER_OFFSETS:
                     settled.append(tp[1])
             else:
                 remote.setdefault(state.leader, []).append(tp)
         for leader, tps in remote.items():
-            results.update(await self._send(leader, tps, producer_id, producer_epoch, commit))
+            results.update(await self._send(leader, tps, producer_id, producer_epoch, commit,
+                                            coordinator_epoch))
         return results
 
     async def append_here(self, tp: TopicPartitionKey, producer_id: int, producer_epoch: int,
-                          commit: bool) -> ErrorCode:
+                          commit: bool, coordinator_epoch: int) -> ErrorCode:
         """Append the marker on this node, as the partition's leader, once replicated."""
         try:
             await self.internal.append(*tp, lambda log_: log_.append_marker(
-                producer_id, producer_epoch, commit=commit))
+                producer_id, producer_epoch, commit=commit,
+                coordinator_epoch=coordinator_epoch))
         except (TierlogError, OSError) as exc:
             return error_code_for(exc)
         return ErrorCode.none
 
     async def _send(self, leader: int, partitions: Sequence[TopicPartitionKey],
-                    producer_id: int, producer_epoch: int,
-                    commit: bool) -> dict[TopicPartitionKey, ErrorCode]:
+                    producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int) -> dict[TopicPartitionKey, ErrorCode]:
         cluster = self.services.cluster
         assert cluster is not None
         broker = cluster.view.brokers.get(leader)
@@ -155,7 +168,7 @@ class TxnMarkers:
             by_topic.setdefault(topic, []).append(partition)
         request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
             producer_id=ProducerId(producer_id), producer_epoch=i16(producer_epoch),
-            transaction_result=commit, coordinator_epoch=i32(0),
+            transaction_result=commit, coordinator_epoch=i32(coordinator_epoch),
             topics=tuple(WritableTxnMarkerTopic(name=TopicName(t), partition_indexes=tuple(
                 i32(p) for p in ps)) for t, ps in by_topic.items())),))
         connection = self._connection(leader, broker.host, broker.port)
