@@ -358,11 +358,13 @@ class ClusterNode:
 
             try:
                 await self.services.run_blocking(alter)
-            except Exception as exc:  # noqa: BLE001 - logged once per record; the next poll retries
-                if (topic, str(sorted(configs.items()))) not in self._warned:
-                    self._warned.add((topic, str(sorted(configs.items()))))
-                    log.warning("node %d could not apply %s's configs %s: %s", self.node_id,
-                                topic, dict(configs), exc)
+            except Exception as exc:  # noqa: BLE001 - logged; tried again when the record changes
+                log.warning("node %d could not apply %s's configs %s (keeping its own until "
+                            "the topic's record changes): %s", self.node_id, topic,
+                            dict(configs), exc)
+                failed = read.topics.get(topic)
+                if failed is not None:  # not again each poll: its roles would flap
+                    self._applied[topic] = failed
                 continue
             log.info("node %d applied %s's configs from the cluster: %s", self.node_id, topic,
                      dict(configs))
@@ -396,23 +398,13 @@ class ClusterNode:
             log.info("node %d created its replicas of %s (%d partitions)", self.node_id, topic,
                      count)
 
-    def coordinator(self) -> BrokerRecord | None:
-        """The node that coordinates every consumer group (the live node of the lowest id,
-        None when none is known): each node keeps its own group coordinator, so every client
-        must be sent to one. When it dies the next takes over, without the groups' committed
-        offsets (they are not replicated yet)."""
-        live = sorted(self.view.live)
-        return self.view.brokers.get(live[0]) if live else None
-
     # -- topics ------------------------------------------------------------------------
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: Mapping[str, str]) -> None:
         """Assign and write a new topic (``replication_factor`` -1: the broker's
         ``default.replication.factor``), then read the cluster again so this node answers with
-        it. TopicExistsError, InvalidReplicationFactorError; ConfigError for a tiered topic
-        (leader-only tiering is not built yet)."""
-        tier_roles.check_topic(self, name, configs)
+        it. TopicExistsError, InvalidReplicationFactorError."""
         factor = (self.settings.default_replication_factor if replication_factor == -1
                   else replication_factor)
         live = set(self.view.live)
@@ -458,17 +450,12 @@ class ClusterNode:
         checks them, raising to refuse), then read the cluster again (this node applies them
         at once, the others at their next poll); with ``validate_only`` only check them
         against this node's view. UnknownTopicOrPartitionError; ConfigError."""
-        def checked(current: Mapping[str, str]) -> Mapping[str, str]:
-            after = change(current)
-            tier_roles.check_topic(self, name, after)
-            return after
-
         if validate_only:
             record = self.view.topics.get(name)
             if record is None:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name} (in the cluster)")
-            await self.services.run_blocking(lambda: checked(record.configs))
+            await self.services.run_blocking(lambda: change(record.configs))
             return
         await self.services.run_blocking(partial(
-            topic_changes.alter_topic_configs, self.store, name, checked))
+            topic_changes.alter_topic_configs, self.store, name, change))
         await self.refresh()

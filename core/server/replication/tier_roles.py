@@ -11,13 +11,16 @@ the tier's state, to start an empty replica from it: ``tierlog.remote.rlm.tier_s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tierlog.server.replication.node import ClusterNode
 
-__all__ = ["check_topic", "install", "owner_name"]
+__all__ = ["install", "owner_name"]
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -28,18 +31,28 @@ def owner_name(node_id: int) -> str:
 
 
 def install(node: ClusterNode) -> None:
-    """Make ``node``'s tier follow its leaderships (registers a role listener)."""
+    """Make ``node``'s tier follow its leaderships (registers a role listener). Each change
+    is handed to the tier in the background, in order per partition: a claim makes round
+    trips to the tier and waits for a tiering run of the partition, and the node's other
+    role changes must not wait for it (copying waits for the claim; the tier fences a
+    superseded leader by itself)."""
     remote = node.services.manager.remote
     owner = owner_name(node.node_id)
+    in_order: dict[TopicPartition, asyncio.Lock] = {}
+    running: set[asyncio.Task[None]] = set()
+
+    async def hand_over(tp: TopicPartition, leader_epoch: int | None) -> None:
+        async with in_order.setdefault(tp, asyncio.Lock()):
+            try:
+                await node.services.run_blocking(
+                    lambda: remote.set_role(tp, leader_epoch, owner))
+            except Exception:
+                log.exception("%s-%d: the tier did not take up this node's role (leader epoch "
+                              "%s)", tp[0], tp[1], leader_epoch)
 
     async def on_role(tp: TopicPartition, leader_epoch: int | None) -> None:
-        await node.services.run_blocking(lambda: remote.set_role(tp, leader_epoch, owner))
+        task = asyncio.get_running_loop().create_task(hand_over(tp, leader_epoch))
+        running.add(task)
+        task.add_done_callback(running.discard)
 
     node.replicas.role_listeners.append(on_role)
-
-
-def check_topic(node: ClusterNode, name: str, configs: Mapping[str, str]) -> None:
-    """ConfigError when topic ``name`` may not be created with ``configs`` on a replicating
-    node: nothing is refused any more (a tiered topic is tiered by each partition's leader);
-    kept as the one place a future restriction goes."""
-    del node, name, configs
