@@ -34,6 +34,7 @@ from tierlog.errors import (
     CopyLagExceededError,
     DataDirLockedError,
     LogClosedError,
+    NotLeaderOrFollowerError,
     ReadOnlyLogError,
 )
 from tierlog.index.index_types import resolve_index_types
@@ -398,12 +399,16 @@ class Log:
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
         origin: str = "client",
+        as_leader_at: int | None = None,
     ) -> LogAppendInfo:
         """Append producer-built v2 batches (bytes): validate, assign offsets, write.
 
         ``assign_offsets=False`` appends batches that already carry their offsets (a follower,
         a remote fetch, compaction output): they must start at or after the log end and
         increase. Any invalid batch rejects the whole append and leaves the log unchanged.
+        ``as_leader_at``: the leader epoch a replicated partition's leader decided to append
+        at; NotLeaderOrFollowerError (nothing written) when the log is no longer led at it
+        (its leadership moved between the decision and the append, which stamps that epoch).
         """
         if leader_epoch is not None:
             check_leader_epoch(leader_epoch)
@@ -413,6 +418,12 @@ class Log:
         try:
             if self._closed:
                 raise LogClosedError(f"{self.directory} is closed")
+            if as_leader_at is not None:
+                if self._leader_epoch != as_leader_at:
+                    raise NotLeaderOrFollowerError(
+                        f"{self.directory.name}: no longer led at leader epoch {as_leader_at} "
+                        f"(now {self._leader_epoch})")
+                leader_epoch = as_leader_at
             if self._copy_lag_error is not None and origin == "client":
                 raise self._copy_lag_error.with_traceback(None)  # no growing traceback
             if assign_offsets and origin == "client":
@@ -485,14 +496,15 @@ class Log:
 
     def append_marker(
         self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int = 0,
-        leader_epoch: int | None = None,
+        leader_epoch: int | None = None, as_leader_at: int | None = None,
     ) -> LogAppendInfo:
         """Write a COMMIT or ABORT control batch that ends the producer's open transaction."""
         data = build_control_batch(
             1 if commit else 0, producer_id=producer_id, producer_epoch=producer_epoch,
             coordinator_epoch=coordinator_epoch, timestamp=self._time_ms(),
         )
-        return self.append(data, leader_epoch=leader_epoch, origin="coordinator")
+        return self.append(data, leader_epoch=leader_epoch, origin="coordinator",
+                           as_leader_at=as_leader_at)
 
     # -- rolling ---------------------------------------------------------------------
 

@@ -13,7 +13,11 @@ from support.clock import FakeClock
 from support.log_invariants import log_batches
 
 from tierlog import Log, Record
-from tierlog.errors import InvalidTimestampError, RecordBatchTooLargeError
+from tierlog.errors import (
+    InvalidTimestampError,
+    NotLeaderOrFollowerError,
+    RecordBatchTooLargeError,
+)
 
 HOUR_MS = 3_600_000
 
@@ -59,3 +63,24 @@ def test_a_replicated_batch_outside_the_followers_limits_is_taken(tmp_path: Path
         follower.append(data, assign_offsets=False, origin="replication")
         assert b"".join(bytes(b.view()) for b in log_batches(follower)) == data
         assert follower.log_end_offset == 4
+
+
+def test_a_leaders_append_is_refused_once_its_epoch_is_gone(tmp_path: Path) -> None:
+    """A replicated partition's leader decides to append at its epoch; a leadership lost (or
+    moved to a newer epoch) before the append runs refuses it, writing nothing, so a record
+    never lands unstamped or under a stale epoch on what is now a follower's log."""
+    records = [Record(key=b"k", value=b"v")]
+    with Log.open(tmp_path / "t-0", {}) as log:
+        log.leader_epoch = 3
+        info = log.append_records(records)  # the epoch this node leads at: stamped with it
+        data = b"".join(bytes(b.view()) for b in log_batches(log))
+        assert log.append(data, as_leader_at=3).first_offset == info.last_offset + 1
+        assert log_batches(log)[-1].partition_leader_epoch == 3
+        end = log.log_end_offset
+        for now in (None, 4):  # resigned; led again at a newer epoch
+            log.leader_epoch = now
+            with pytest.raises(NotLeaderOrFollowerError, match="leader epoch 3"):
+                log.append(data, as_leader_at=3)
+            with pytest.raises(NotLeaderOrFollowerError):
+                log.append_marker(7, 0, commit=True, as_leader_at=3)
+            assert log.log_end_offset == end

@@ -49,12 +49,14 @@ API_KEY = 0
 
 
 def append_all(manager: LogManager, request: ProduceRequest,
-               not_here: Mapping[tuple[str, int], tuple[ErrorCode, str]] | None = None
-               ) -> list[Outcome]:
+               not_here: Mapping[tuple[str, int], tuple[ErrorCode, str]] | None = None,
+               epochs: Mapping[tuple[str, int], int] | None = None) -> list[Outcome]:
     """Append every partition's records (inline or on a worker thread, see
     :func:`appends_inline`); one outcome per partition. A partition in ``not_here`` is
     answered with its error and not appended to (the principal may not write to it, this node
-    does not lead it, or its in-sync set is too small for acks=all)."""
+    does not lead it, or its in-sync set is too small for acks=all). On a replicating node
+    ``epochs`` holds the leader epoch each append was decided at (a leadership lost since
+    refuses it: ``Log.append``'s ``as_leader_at``)."""
     outcomes: list[Outcome] = []
     for topic in request.topic_data:
         refused = refusal(topic.name, AdminChange.PRODUCE)
@@ -71,7 +73,9 @@ def append_all(manager: LogManager, request: ProduceRequest,
                                  f"no records for {name}-{index}"))
                 continue
             try:
-                info = manager.log(name, index).append(part.records)
+                info = manager.log(name, index).append(
+                    part.records, as_leader_at=None if epochs is None else epochs.get(
+                        (name, index)))
             except Exception as exc:  # noqa: BLE001 - an item's own error code
                 outcomes.append((name, index, error_code_for(exc), error_message(exc)))
             else:
@@ -109,15 +113,19 @@ async def produce(services: Services, ctx: RequestContext,
                                     for t in request.topic_data for p in t.partition_data]
     else:
         cluster = services.cluster
-        not_here = None if cluster is None else leader_refusals(cluster, request, acks)
+        epochs: dict[tuple[str, int], int] | None = None
+        not_here = None
+        if cluster is not None:
+            epochs = {}
+            not_here = leader_refusals(cluster, request, acks, epochs)
         auth = request_auth(services, ctx)
         if auth.enabled:
             not_here = {**(not_here or {}), **write_refusals(auth, request)}
         if appends_inline(manager, request, services.time_ms(), services.time_ms):
-            outcomes = append_all(manager, request, not_here)
+            outcomes = append_all(manager, request, not_here, epochs)
         else:
             outcomes = await services.run_blocking(
-                lambda: append_all(manager, request, not_here))
+                lambda: append_all(manager, request, not_here, epochs))
         if cluster is None:
             services.appended()
         else:
@@ -166,17 +174,20 @@ def write_refusals(auth: RequestAuth, request: ProduceRequest
             for name, index in parts if name not in allowed}
 
 
-def leader_refusals(cluster: ClusterNode, request: ProduceRequest,
-                    acks: int) -> dict[tuple[str, int], tuple[ErrorCode, str]]:
+def leader_refusals(cluster: ClusterNode, request: ProduceRequest, acks: int,
+                    epochs: dict[tuple[str, int], int]) -> dict[tuple[str, int],
+                                                                 tuple[ErrorCode, str]]:
     """The partitions this node may not append to: those it does not lead
     (NOT_LEADER_OR_FOLLOWER) and, for acks=all, those whose in-sync set is smaller than
-    ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, refused before the append as Kafka does)."""
+    ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, refused before the append as Kafka does).
+    The leader epoch of each it leads goes into ``epochs``."""
     refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
     for topic in request.topic_data:
         for part in topic.partition_data:
             tp = (topic.name, int(part.index))
             try:
                 role = cluster.replicas.leader_role(tp)
+                epochs[tp] = role.leader.leader_epoch
                 if acks == -1:
                     role.leader.check_min_isr()
             except TierlogError as exc:

@@ -56,9 +56,11 @@ class InternalLog:
         self.write_timeout_s = write_timeout_ms / 1000
 
     async def append(self, topic: str, partition: int,
-                     append: Callable[[Log], LogAppendInfo]) -> LogAppendInfo:
-        """Run ``append`` on the partition's log and return once it is durable as the
-        partition's replication demands; raises what the append or replication raised."""
+                     append: Callable[[Log, int | None], LogAppendInfo]) -> LogAppendInfo:
+        """Run ``append(log, as_leader_at)`` on the partition's log (``as_leader_at``: the
+        leader epoch to append at, None on a node that is a cluster of one; passed on to the
+        log) and return once it is durable as the partition's replication demands; raises
+        what the append or replication raised."""
         services = self.services
         cluster = services.cluster
         if cluster is not None:
@@ -68,7 +70,7 @@ class InternalLog:
 
         def run() -> LogAppendInfo:
             partition_log = manager.log(topic, partition)
-            info = append(partition_log)
+            info = append(partition_log, None)
             partition_log.update_high_watermark(partition_log.log_end_offset)
             return info
 

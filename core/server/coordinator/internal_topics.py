@@ -92,14 +92,15 @@ def refusal(topic: str | None, change: AdminChange) -> tuple[ErrorCode, str] | N
 
 def append_records(log_: Log, records: Sequence[tuple[bytes, bytes | None]], now_ms: int, *,
                    producer_id: int = -1, producer_epoch: int = -1,
-                   transactional: bool = False) -> LogAppendInfo:
+                   transactional: bool = False,
+                   as_leader_at: int | None = None) -> LogAppendInfo:
     """Append ``(key, value)`` records (value None: a tombstone) as one batch, atomically
     (the caller, :class:`~tierlog.server.coordinator.internal_log.InternalLog`, makes it as
     durable as the partition's replication demands)."""
     batch = build_batch([Record(k, v, timestamp=now_ms) for k, v in records],
                         producer_id=producer_id, producer_epoch=producer_epoch,
                         is_transactional=transactional, now_ms=now_ms)
-    return log_.append(batch, origin="coordinator")
+    return log_.append(batch, origin="coordinator", as_leader_at=as_leader_at)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,16 +49,19 @@ async def replicate(cluster: ClusterNode, wake_fetches: Callable[[], None],
 
 
 async def append_replicated(cluster: ClusterNode, services: BrokerServices, tp: TopicPartition,
-                            append: Callable[[Log], LogAppendInfo],
+                            append: Callable[[Log, int | None], LogAppendInfo],
                             timeout_s: float) -> LogAppendInfo:
-    """Run ``append`` on ``tp``'s log (on the worker threads) if this node leads it and its
-    in-sync set is large enough, and return once every in-sync replica holds what it appended.
+    """Run ``append(log, leader_epoch)`` on ``tp``'s log (on the worker threads) if this node
+    leads it and its in-sync set is large enough, and return once every in-sync replica holds
+    what it appended. ``append`` passes the epoch to the log as ``as_leader_at``: a
+    leadership lost before the append runs refuses it there.
     NotLeaderOrFollowerError, NotEnoughReplicasError (nothing appended),
     NotEnoughReplicasAfterAppendError or ReplicationTimeoutError (appended, not known
     replicated)."""
     role = cluster.replicas.leader_role(tp)
     role.leader.check_min_isr()
-    info = await services.run_blocking(lambda: append(role.log))
+    epoch = role.leader.leader_epoch
+    info = await services.run_blocking(lambda: append(role.log, epoch))
     code = (await replicate(cluster, services.appended, {tp: info.last_offset + 1}, timeout_s,
                             wait=True))[tp]
     where = f"{tp[0]}-{tp[1]}"

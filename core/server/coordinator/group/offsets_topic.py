@@ -67,9 +67,9 @@ class OffsetsTopic:
         returns once durable, else raises what the append raised."""
         await self.internal.append(
             CONSUMER_OFFSETS, self.partition_of(group_id),
-            lambda log_: append_records(log_, records, now_ms, producer_id=producer_id,
-                                        producer_epoch=producer_epoch,
-                                        transactional=producer_id >= 0))
+            lambda log_, at: append_records(log_, records, now_ms, producer_id=producer_id,
+                                            producer_epoch=producer_epoch,
+                                            transactional=producer_id >= 0, as_leader_at=at))
 
     def load_partition(self, partition: int) -> dict[str, LoadedGroup]:
         """The metadata, committed offsets and pending transactional offsets of every group

@@ -148,9 +148,9 @@ class TxnMarkers:
                           commit: bool, coordinator_epoch: int) -> ErrorCode:
         """Append the marker on this node, as the partition's leader, once replicated."""
         try:
-            await self.internal.append(*tp, lambda log_: log_.append_marker(
+            await self.internal.append(*tp, lambda log_, at: log_.append_marker(
                 producer_id, producer_epoch, commit=commit,
-                coordinator_epoch=coordinator_epoch))
+                coordinator_epoch=coordinator_epoch, as_leader_at=at))
         except (TierlogError, OSError) as exc:
             return error_code_for(exc)
         return ErrorCode.none

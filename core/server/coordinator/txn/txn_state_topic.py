@@ -47,7 +47,8 @@ class TxnStateTopic:
         record = (rec.encode_key(transactional_id),
                   None if value is None else rec.encode_value(value))
         await self.internal.append(TRANSACTION_STATE, self.partition_of(transactional_id),
-                                   lambda log_: append_records(log_, [record], now_ms))
+                                   lambda log_, at: append_records(log_, [record], now_ms,
+                                                                   as_leader_at=at))
 
     def load_partition(self, partition: int) -> dict[str, rec.TxnValue]:
         """The latest state of every transactional id of ``partition``."""
