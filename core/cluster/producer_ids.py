@@ -45,10 +45,7 @@ def reserve_producer_ids(store: MetadataStore, at_least: int, size: int) -> int:
         start = at_least if current is None else max(_next_free(current.value), at_least)
         value = {"nextBlockStart": start + size}
         try:
-            if current is None:
-                store.create(PRODUCER_IDS, value)
-            else:
-                store.replace(PRODUCER_IDS, value, current)
+            store.swap(PRODUCER_IDS, value, current)
         except MetadataConflictError:
             continue
         log.debug("reserved producer ids [%d, %d) in the cluster store", start, start + size)

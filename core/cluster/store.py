@@ -184,6 +184,14 @@ class MetadataStore(ABC):
                                     f"(found version {found})", key=key, expected=None,
                                     found=found)
 
+    def swap(self, key: str, value: Mapping[str, Any], expected: Versioned | None) -> Versioned:
+        """Store ``value`` if the key is still as read: absent (``expected`` None, a
+        :meth:`create`) or at version ``expected`` (a :meth:`replace`); MetadataConflictError
+        when it is not."""
+        if expected is None:
+            return self.create(key, value)
+        return self.replace(key, value, expected)
+
     def replace(self, key: str, value: Mapping[str, Any], expected: Versioned) -> Versioned:
         """Store ``value`` as the key's next version if its current version is still
         ``expected`` (read or written earlier); MetadataConflictError naming both versions if

@@ -144,10 +144,7 @@ def write_first_states(store: MetadataStore, topic: str, topic_id: str,
             if found is None or found[0].deleted or found[0].topic_id != topic_id:
                 return written
             try:
-                if current is None:
-                    store.create(key, state)
-                else:
-                    store.replace(key, state, current)
+                store.swap(key, state, current)
             except MetadataConflictError:
                 continue
             written.append(p)

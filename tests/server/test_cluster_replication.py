@@ -14,8 +14,7 @@ import datetime
 import time
 from pathlib import Path
 
-import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.response import FetchResponse
@@ -29,7 +28,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta
-from support.cluster_procs import FAST_CLUSTER, Cluster, wait_until
+from support.cluster_procs import FAST_CLUSTER, Cluster, consume_exactly, wait_until
 from support.jepsen_checks import check_replicas_identical, replica_batches
 from support.replication_wire import fetch
 from support.secure_server import SecureServer
@@ -84,24 +83,6 @@ def _produce_all(bootstrap: str, topic: str, values: list[bytes]) -> list[bytes]
     return acked
 
 
-def _consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    # Nothing more than what was produced comes after.
-    extra = consumer.poll(1.0)
-    consumer.close()
-    assert extra is None or extra.error() is not None, extra.value()
-    return got
-
-
-@pytest.fixture
 def cluster(tmp_path):  # type: ignore[no-untyped-def]
     with Cluster(tmp_path, 3) as running:
         yield running
@@ -125,7 +106,7 @@ def test_a_replicated_topic_survives_its_leaders_kill(cluster: Cluster) -> None:
     assert sorted(isr) == survivors and sorted(replicas) == [1, 2, 3]
 
     # Every acknowledged record exactly once, in order.
-    assert _consume_all(cluster.bootstrap, "orders", 200) == first + second
+    assert consume_exactly(cluster.bootstrap, "orders", 200) == first + second
 
     # The survivors hold the same batches, byte for byte.
     for node in survivors:

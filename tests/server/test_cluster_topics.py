@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 from kio.schema.delete_records.v2 import request as delete_records
 from kio.schema.delete_records.v2.response import DeleteRecordsResponse
@@ -32,7 +32,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
-from support.cluster_procs import Cluster, wait_until
+from support.cluster_procs import Cluster, consume_exactly, wait_until
 
 from tierlog import Record
 from tierlog.checkpoint.partition_metadata import PartitionMetadataFile, new_topic_id
@@ -109,22 +109,6 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0
     assert not errors, errors
 
 
-def _consume(bootstrap: str, topic: str, count: int, partition: int = 0) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-    extra = consumer.poll(1.0)
-    consumer.close()
-    assert extra is None or extra.error() is not None, extra.value()
-    return got
-
-
 def _produce_code(port: int, topic: str, value: bytes) -> ErrorCode:
     batch = build_batch([Record(None, value, timestamp=int(time.time() * 1000))])
     answer = _ask(port, ProduceRequest(
@@ -173,7 +157,7 @@ def test_a_deleted_topic_leaves_every_node_and_comes_back_new(cluster: Cluster) 
     assert len(new_ids) == 1 and new_ids != old_ids
     fresh = [b"new-%d" % i for i in range(5)]
     _produce(cluster.bootstrap, "doomed", fresh)
-    assert _consume(cluster.bootstrap, "doomed", 5) == fresh
+    assert consume_exactly(cluster.bootstrap, "doomed", 5) == fresh
 
 
 def test_a_grown_topics_new_partitions_are_led_and_replicated(cluster: Cluster) -> None:
@@ -201,7 +185,7 @@ def test_a_grown_topics_new_partitions_are_led_and_replicated(cluster: Cluster) 
                    "every node listing the 4 partitions")
     cluster.leader("growing", 2)
     _produce(cluster.bootstrap, "growing", [b"a", b"b"], partition=2)
-    assert _consume(cluster.bootstrap, "growing", 2, partition=2) == [b"a", b"b"]
+    assert consume_exactly(cluster.bootstrap, "growing", 2, partition=2) == [b"a", b"b"]
     for n in cluster.nodes:
         assert [d.name for d in _partition_dirs(cluster, n, "growing")] == [
             f"growing-{p}" for p in range(4)]
@@ -239,7 +223,7 @@ def test_delete_records_is_the_leaders_and_the_followers_follow(cluster: Cluster
     for n in cluster.nodes:
         _wait_on_node(cluster, n, lambda n=n: _checkpointed_start(cluster, n, "trim") == 4,
                       "its log start at 4")
-    assert _consume(cluster.bootstrap, "trim", 6) == [b"r%d" % i for i in range(4, 10)]
+    assert consume_exactly(cluster.bootstrap, "trim", 6) == [b"r%d" % i for i in range(4, 10)]
 
 
 def _describe(port: int, topic: str, key: str) -> tuple[str | None, int] | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_for_leader_epoch.v4 import request as epoch_request
@@ -51,6 +52,25 @@ def wait_until(check: Callable[[], _T | None], what: str, timeout_s: float = 30.
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.05)  # polling a condition, bounded by the deadline
+
+
+def consume_exactly(bootstrap: str, topic: str, count: int, partition: int = 0
+                    ) -> list[bytes]:
+    """The values of ``partition`` from its start until ``count`` are read (bounded: a minute),
+    checking that nothing more follows (an extra record would be a duplicate)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    extra = consumer.poll(1.0)
+    consumer.close()
+    assert extra is None or extra.error() is not None, extra.value()
+    return got
 
 
 class Cluster:
