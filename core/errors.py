@@ -430,6 +430,13 @@ class NotEnoughReplicasAfterAppendError(NotEnoughReplicasError):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND): the records are in the log; names the partition."""
 
 
+class MarkersAbandonedError(TierlogError):
+    """A transaction coordinator stopped completing a transaction with markers unwritten: it
+    no longer coordinates the transaction (its ``__transaction_state`` partition moved), or a
+    newer coordinator's marker fenced it. The next coordinator completes it; names the
+    producer and the partitions."""
+
+
 class ReplicationTimeoutError(RetriableError, TimeoutError):
     """A leader's append that every in-sync replica did not hold within its timeout (Kafka's
     REQUEST_TIMED_OUT for an ``acks=all`` write): the records are in the leader's log and may

@@ -66,6 +66,7 @@ ERROR_CODES: Mapping[type[BaseException], ErrorCode] = MappingProxyType({
     e.NotEnoughReplicasError: ErrorCode.not_enough_replicas,
     e.NotEnoughReplicasAfterAppendError: ErrorCode.not_enough_replicas_after_append,
     e.ReplicationTimeoutError: ErrorCode.request_timed_out,
+    e.MarkersAbandonedError: ErrorCode.not_coordinator,
     e.FencedPartitionEpochError: ErrorCode.invalid_update_version,
     e.InvalidReplicationFactorError: ErrorCode.invalid_replication_factor,
     e.InvalidPartitionsError: ErrorCode.invalid_partitions,

@@ -14,6 +14,7 @@ import datetime
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
@@ -83,6 +84,7 @@ def _produce_all(bootstrap: str, topic: str, values: list[bytes]) -> list[bytes]
     return acked
 
 
+@pytest.fixture
 def cluster(tmp_path):  # type: ignore[no-untyped-def]
     with Cluster(tmp_path, 3) as running:
         yield running

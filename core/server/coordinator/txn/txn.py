@@ -25,14 +25,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from tierlog.errors import TierlogError
+from tierlog.errors import MarkersAbandonedError, TierlogError
 from tierlog.server.context import BrokerServices
 from tierlog.server.coordinator.coordinator_config import setting_int
 from tierlog.server.coordinator.internal_log import coordinator_error
 from tierlog.server.coordinator.internal_topics import TRANSACTION_STATE
 from tierlog.server.coordinator.owned_partitions import OwnedPartitions
 from tierlog.server.coordinator.txn.txn_log_records import TxnStatus, TxnValue
-from tierlog.server.coordinator.txn.txn_markers import MarkersAbandoned, TxnMarkers
+from tierlog.server.coordinator.txn.txn_markers import TxnMarkers
 from tierlog.server.coordinator.txn.txn_producer_ids import ProducerIdBlocks
 from tierlog.server.coordinator.txn.txn_state_topic import TxnStateTopic
 
@@ -209,7 +209,7 @@ class TxnCoordinator:
                          tid, meta.timeout_ms)
                 try:
                     await self._fence_and_abort(meta)
-                except MarkersAbandoned as exc:
+                except MarkersAbandonedError as exc:
                     log.info("%s", exc)
                     continue
                 except (TierlogError, OSError) as exc:  # undecided: tried again next round
@@ -239,7 +239,7 @@ class TxnCoordinator:
         """Write Prepare* (with the producer id and epoch ``new_identity`` when given), the
         markers, then Complete* (the partitions are cleared). Raises what writing the state
         raised, leaving an Ongoing transaction as it was (the client retries); or
-        MarkersAbandoned (the next coordinator completes it)."""
+        MarkersAbandonedError (the next coordinator completes it)."""
         before = (meta.state, meta.producer_id, meta.producer_epoch)
         if new_identity is not None:
             meta.producer_id, meta.producer_epoch = new_identity
@@ -306,7 +306,7 @@ class TxnCoordinator:
             decided = meta.state
             try:
                 await self._complete(meta, decided is TxnStatus.PREPARE_COMMIT)
-            except MarkersAbandoned:
+            except MarkersAbandonedError:
                 return True
             except (TierlogError, OSError) as exc:
                 log.info("the %s of transactional id %s is not completed yet: %s",
@@ -334,7 +334,7 @@ class TxnCoordinator:
             try:
                 return await self._init_producer_id(transactional_id, timeout_ms, producer_id,
                                                     producer_epoch)
-            except MarkersAbandoned as exc:  # it lost the partition while aborting
+            except MarkersAbandonedError as exc:  # it lost the partition while aborting
                 log.info("%s", exc)
                 return ErrorCode.not_coordinator, -1, -1
             except (TierlogError, OSError) as exc:
@@ -433,7 +433,7 @@ class TxnCoordinator:
             if meta.state is TxnStatus.ONGOING:
                 try:
                     await self._complete(meta, commit)
-                except MarkersAbandoned as exc:
+                except MarkersAbandonedError as exc:
                     log.info("%s", exc)
                     return ErrorCode.not_coordinator
                 except (TierlogError, OSError) as exc:

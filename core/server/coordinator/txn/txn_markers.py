@@ -29,25 +29,25 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.schema.write_txn_markers.v1.response import WriteTxnMarkersResponse
 from kio.static.primitive import i16, i32
 
-from tierlog.errors import BrokerConnectionError, TierlogError, UnknownTopicOrPartitionError
+from tierlog.errors import (
+    BrokerConnectionError,
+    MarkersAbandonedError,
+    TierlogError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.server.context import BrokerServices
 from tierlog.server.coordinator.internal_log import InternalLog
 from tierlog.server.coordinator.internal_topics import CONSUMER_OFFSETS
 from tierlog.server.error_codes import error_code_for
 from tierlog.server.replication.wire_client import BrokerConnection
 
-__all__ = ["MarkersAbandoned", "TxnMarkers"]
+__all__ = ["MarkersAbandonedError", "TxnMarkers"]
 
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 #: Between two rounds of retrying the markers not yet written.
 RETRY_BACKOFF_S = 0.2
-
-
-class MarkersAbandoned(TierlogError):
-    """This node stopped coordinating a transaction before all its markers were written; the
-    next coordinator completes it."""
 
 
 class TxnMarkers:
@@ -66,8 +66,8 @@ class TxnMarkers:
         older coordinator once it has one of a newer), to each of ``partitions``; returns the
         ``__consumer_offsets`` partitions whose marker was appended on this node (their
         groups' pending offsets settle here; a leader elsewhere settles its own).
-        MarkersAbandoned once ``coordinating()`` turns false with markers unwritten, or when a
-        newer coordinator fenced this one."""
+        MarkersAbandonedError once ``coordinating()`` turns false with markers unwritten, or
+        when a newer coordinator fenced this one."""
         if self.services.cluster is None:
             return await self.services.run_blocking(lambda: self._write_local(
                 producer_id, producer_epoch, partitions, commit, coordinator_epoch))
@@ -78,7 +78,7 @@ class TxnMarkers:
             for tp, error in (await self._round(producer_id, producer_epoch, pending, commit,
                                                 coordinator_epoch, settled)).items():
                 if error is ErrorCode.transaction_coordinator_fenced:
-                    raise MarkersAbandoned(
+                    raise MarkersAbandonedError(
                         f"markers of producer {producer_id}: {tp[0]}-{tp[1]} has one of a "
                         f"newer coordinator than epoch {coordinator_epoch}")
                 if error is not ErrorCode.none:
@@ -88,7 +88,7 @@ class TxnMarkers:
             if not failed:
                 return settled
             if not coordinating():
-                raise MarkersAbandoned(
+                raise MarkersAbandonedError(
                     f"markers of producer {producer_id} on {failed}: this node no longer "
                     f"coordinates the transaction; its next coordinator completes it")
             pending = failed
