@@ -135,7 +135,11 @@ class Follower:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tierlog.cli", "consume", "--bootstrap-server",
              server.bootstrap, "--topic", topic, "--from-beginning", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ},
+            # As at a terminal: a test run started in the background (a CI script's `&`)
+            # ignores SIGINT, and its children would inherit that. (Only signal() runs
+            # between fork and exec: safe with the reader threads.)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.err = bytearray()
         threading.Thread(target=self._read, daemon=True).start()
