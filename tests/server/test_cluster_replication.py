@@ -174,14 +174,18 @@ def test_only_the_leader_answers_and_only_at_its_epoch(cluster: Cluster) -> None
         ids.append(int(found.producer_id))
     assert len(set(ids)) == 3, ids
     # Every node names the same coordinator for a group: the leader of its partition of
-    # __consumer_offsets (created by the first FindCoordinator).
+    # __consumer_offsets (created by the first FindCoordinator; until a node has read the new
+    # topic's partitions it answers COORDINATOR_NOT_AVAILABLE, which clients retry).
     coordinators = set()
     for node in cluster.nodes.values():
-        answer = _ask(node.port, FindCoordinatorRequest(key="g", key_type=i8(0)),
-                      FindCoordinatorResponse)
-        assert isinstance(answer, FindCoordinatorResponse)
-        assert answer.error_code == ErrorCode.none
-        coordinators.add((int(answer.node_id), int(answer.port)))
+        def found(port: int = node.port) -> tuple[int, int] | None:
+            answer = _ask(port, FindCoordinatorRequest(key="g", key_type=i8(0)),
+                          FindCoordinatorResponse)
+            assert isinstance(answer, FindCoordinatorResponse)
+            assert answer.error_code in (ErrorCode.none, ErrorCode.coordinator_not_available)
+            return ((int(answer.node_id), int(answer.port))
+                    if answer.error_code == ErrorCode.none else None)
+        coordinators.add(wait_until(found, f"node {node.port}'s answer for group g"))
     assert len(coordinators) == 1
     (coordinator, port), = coordinators
     assert cluster.nodes[coordinator].port == port
